@@ -1,0 +1,25 @@
+VENV ?= .venv
+PY := $(VENV)/bin/python
+EXTRAS ?= dev
+
+.PHONY: install run test bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/ledgermq store-demo
+
+test: install
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) bench/store_bench.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

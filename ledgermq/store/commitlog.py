@@ -1,0 +1,273 @@
+"""The commit log: stored messages back to back in fixed-size segments, by physical offset.
+
+Callers hold the store's lock around every mutating call; reads of written ranges are safe
+without it because bytes below `max_offset` never change (except by an explicit truncate).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .batch import EncodedBatch, fill_positions
+from .mapped_file import MappedFile, MappedFileQueue, StoreError, fsync_dir
+from .message import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MessageFormatError
+from .scan import BLANK, CORRUPT, END, LIMIT, ScannedMessage, walk
+
+log = logging.getLogger(__name__)
+
+TRUNCATE_MARKER = "truncate.pending"
+_ZERO_CHUNK = bytes(1 << 20)
+
+
+@dataclass
+class RecoveryReport:
+    """What a recovery found: where the log ends and what it cut off."""
+
+    scanned_from: int = 0
+    end_offset: int = 0
+    messages_scanned: int = 0
+    truncated_bytes: int = 0  # bytes of torn/invalid tail cleared
+    truncated_reason: str = ""
+    dropped_segments: int = 0
+    seconds: float = 0.0
+    crashed: bool = False
+    messages: list[ScannedMessage] = field(default_factory=list, repr=False)
+
+
+class CommitLog:
+    def __init__(self, directory: Path, file_size: int):
+        if file_size < 4096:
+            raise StoreError(f"mappedFileSizeCommitLog {file_size} is too small (min 4096)")
+        self.dir = Path(directory)
+        self.files = MappedFileQueue(self.dir, file_size)
+        self.file_size = file_size
+        self.max_offset = self.files.min_offset  # end of the last whole message
+        self.flushed_offset = self.max_offset
+
+    @property
+    def min_offset(self) -> int:
+        return self.files.min_offset
+
+    # ---- writes ---------------------------------------------------------------------
+    def append_batch(self, batch: EncodedBatch, first_queue_offset: int,
+                     store_timestamp: int) -> np.ndarray:
+        """Append a batch (one reservation per segment touched); returns physical offsets."""
+        n = len(batch)
+        phys = np.empty(n, dtype=np.int64)
+        ends = batch.starts + batch.sizes
+        src = memoryview(batch.buf)
+        lo = 0
+        while lo < n:
+            seg = self.files.ensure(self.max_offset)
+            pos = self.max_offset - seg.start
+            room = seg.size - pos - END_FILE_MIN_BLANK_LENGTH
+            base = batch.starts[lo]
+            k = int(np.searchsorted(ends[lo:] - base, room, side="right"))
+            if k == 0:
+                if pos == 0:
+                    raise MessageFormatError(
+                        f"message of {int(batch.sizes[lo])} bytes does not fit a segment of "
+                        f"{seg.size} bytes")
+                self._write_blank(seg, pos)
+                continue
+            hi = lo + k
+            fill_positions(batch, lo, hi, self.max_offset, first_queue_offset + lo,
+                           store_timestamp)
+            nbytes = int(ends[hi - 1] - base)
+            seg.view[pos:pos + nbytes] = src[base:base + nbytes]
+            phys[lo:hi] = batch.starts[lo:hi] - base + self.max_offset
+            self.max_offset += nbytes
+            lo = hi
+        return phys
+
+    def _write_blank(self, seg: MappedFile, pos: int) -> None:
+        struct.pack_into(">ii", seg.mm, pos, seg.size - pos, BLANK_MAGIC_CODE)
+        self.max_offset = seg.end
+
+    def append_raw(self, offset: int, data) -> list[ScannedMessage]:
+        """Append already-encoded messages at `offset` (the replica path).
+
+        The range must start at our max offset and hold whole messages as the primary
+        wrote them; after a blank marker it continues at the next segment (the blank's
+        padding may be included or left out). Nothing is written unless all of it
+        validates. Returns what was appended, for dispatch.
+        """
+        if offset != self.max_offset:
+            raise StoreError(f"replica append at {offset}, but the log ends at {self.max_offset}")
+        data = memoryview(data).cast("B")
+        out: list[ScannedMessage] = []
+        pieces: list[tuple[int, memoryview, bool]] = []
+        cur = offset
+        while data:
+            room = self.file_size - cur % self.file_size
+            chunk = data[:room]
+            stop, reason, detail = walk(chunk, 0, len(chunk), cur, room, out=out)
+            blank = reason == BLANK
+            if not blank and (reason != LIMIT or stop != len(chunk)):
+                raise StoreError(f"replica data at {cur + stop} is not a whole message "
+                                 f"({reason}{': ' + detail if detail else ''})")
+            pieces.append((cur, chunk[:stop + 8] if blank else chunk, blank))
+            data = data[len(chunk):]
+            cur = cur - cur % self.file_size + self.file_size if blank else cur + stop
+        for at, part, blank in pieces:
+            seg = self.files.ensure(at)
+            pos = at - seg.start
+            seg.view[pos:pos + len(part)] = part
+            self.max_offset = seg.end if blank else at + len(part)
+        return out
+
+    # ---- reads ----------------------------------------------------------------------
+    def read(self, offset: int, size: int) -> memoryview:
+        """Bytes [offset, offset+size) as a zero-copy view (must not cross a segment)."""
+        seg = self.files.find(offset)
+        if seg is None or offset + size > seg.end or offset + size > self.max_offset:
+            raise StoreError(f"range {offset}+{size} is not in the commit log "
+                             f"[{self.min_offset}, {self.max_offset})")
+        pos = offset - seg.start
+        return seg.view[pos:pos + size]
+
+    def size_at(self, offset: int) -> int:
+        seg = self.files.find(offset)
+        if seg is None or offset >= self.max_offset:
+            raise StoreError(f"offset {offset} is not in the commit log")
+        return struct.unpack_from(">i", seg.mm, offset - seg.start)[0]
+
+    def scan(self, lo: int, hi: int, *, check_crc: bool = False,
+             want_keys: bool = True) -> list[ScannedMessage]:
+        """Messages whose start lies in [lo, hi); lo must be a message boundary."""
+        out: list[ScannedMessage] = []
+        cur = lo
+        while cur < hi:
+            seg = self.files.find(cur)
+            if seg is None:
+                break
+            stop, reason, detail = walk(seg.view, cur - seg.start, min(hi, seg.end) - seg.start,
+                                        seg.start, seg.size, check_crc=check_crc,
+                                        want_keys=want_keys, out=out)
+            if reason == BLANK or (reason == LIMIT and stop + seg.start == seg.end):
+                cur = seg.end
+            elif reason == LIMIT:
+                break
+            else:
+                raise StoreError(f"commit log damaged at {seg.start + stop}: {reason} {detail}")
+        return out
+
+    # ---- flush ----------------------------------------------------------------------
+    def flush(self) -> int:
+        """fdatasync everything written so far; returns the new flushed offset."""
+        target = self.max_offset
+        if target > self.flushed_offset:
+            self.files.sync_range(self.flushed_offset, target)
+            self.flushed_offset = target
+        return self.flushed_offset
+
+    # ---- truncation and recovery ---------------------------------------------------
+    def truncate(self, offset: int) -> None:
+        """Cut the log back to `offset` (a message boundary), crash-safely.
+
+        The target is made durable first, so a crash in the middle of clearing bytes is
+        finished by the next recovery instead of leaving a stale tail that looks valid.
+        """
+        if offset > self.max_offset:
+            raise StoreError(f"cannot truncate to {offset}: the log ends at {self.max_offset}")
+        marker = self.dir / TRUNCATE_MARKER
+        tmp = marker.with_suffix(".tmp")
+        tmp.write_bytes(struct.pack(">q", offset))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, marker)
+        fsync_dir(self.dir)
+        self._cut(offset)
+        marker.unlink()
+        fsync_dir(self.dir)
+
+    def _cut(self, offset: int) -> tuple[int, int]:
+        """Clear every byte from `offset` on and drop later segments; (bytes cleared, dropped)."""
+        cleared = 0
+        seg = self.files.find(offset)
+        if seg is None and self.files.files and offset == self.files.files[-1].end:
+            seg = None  # cut exactly at the end of the last segment: nothing to clear there
+        elif seg is None and self.files.files:
+            raise StoreError(f"cannot cut at {offset}: outside the log")
+        if seg is not None:
+            cleared = _zero_tail(seg, offset - seg.start)
+            seg.sync()
+        dropped = self.files.drop_after(offset)
+        self.max_offset = offset
+        self.flushed_offset = min(self.flushed_offset, offset)
+        return cleared, dropped
+
+    def recover(self, safe_offset: int, report: RecoveryReport) -> RecoveryReport:
+        """Find the end of the log from `safe_offset` (a durable message boundary).
+
+        Validates every message from there, truncates the first invalid one and everything
+        after it, and records the scanned messages in the report for re-dispatch.
+        """
+        marker = self.dir / TRUNCATE_MARKER
+        if marker.exists():
+            target = struct.unpack(">q", marker.read_bytes()[:8])[0]
+            log.warning("finishing an interrupted truncation to %d", target)
+            self.max_offset = max(self.max_offset, target)
+            self._cut(target)
+            marker.unlink()
+            safe_offset = min(safe_offset, target)
+        if not self.files.files:
+            self.max_offset = self.flushed_offset = safe_offset
+            report.end_offset = safe_offset
+            return report
+        cur = max(safe_offset, self.min_offset)
+        report.scanned_from = cur
+        while True:
+            seg = self.files.find(cur)
+            if seg is None:
+                break
+            stop, reason, detail = walk(seg.view, cur - seg.start, seg.size, seg.start,
+                                        seg.size, out=report.messages)
+            if reason == BLANK:
+                cur = seg.end
+                continue
+            cur = seg.start + stop
+            if reason == CORRUPT:
+                report.truncated_reason = f"{detail} at offset {cur}"
+            break
+        self.max_offset = cur
+        cleared, dropped = self._cut(cur) if self.files.files else (0, 0)
+        report.truncated_bytes = cleared if report.truncated_reason else 0
+        report.dropped_segments = dropped
+        report.end_offset = cur
+        report.messages_scanned = len(report.messages)
+        self.flushed_offset = cur
+        return report
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def _zero_tail(seg: MappedFile, pos: int) -> int:
+    """Zero seg[pos:] where it is not zero already; returns bytes cleared.
+
+    SEEK_DATA/SEEK_HOLE skip the never-written (preallocated) extents, so this costs the
+    written part of the tail, not the whole segment.
+    """
+    cleared = 0
+    off = pos
+    while off < seg.size:
+        try:
+            data = os.lseek(seg.fd, off, os.SEEK_DATA)
+        except OSError:
+            break  # no data after off
+        hole = min(os.lseek(seg.fd, data, os.SEEK_HOLE), seg.size)
+        start = max(data, off)
+        while start < hole:
+            stop = min(start + len(_ZERO_CHUNK), hole)
+            if seg.view[start:stop] != _ZERO_CHUNK[:stop - start]:
+                seg.view[start:stop] = _ZERO_CHUNK[:stop - start]
+                cleared += stop - start
+            start = stop
+        off = hole
+    return cleared

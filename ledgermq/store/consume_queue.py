@@ -1,0 +1,151 @@
+"""Consume queues: per (topic, queueId), 20-byte entries mapping a logical queue offset to
+(commit-log offset, size, tag hash code). Entry i lives at byte i * 20 of the queue's
+segments, so re-dispatching a message rewrites the same bytes: queues can always be rebuilt
+from the commit log.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .mapped_file import MappedFileQueue, StoreError
+
+ENTRY_SIZE = 20
+ENTRY = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tag", ">i8")])
+assert ENTRY.itemsize == ENTRY_SIZE
+
+
+class ConsumeQueue:
+    def __init__(self, directory: Path, topic: str, queue_id: int, entries_per_file: int):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.files = MappedFileQueue(directory, entries_per_file * ENTRY_SIZE)
+        self.entries_per_file = entries_per_file
+        self.max_offset = self.files.min_offset // ENTRY_SIZE  # next queue offset to fill
+        self.min_offset = self.max_offset  # first queue offset still readable
+        self.flushed_offset = self.max_offset  # in entries
+        self.dirty = False
+
+    # ---- writes ---------------------------------------------------------------------
+    def put(self, first: int, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray) -> None:
+        """Write entries for queue offsets first, first+1, ... (overwrites are idempotent)."""
+        n = len(phys)
+        entries = np.empty(n, dtype=ENTRY)
+        entries["phys"] = phys
+        entries["size"] = sizes
+        entries["tag"] = tags
+        raw = memoryview(entries.view(np.uint8))
+        at = first * ENTRY_SIZE
+        i = 0
+        while i < len(raw):
+            seg = self.files.ensure(at)
+            pos = at - seg.start
+            take = min(len(raw) - i, seg.size - pos)
+            seg.view[pos:pos + take] = raw[i:i + take]
+            i += take
+            at += take
+        self.max_offset = max(self.max_offset, first + n)
+        self.dirty = True
+
+    def flush(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            lo = self.flushed_offset * ENTRY_SIZE
+            target = self.max_offset
+            self.files.sync_range(min(lo, target * ENTRY_SIZE), target * ENTRY_SIZE)
+            self.flushed_offset = target
+
+    # ---- reads ----------------------------------------------------------------------
+    def entries(self, offset: int, count: int) -> np.ndarray:
+        """Up to `count` entries from `offset`, within one segment (a zero-copy view)."""
+        if offset < self.min_offset or offset >= self.max_offset or count <= 0:
+            return np.empty(0, dtype=ENTRY)
+        at = offset * ENTRY_SIZE
+        seg = self.files.find(at)
+        if seg is None:
+            return np.empty(0, dtype=ENTRY)
+        count = min(count, self.max_offset - offset, (seg.end - at) // ENTRY_SIZE)
+        return np.frombuffer(seg.mm, dtype=ENTRY, count=count, offset=at - seg.start)
+
+    def entry(self, offset: int) -> tuple[int, int, int] | None:
+        e = self.entries(offset, 1)
+        return (int(e["phys"][0]), int(e["size"][0]), int(e["tag"][0])) if len(e) else None
+
+    # ---- recovery and retention ----------------------------------------------------
+    def recover(self, log_min: int, log_end: int) -> int:
+        """Drop entries pointing at or past the commit log's end; find min and max offsets.
+
+        Returns how many entries were dropped.
+        """
+        dropped = 0
+        while self.files.files:
+            seg = self.files.files[-1]
+            ents = np.frombuffer(seg.mm, dtype=ENTRY)
+            valid = ents["size"] > 0
+            stale = valid & (ents["phys"] + ents["size"] > log_end)
+            if stale.any():
+                first_bad = int(np.argmax(stale))
+                seg.view[first_bad * ENTRY_SIZE:] = bytes(seg.size - first_bad * ENTRY_SIZE)
+                dropped += int(np.count_nonzero(valid[first_bad:]))
+                seg.sync()
+                valid = valid[:first_bad]
+            if valid.any():
+                last = len(valid) - 1 - int(np.argmax(valid[::-1]))
+                self.max_offset = seg.start // ENTRY_SIZE + last + 1
+                break
+            if len(self.files.files) == 1:
+                self.max_offset = seg.start // ENTRY_SIZE
+                break
+            self.files.drop_after(seg.start - 1)  # an empty trailing segment
+        self.flushed_offset = self.max_offset
+        self.correct_min_offset(log_min)
+        return dropped
+
+    def correct_min_offset(self, log_min: int) -> None:
+        """The first entry whose message is still in the commit log."""
+        self.min_offset = self.max_offset
+        for seg in self.files.files:
+            ents = np.frombuffer(seg.mm, dtype=ENTRY)
+            ok = (ents["size"] > 0) & (ents["phys"] >= log_min)
+            if ok.any():
+                self.min_offset = seg.start // ENTRY_SIZE + int(np.argmax(ok))
+                return
+
+    def truncate_from_phys(self, phys_end: int) -> None:
+        """Forget entries for messages at or past commit-log offset `phys_end`."""
+        while self.max_offset > self.min_offset:
+            last = self.entry(self.max_offset - 1)
+            if last is None or last[0] < phys_end:
+                break
+            self.max_offset -= 1
+        at = self.max_offset * ENTRY_SIZE
+        seg = self.files.find(at)
+        if seg is not None:
+            pos = at - seg.start
+            seg.view[pos:] = bytes(seg.size - pos)
+            seg.sync()
+        self.files.drop_after(at)
+        self.flushed_offset = min(self.flushed_offset, self.max_offset)
+
+    def delete_below(self, log_min: int) -> int:
+        """Delete whole segments whose entries all point below `log_min`; returns count."""
+        n = 0
+        for seg in self.files.files[:-1]:
+            last = np.frombuffer(seg.mm, dtype=ENTRY)[-1]
+            if int(last["size"]) > 0 and int(last["phys"]) < log_min:
+                n += 1
+            else:
+                break
+        if n:
+            self.files.drop_front(n)
+        self.correct_min_offset(log_min)
+        return n
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def check_queue_id(queue_id: int) -> None:
+    if not 0 <= queue_id < 1 << 16:
+        raise StoreError(f"queue id {queue_id} out of range")

@@ -1,0 +1,99 @@
+"""Background flushing: periodic (ASYNC_FLUSH) or group commit (SYNC_FLUSH).
+
+Group commit: writers register the end offset of their write and wait on a future; the
+flush thread takes the current end of the log, fsyncs once, and completes every waiter at
+or below it. Many concurrent writers share one fsync. The futures are
+concurrent.futures.Future, so blocking threads and asyncio (asyncio.wrap_future) can wait.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+
+class FlushService:
+    def __init__(self, flush_log: Callable[[], int], flush_rest: Callable[[], None], *,
+                 group_commit: bool, log_interval_ms: int, rest_interval_ms: int,
+                 name: str = "ledgermq-flush"):
+        self._flush_log = flush_log  # fsyncs the commit log; returns the flushed offset
+        self._flush_rest = flush_rest  # consume queues, index, checkpoint
+        self._group_commit = group_commit
+        self._log_interval = log_interval_ms / 1000
+        self._rest_interval = rest_interval_ms / 1000
+        self._cond = threading.Condition()
+        self._waiters: list[tuple[int, Future]] = []
+        self._stop = False
+        self.flushed_offset = 0
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self, flushed_offset: int) -> None:
+        self.flushed_offset = flushed_offset
+        self._thread.start()
+
+    def request(self, end_offset: int) -> Future:
+        """A future completed (with the flushed offset) once `end_offset` is durable."""
+        fut: Future = Future()
+        with self._cond:
+            if end_offset <= self.flushed_offset:
+                fut.set_result(self.flushed_offset)
+                return fut
+            self._waiters.append((end_offset, fut))
+            self._cond.notify()
+        return fut
+
+    def wakeup(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    def _run(self) -> None:
+        next_rest = time.monotonic() + self._rest_interval
+        while True:
+            with self._cond:
+                if not self._stop:
+                    if self._group_commit and not self._waiters:
+                        self._cond.wait(min(self._log_interval, 0.01))
+                    elif not self._group_commit:
+                        self._cond.wait(self._log_interval)
+                stopping = self._stop
+            self._flush_once()
+            now = time.monotonic()
+            if stopping or now >= next_rest:
+                next_rest = now + self._rest_interval
+                try:
+                    self._flush_rest()
+                except Exception:
+                    log.exception("flushing consume queues / checkpoint failed")
+            if stopping:
+                return
+
+    def _flush_once(self) -> None:
+        try:
+            flushed = self._flush_log()
+            self.error = None
+        except OSError as e:  # e.g. EIO: waiters time out, the log says why
+            if self.error is None:
+                log.error("commit log fsync failed: %s", e)
+            self.error = e
+            return
+        with self._cond:
+            self.flushed_offset = flushed
+            if not self._waiters:
+                return
+            done = [w for w in self._waiters if w[0] <= flushed]
+            self._waiters = [w for w in self._waiters if w[0] > flushed]
+        for _, fut in done:
+            if not fut.done():
+                fut.set_result(flushed)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
