@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import check, non_negative, percent, positive
+from ..config import ConfigError, check, non_negative, percent, positive, validate
 
 
 class FlushDiskType(enum.Enum):
@@ -38,6 +38,15 @@ class StoreConfig:
     maxTransferCountOnMessageInMemory: int = field(default=32, metadata=check(positive))
     maxTransferBytesOnMessageInMemory: int = field(default=256 * 1024, metadata=check(positive))
     accessMessageInMemoryMaxRatio: int = field(default=40, metadata=check(non_negative))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.flushDiskType, str):
+            try:
+                self.flushDiskType = FlushDiskType[self.flushDiskType]
+            except KeyError:
+                raise ConfigError(f"flushDiskType={self.flushDiskType!r} is not one of "
+                                  f"ASYNC_FLUSH, SYNC_FLUSH") from None
+        validate(self)
 
     @property
     def root(self) -> Path:

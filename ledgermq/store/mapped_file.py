@@ -38,7 +38,8 @@ def fsync_dir(path: Path) -> None:
 class MappedFile:
     """One segment: `size` bytes mapped read-write, starting at logical offset `start`."""
 
-    def __init__(self, path: Path, start: int, size: int, *, create: bool):
+    def __init__(self, path: Path, start: int, size: int, *, create: bool,
+                 may_extend: bool = False):
         self.path = path
         self.start = start
         self.size = size
@@ -53,6 +54,13 @@ class MappedFile:
                         raise DiskFullError(f"no space for segment {path} ({size} bytes)") from e
                     raise
             actual = os.fstat(self.fd).st_size
+            if actual < size and may_extend:
+                # a last segment cut short (by hand, or a torn preallocation): pad it with
+                # zeros; recovery then finds where its valid messages end
+                log.warning("segment %s is %d bytes, expected %d: extending it", path,
+                            actual, size)
+                os.posix_fallocate(self.fd, 0, size)
+                actual = size
             if actual != size:
                 raise StoreError(f"segment {path} is {actual} bytes, expected {size}: the "
                                  f"configured file size does not match the data directory")
@@ -94,12 +102,13 @@ class MappedFileQueue:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.files: list[MappedFile] = []
         names = sorted(p for p in self.dir.iterdir() if p.name.isdigit() and len(p.name) == 20)
-        for p in names:
+        for i, p in enumerate(names):
             start = int(p.name)
             if self.files and start != self.files[-1].end:
                 raise StoreError(f"segment {p} does not follow {self.files[-1].path}: "
                                  f"a segment is missing from {self.dir}")
-            self.files.append(MappedFile(p, start, file_size, create=False))
+            self.files.append(MappedFile(p, start, file_size, create=False,
+                                         may_extend=i == len(names) - 1))
 
     @property
     def min_offset(self) -> int:

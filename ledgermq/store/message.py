@@ -283,7 +283,7 @@ def decode_message(buf, pos: int = 0, *, check_crc: bool = True,
     total, magic = struct.unpack_from(">ii", mv, pos)
     if magic not in (MAGIC_CODE, MAGIC_CODE_V2):
         raise MessageFormatError(f"bad magic code {magic:#x} at {pos}")
-    if total < HEADER_SIZE + 7 or pos + total > end:
+    if total < HEADER_SIZE + 4 or pos + total > end:
         raise MessageFormatError(f"bad total size {total} at {pos}")
     p = pos + 8
     crc, qid, flag = struct.unpack_from(">iii", mv, p); p += 12

@@ -80,7 +80,7 @@ def walk(view: memoryview, pos: int, limit: int, base: int, seg_end: int, *,
             return pos, BLANK, ""
         if magic != MAGIC_CODE and magic != MAGIC_CODE_V2:
             return pos, CORRUPT, f"bad magic code {magic & 0xFFFFFFFF:#010x}"
-        if total < HEADER_SIZE + 3 or pos + total > seg_end:
+        if total < HEADER_SIZE + 4 or pos + total > seg_end:
             return pos, CORRUPT, f"bad total size {total}"
         if pos + total > limit:
             return pos, LIMIT, ""

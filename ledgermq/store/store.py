@@ -416,8 +416,13 @@ class MessageStore:
         qoffs: list[np.ndarray] = []
         cur = offset
         log_min = self.commitlog.min_offset
-        while cur < hi and result.message_count < max_count and result.total_bytes < max_bytes:
-            ents = cq.entries(cur, max_count - result.message_count)
+        # with a tag filter, skip through up to this many entries looking for matches
+        budget = max(16000, max_count * 20) if codes is not None else max_count
+        while (cur < hi and budget > 0 and result.message_count < max_count
+               and result.total_bytes < max_bytes):
+            want = max_count - result.message_count
+            ents = cq.entries(cur, budget if codes is not None else want)
+            budget -= len(ents)
             if len(ents) == 0:
                 break
             phys = ents["phys"].astype(np.int64)
@@ -433,7 +438,9 @@ class MessageStore:
                 first_over = int(over[0])
                 n = first_over + (1 if result.message_count == 0 and
                                   not keep[:first_over].any() else 0)
-            sel = np.nonzero(keep[:n])[0]
+            sel = np.nonzero(keep[:n])[0][:want]
+            if len(sel) == want and codes is not None:
+                n = min(n, int(sel[-1]) + 1)
             if len(sel):
                 self._gather(phys[sel], sizes[sel], result)
                 qoffs.append(sel + cur)

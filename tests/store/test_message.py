@@ -1,0 +1,101 @@
+"""Stored-message layout: the batch encoder, the reference encoder and the decoder agree."""
+import zlib
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from ledgermq.store.batch import encode_batch, fill_positions
+from ledgermq.store.message import (
+    MAGIC_CODE, Message, MessageFormatError, decode_message, decode_offset_msg_id,
+    encode_message, encode_properties, decode_properties, offset_msg_id, pack_host,
+    property_value, tag_hash,
+)
+
+topics = st.text(alphabet="abcXYZ019_-%|", min_size=1, max_size=40)
+bodies = st.binary(max_size=300)
+prop_text = st.text(alphabet=st.characters(blacklist_characters="\x00\x01\x02",
+                                           blacklist_categories=("Cs",)), max_size=20)
+props = st.dictionaries(st.text(alphabet="ABCDEFGHIJK_", min_size=1, max_size=8), prop_text,
+                        max_size=4)
+
+
+def test_java_string_hash_matches_java():
+    # values of java.lang.String#hashCode
+    assert tag_hash("hello") == 99162322
+    assert tag_hash("a") == 97
+    assert tag_hash("Aa") == tag_hash("BB") == 2112
+    assert tag_hash("polygenelubricants") == -2147483648
+    assert tag_hash(None) == 0 and tag_hash("") == 0
+
+
+def test_layout_offsets_match_rocketmq():
+    raw = encode_message(Message("TopicTest", b"hi", queue_id=3, properties={"TAGS": "T"}),
+                         queue_offset=7, phys_offset=1234, store_timestamp=99)
+    assert int.from_bytes(raw[0:4], "big") == len(raw)
+    assert int.from_bytes(raw[4:8], "big", signed=True) == MAGIC_CODE
+    assert int.from_bytes(raw[8:12], "big") == zlib.crc32(b"hi") & 0x7FFFFFFF
+    assert int.from_bytes(raw[12:16], "big") == 3
+    assert int.from_bytes(raw[20:28], "big") == 7
+    assert int.from_bytes(raw[28:36], "big") == 1234
+    assert int.from_bytes(raw[56:64], "big") == 99
+    assert int.from_bytes(raw[84:88], "big") == 2 and raw[88:90] == b"hi"
+    assert raw[90] == len("TopicTest") and raw[91:100] == b"TopicTest"
+
+
+@settings(max_examples=200, deadline=None)
+@given(topics, st.lists(st.tuples(bodies, props), min_size=1, max_size=20),
+       st.integers(0, 1000), st.integers(0, 1 << 40))
+def test_batch_encoding_equals_reference(topic, items, qoff, phys):
+    props_raw = [encode_properties(p) for _, p in items]
+    batch = encode_batch(topic, 5, [b for b, _ in items], props_raw,
+                         [p.get("TAGS") for _, p in items], born_timestamp=42)
+    fill_positions(batch, 0, len(batch), phys, qoff, 777)
+    expected, pos = [], phys
+    for i, (body, p) in enumerate(items):
+        one = encode_message(Message(topic, body, queue_id=5, properties=p, born_timestamp=42),
+                             queue_offset=qoff + i, phys_offset=pos, store_timestamp=777)
+        expected.append(one)
+        pos += len(one)
+    assert bytes(batch.buf) == b"".join(expected)
+    assert list(batch.sizes) == [len(e) for e in expected]
+    for raw, (body, p) in zip(expected, items):
+        m = decode_message(raw)
+        assert (m.topic, m.body, m.properties) == (topic, body, p)
+
+
+@given(props)
+def test_properties_round_trip(p):
+    raw = encode_properties(p)
+    assert decode_properties(raw) == p
+    for k, v in p.items():
+        assert property_value(raw, k) == v
+
+
+def test_property_value_does_not_match_a_key_suffix():
+    raw = encode_properties({"XTAGS": "no", "TAGS": "yes"})
+    assert property_value(raw, "TAGS") == "yes"
+
+
+def test_offset_message_id_round_trip():
+    host = pack_host("10.1.2.3", 10911)
+    mid = offset_msg_id(host, 123456789)
+    assert len(mid) == 32 and mid == mid.upper()
+    assert decode_offset_msg_id(mid) == ("10.1.2.3", 10911, 123456789)
+
+
+def test_bad_inputs_are_clear_errors():
+    import pytest
+    with pytest.raises(MessageFormatError, match="topic"):
+        encode_batch("t" * 200, 0, [b"x"])
+    with pytest.raises(MessageFormatError, match="maxMessageSize"):
+        encode_batch("t", 0, [b"x" * 2000], max_message_size=1000)
+    with pytest.raises(MessageFormatError, match="empty"):
+        encode_batch("t", 0, [])
+    with pytest.raises(MessageFormatError):
+        decode_message(b"\x00" * 100)
+    with pytest.raises(MessageFormatError, match="hex"):
+        decode_offset_msg_id("zz")
+    raw = bytearray(encode_message(Message("t", b"body")))
+    raw[90] ^= 0xFF  # flip a body byte
+    with pytest.raises(MessageFormatError, match="CRC"):
+        decode_message(raw)
