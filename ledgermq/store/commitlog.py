@@ -21,7 +21,6 @@ from .scan import BLANK, CORRUPT, END, LIMIT, ScannedMessage, walk
 log = logging.getLogger(__name__)
 
 TRUNCATE_MARKER = "truncate.pending"
-_ZERO_CHUNK = bytes(1 << 20)
 
 
 @dataclass
@@ -195,7 +194,7 @@ class CommitLog:
         elif seg is None and self.files.files:
             raise StoreError(f"cannot cut at {offset}: outside the log")
         if seg is not None:
-            cleared = _zero_tail(seg, offset - seg.start)
+            cleared = seg.zero_from(offset - seg.start)
             seg.sync()
         dropped = self.files.drop_after(offset)
         self.max_offset = offset
@@ -246,28 +245,3 @@ class CommitLog:
 
     def close(self) -> None:
         self.files.close()
-
-
-def _zero_tail(seg: MappedFile, pos: int) -> int:
-    """Zero seg[pos:] where it is not zero already; returns bytes cleared.
-
-    SEEK_DATA/SEEK_HOLE skip the never-written (preallocated) extents, so this costs the
-    written part of the tail, not the whole segment.
-    """
-    cleared = 0
-    off = pos
-    while off < seg.size:
-        try:
-            data = os.lseek(seg.fd, off, os.SEEK_DATA)
-        except OSError:
-            break  # no data after off
-        hole = min(os.lseek(seg.fd, data, os.SEEK_HOLE), seg.size)
-        start = max(data, off)
-        while start < hole:
-            stop = min(start + len(_ZERO_CHUNK), hole)
-            if seg.view[start:stop] != _ZERO_CHUNK[:stop - start]:
-                seg.view[start:stop] = _ZERO_CHUNK[:stop - start]
-                cleared += stop - start
-            start = stop
-        off = hole
-    return cleared

@@ -19,9 +19,12 @@ log = logging.getLogger(__name__)
 class FlushService:
     def __init__(self, flush_log: Callable[[], int], flush_rest: Callable[[], None], *,
                  group_commit: bool, log_interval_ms: int, rest_interval_ms: int,
-                 name: str = "ledgermq-flush"):
+                 rest_every_bytes: int = 16 << 20, name: str = "ledgermq-flush"):
         self._flush_log = flush_log  # fsyncs the commit log; returns the flushed offset
         self._flush_rest = flush_rest  # consume queues, index, checkpoint
+        # the checkpoint also follows volume, so recovery never scans more than about this
+        self._rest_every_bytes = rest_every_bytes
+        self._rest_at_offset = 0
         self._group_commit = group_commit
         self._log_interval = log_interval_ms / 1000
         self._rest_interval = rest_interval_ms / 1000
@@ -33,7 +36,7 @@ class FlushService:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self, flushed_offset: int) -> None:
-        self.flushed_offset = flushed_offset
+        self.flushed_offset = self._rest_at_offset = flushed_offset
         self._thread.start()
 
     def request(self, end_offset: int) -> Future:
@@ -63,8 +66,10 @@ class FlushService:
                 stopping = self._stop
             self._flush_once()
             now = time.monotonic()
-            if stopping or now >= next_rest:
+            if (stopping or now >= next_rest or
+                    self.flushed_offset - self._rest_at_offset >= self._rest_every_bytes):
                 next_rest = now + self._rest_interval
+                self._rest_at_offset = self.flushed_offset
                 try:
                     self._flush_rest()
                 except Exception:

@@ -6,13 +6,25 @@ than as SIGBUS on a later write through the mapping.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import logging
 import mmap
 import os
 from pathlib import Path
 
+import numpy as np
+
 log = logging.getLogger(__name__)
+
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_ZERO_RANGE = 0x10
+_PAGE = mmap.PAGESIZE
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_fallocate = getattr(_libc, "fallocate", None)
+if _fallocate is not None:
+    _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
 
 
 class StoreError(Exception):
@@ -79,6 +91,54 @@ class MappedFile:
     def sync(self) -> None:
         """Make every write through the mapping durable (fdatasync covers mmap'd pages)."""
         os.fdatasync(self.fd)
+
+    def zero_from(self, pos: int) -> int:
+        """Make every byte from `pos` to the end zero; returns the length of the non-zero
+        run that started at `pos` (what was cut).
+
+        The page-aligned bulk is handed to fallocate(ZERO_RANGE), which turns it back into
+        unwritten extents without reading it; where that is not supported, the non-zero
+        parts are found through SEEK_DATA and cleared by hand.
+        """
+        cut = self.nonzero_run(pos)
+        aligned = min(self.size, -(-pos // _PAGE) * _PAGE)
+        self.view[pos:aligned] = bytes(aligned - pos)
+        if aligned < self.size:
+            if _fallocate is None or _fallocate(
+                    self.fd, _FALLOC_FL_ZERO_RANGE | _FALLOC_FL_KEEP_SIZE, aligned,
+                    self.size - aligned) != 0:
+                self._zero_by_hand(aligned)
+        return cut
+
+    def nonzero_run(self, pos: int, block: int = 64 * 1024) -> int:
+        """Bytes from `pos` to the last non-zero byte before the first all-zero block."""
+        off = last = pos
+        while off < self.size:
+            stop = min(off + block, self.size)
+            nz = np.flatnonzero(np.frombuffer(self.mm, np.uint8, stop - off, off))
+            if not len(nz):
+                break
+            last = off + int(nz[-1]) + 1
+            off = stop
+        return last - pos
+
+    def _zero_by_hand(self, pos: int) -> int:
+        cleared, off, chunk = 0, pos, 1 << 20
+        while off < self.size:
+            try:
+                data = os.lseek(self.fd, off, os.SEEK_DATA)
+            except OSError:
+                break  # nothing but holes / unwritten extents after off
+            hole = min(os.lseek(self.fd, data, os.SEEK_HOLE), self.size)
+            start = max(data, off)
+            while start < hole:
+                stop = min(start + chunk, hole)
+                if np.frombuffer(self.mm, np.uint8, stop - start, start).any():
+                    self.view[start:stop] = bytes(stop - start)
+                    cleared += stop - start
+                start = stop
+            off = hole
+        return cleared
 
     def close(self) -> None:
         self.view.release()

@@ -108,6 +108,8 @@ def runs_from_scan(msgs: Sequence[ScannedMessage]) -> list[DispatchRun]:
 
 
 class MessageStore:
+    WAKE_FLUSHER_BYTES = 8 << 20
+
     def __init__(self, config: StoreConfig, *, store_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x2a\x9f",
                  dispatch_follows_log: bool = True):
         self.config = config
@@ -246,6 +248,8 @@ class MessageStore:
             end = self.commitlog.max_offset
             if self.dispatch_follows_log:
                 self._set_bound(end)
+        if end - self._flusher.flushed_offset >= self.WAKE_FLUSHER_BYTES:
+            self._flusher.wakeup()  # keep the unflushed window (and recovery's scan) small
         return PutResult(PutStatus.PUT_OK, phys_offsets=phys, queue_offset=first_qoff,
                          count=n, end_offset=end, store_timestamp=now,
                          wrote_bytes=batch.nbytes)
