@@ -77,6 +77,12 @@ def encode_batch(
     n = len(bodies)
     if n == 0:
         raise MessageFormatError("empty batch")
+    if n == 1 and isinstance(born_timestamp, int):
+        return _encode_one(topic, queue_id, bodies[0],
+                           properties if isinstance(properties, (bytes, bytearray)) else properties[0],
+                           tags if tags is None or isinstance(tags, str) else tags[0],
+                           flag, sys_flag, born_timestamp, born_host, store_host,
+                           reconsume_times, index_keys, max_message_size)
     topic_raw = topic.encode()
     shared_props = isinstance(properties, (bytes, bytearray))
     check_lengths(topic_raw, properties if shared_props else max(properties, key=len))
@@ -123,9 +129,37 @@ def encode_batch(
     return EncodedBatch(topic, queue_id, buf, starts, sizes, tag_codes, index_keys)
 
 
+def _encode_one(topic, queue_id, body, props, tag, flag, sys_flag, born_timestamp, born_host,
+                store_host, reconsume_times, index_keys, max_message_size) -> EncodedBatch:
+    """A batch of one, without numpy's per-call overhead (the single-send path)."""
+    topic_raw = topic.encode()
+    check_lengths(topic_raw, props)
+    size = HEADER_SIZE + len(body) + 1 + len(topic_raw) + 2 + len(props)
+    if size > max_message_size:
+        raise MessageFormatError(
+            f"message 0 is {size} bytes, above maxMessageSize {max_message_size}")
+    head = HEADER.pack(size, MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0,
+                       sys_flag, born_timestamp, born_host, 0, store_host, reconsume_times,
+                       0, len(body))
+    buf = bytearray().join((head, body, bytes((len(topic_raw),)), topic_raw,
+                            struct.pack(">h", len(props)), props))
+    return EncodedBatch(topic, queue_id, buf, np.zeros(1, np.int64),
+                        np.array([size], np.int64), np.array([tag_hash(tag)], np.int64),
+                        index_keys)
+
+
+_POSITIONS = struct.Struct(">qq")
+_TIMESTAMP = struct.Struct(">q")
+
+
 def fill_positions(batch: EncodedBatch, lo: int, hi: int, first_phys: int,
                    first_queue_offset: int, store_timestamp: int) -> None:
     """Set QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of messages lo..hi-1 in place."""
+    if hi - lo == 1:
+        at = int(batch.starts[lo])
+        _POSITIONS.pack_into(batch.buf, at + OFF_QUEUEOFFSET, first_queue_offset, first_phys)
+        _TIMESTAMP.pack_into(batch.buf, at + OFF_STORETIMESTAMP, store_timestamp)
+        return
     u8 = np.frombuffer(batch.buf, dtype=np.uint8)
     starts = batch.starts[lo:hi]
     put_be(u8, starts + OFF_QUEUEOFFSET,

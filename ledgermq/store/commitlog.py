@@ -65,8 +65,11 @@ class CommitLog:
             seg = self.files.ensure(self.max_offset)
             pos = self.max_offset - seg.start
             room = seg.size - pos - END_FILE_MIN_BLANK_LENGTH
-            base = batch.starts[lo]
-            k = int(np.searchsorted(ends[lo:] - base, room, side="right"))
+            base = int(batch.starts[lo])
+            if int(ends[-1]) - base <= room:
+                k = n - lo  # the common case: the rest fits in this segment
+            else:
+                k = int(np.searchsorted(ends[lo:] - base, room, side="right"))
             if k == 0:
                 if pos == 0:
                     raise MessageFormatError(

@@ -5,6 +5,7 @@ from the commit log.
 """
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from .mapped_file import MappedFileQueue, StoreError
 ENTRY_SIZE = 20
 ENTRY = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tag", ">i8")])
 assert ENTRY.itemsize == ENTRY_SIZE
+_ONE = struct.Struct(">qiq")
 
 
 class ConsumeQueue:
@@ -31,6 +33,13 @@ class ConsumeQueue:
     def put(self, first: int, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray) -> None:
         """Write entries for queue offsets first, first+1, ... (overwrites are idempotent)."""
         n = len(phys)
+        if n == 1:
+            at = first * ENTRY_SIZE
+            seg = self.files.ensure(at)
+            _ONE.pack_into(seg.mm, at - seg.start, int(phys[0]), int(sizes[0]), int(tags[0]))
+            self.max_offset = max(self.max_offset, first + 1)
+            self.dirty = True
+            return
         entries = np.empty(n, dtype=ENTRY)
         entries["phys"] = phys
         entries["size"] = sizes

@@ -7,9 +7,11 @@ concurrent.futures.Future, so blocking threads and asyncio (asyncio.wrap_future)
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future
 from typing import Callable
 
@@ -30,6 +32,8 @@ class FlushService:
         self._rest_interval = rest_interval_ms / 1000
         self._cond = threading.Condition()
         self._waiters: list[tuple[int, Future]] = []
+        self._requested = 0  # highest offset an asyncio waiter is waiting for
+        self._listeners: list[Callable[[int], None]] = []  # told of every flush
         self._stop = False
         self.flushed_offset = 0
         self.error: BaseException | None = None
@@ -50,16 +54,24 @@ class FlushService:
             self._cond.notify()
         return fut
 
-    def wakeup(self) -> None:
+    def wakeup(self, requested_offset: int = 0) -> None:
         with self._cond:
+            if requested_offset > self._requested:
+                self._requested = requested_offset
             self._cond.notify()
+
+    def add_listener(self, fn: Callable[[int], None]) -> None:
+        self._listeners.append(fn)
+
+    def _has_work(self) -> bool:
+        return bool(self._waiters) or self._requested > self.flushed_offset
 
     def _run(self) -> None:
         next_rest = time.monotonic() + self._rest_interval
         while True:
             with self._cond:
                 if not self._stop:
-                    if self._group_commit and not self._waiters:
+                    if self._group_commit and not self._has_work():
                         self._cond.wait(min(self._log_interval, 0.01))
                     elif not self._group_commit:
                         self._cond.wait(self._log_interval)
@@ -86,6 +98,8 @@ class FlushService:
                 log.error("commit log fsync failed: %s", e)
             self.error = e
             return
+        for listener in self._listeners:
+            listener(flushed)
         with self._cond:
             self.flushed_offset = flushed
             if not self._waiters:
@@ -102,3 +116,54 @@ class FlushService:
             self._cond.notify()
         if self._thread.is_alive():
             self._thread.join(timeout=30)
+
+
+class LoopFlushWaiters:
+    """The asyncio side of group commit for one event loop.
+
+    Writers await a plain loop future; the flush thread hops into the loop once per flush
+    round (not once per writer) to release every waiter the flush covered. Waiters share
+    one timeout sweep instead of a timer each.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, service: FlushService,
+                 timeout_s: float):
+        self._loop = loop
+        self._service = service
+        self._timeout = timeout_s
+        self._waiters: deque[tuple[int, float, asyncio.Future]] = deque()
+        self._sweeping = False
+        service.add_listener(self._on_flushed)
+
+    def wait(self, end_offset: int) -> asyncio.Future:
+        """A future: True once `end_offset` is flushed, False after the timeout."""
+        fut = self._loop.create_future()
+        self._waiters.append((end_offset, time.monotonic() + self._timeout, fut))
+        self._service.wakeup(end_offset)
+        if not self._sweeping:
+            self._sweeping = True
+            self._loop.call_later(min(self._timeout, 0.05), self._sweep)
+        return fut
+
+    def _on_flushed(self, flushed: int) -> None:  # flush thread
+        if self._waiters and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._release, flushed)
+
+    def _release(self, flushed: int) -> None:
+        w = self._waiters
+        while w and w[0][0] <= flushed:
+            fut = w.popleft()[2]
+            if not fut.done():
+                fut.set_result(True)
+
+    def _sweep(self) -> None:
+        self._release(self._service.flushed_offset)
+        now = time.monotonic()
+        w = self._waiters
+        while w and w[0][1] <= now:
+            fut = w.popleft()[2]
+            if not fut.done():
+                fut.set_result(False)
+        self._sweeping = bool(w)
+        if self._sweeping:
+            self._loop.call_later(min(self._timeout, 0.05), self._sweep)

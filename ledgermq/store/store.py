@@ -26,7 +26,7 @@ from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .commitlog import CommitLog, RecoveryReport
 from .config import FlushDiskType, StoreConfig
 from .consume_queue import ConsumeQueue
-from .flush import FlushService
+from .flush import FlushService, LoopFlushWaiters
 from .index import IndexService
 from .mapped_file import DiskFullError, StoreError
 from .message import (
@@ -68,6 +68,8 @@ class DispatchRun:
 
     def split(self, bound: int) -> tuple["DispatchRun | None", "DispatchRun | None"]:
         """(the part whose messages end at or below `bound`, the rest)."""
+        if self.end <= bound:
+            return self, None
         k = int(np.searchsorted(self.phys + self.sizes, bound, side="right"))
         if k == len(self.phys):
             return self, None
@@ -135,6 +137,7 @@ class MessageStore:
             group_commit=config.flushDiskType is FlushDiskType.SYNC_FLUSH,
             log_interval_ms=config.flushIntervalCommitLog,
             rest_interval_ms=config.flushIntervalConsumeQueue)
+        self._loop_waiters: dict[asyncio.AbstractEventLoop, LoopFlushWaiters] = {}
         self._cleaner_stop = threading.Event()
         self._cleaner = threading.Thread(target=self._clean_loop, name="ledgermq-clean",
                                          daemon=True)
@@ -287,13 +290,15 @@ class MessageStore:
         return result
 
     async def put_async(self, batch: EncodedBatch) -> PutResult:
+        """As put(), for asyncio callers: waits for the flush without blocking the loop."""
         result = self.append(batch)
-        fut = self.flush_future(result)
-        if fut is not None:
-            try:
-                await asyncio.wait_for(asyncio.wrap_future(fut),
-                                       self.config.syncFlushTimeout / 1000)
-            except asyncio.TimeoutError:
+        if self.config.flushDiskType is FlushDiskType.SYNC_FLUSH and result.ok:
+            loop = asyncio.get_running_loop()
+            waiters = self._loop_waiters.get(loop)
+            if waiters is None:
+                waiters = self._loop_waiters[loop] = LoopFlushWaiters(
+                    loop, self._flusher, self.config.syncFlushTimeout / 1000)
+            if not await waiters.wait(result.end_offset):
                 result.status = PutStatus.FLUSH_DISK_TIMEOUT
                 result.error = f"not flushed within syncFlushTimeout={self.config.syncFlushTimeout} ms"
         return result
