@@ -103,6 +103,22 @@ async def _writers(store: MessageStore, writers: int, seconds: float) -> tuple[i
     return len(lat), lat
 
 
+def event_loop_name() -> str:
+    try:
+        import uvloop  # noqa: F401
+        return "uvloop"
+    except ImportError:
+        return "asyncio"
+
+
+def run_loop(coro):
+    """Run on uvloop when installed, as the broker does."""
+    if event_loop_name() == "uvloop":
+        import uvloop
+        return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
 def bench_group_commit(root: Path, seconds: float) -> None:
     rows = {}
     for writers in (1, 64):
@@ -110,7 +126,7 @@ def bench_group_commit(root: Path, seconds: float) -> None:
         store = MessageStore(config(d, flushDiskType="SYNC_FLUSH"))
         store.open()
         t0 = time.perf_counter()
-        n, lat = asyncio.run(_writers(store, writers, seconds))
+        n, lat = run_loop(_writers(store, writers, seconds))
         dt = time.perf_counter() - t0
         store.close()
         shutil.rmtree(d)
@@ -118,6 +134,7 @@ def bench_group_commit(root: Path, seconds: float) -> None:
                          "p50_ms": round(percentile(lat, 0.5) * 1000, 3),
                          "p99_ms": round(percentile(lat, 0.99) * 1000, 3)}
     emit({"bench": "store.sync_flush_group_commit", "writers": 64, **rows[64],
+          "event_loop": event_loop_name(),
           "anchor": "1 writer, fsync per message (same store, SYNC_FLUSH)",
           "anchor_msgs_per_s": rows[1]["msgs_per_s"], "anchor_p50_ms": rows[1]["p50_ms"],
           "ratio": round(rows[64]["msgs_per_s"] / max(rows[1]["msgs_per_s"], 1), 1),

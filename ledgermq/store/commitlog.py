@@ -57,6 +57,8 @@ class CommitLog:
                      store_timestamp: int) -> np.ndarray:
         """Append a batch (one reservation per segment touched); returns physical offsets."""
         n = len(batch)
+        if n == 1:
+            return self._append_one(batch, first_queue_offset, store_timestamp)
         phys = np.empty(n, dtype=np.int64)
         ends = batch.starts + batch.sizes
         src = memoryview(batch.buf)
@@ -86,6 +88,25 @@ class CommitLog:
             self.max_offset += nbytes
             lo = hi
         return phys
+
+    def _append_one(self, batch: EncodedBatch, queue_offset: int,
+                    store_timestamp: int) -> np.ndarray:
+        """append_batch for a batch of one, without the vector bookkeeping."""
+        size = len(batch.buf)
+        while True:
+            seg = self.files.ensure(self.max_offset)
+            pos = self.max_offset - seg.start
+            if size + END_FILE_MIN_BLANK_LENGTH <= seg.size - pos:
+                break
+            if pos == 0:
+                raise MessageFormatError(
+                    f"message of {size} bytes does not fit a segment of {seg.size} bytes")
+            self._write_blank(seg, pos)
+        at = self.max_offset
+        fill_positions(batch, 0, 1, at, queue_offset, store_timestamp)
+        seg.view[pos:pos + size] = batch.buf
+        self.max_offset = at + size
+        return np.array((at,), dtype=np.int64)
 
     def _write_blank(self, seg: MappedFile, pos: int) -> None:
         struct.pack_into(">ii", seg.mm, pos, seg.size - pos, BLANK_MAGIC_CODE)

@@ -322,3 +322,22 @@ def test_sync_flush_timeout(make_store, monkeypatch):
     r = store.put(store.encode("T", 0, [b"x"]))
     assert r.status is PutStatus.FLUSH_DISK_TIMEOUT and "syncFlushTimeout" in r.error
     stuck.set()
+
+
+def test_put_async_group_commit_and_timeout(make_store, monkeypatch):
+    import asyncio
+    store = make_store(flushDiskType="SYNC_FLUSH", syncFlushTimeout=200)
+
+    async def main():
+        rs = await asyncio.gather(*(store.put_async(store.encode("T", 0, [b"%d" % i]))
+                                    for i in range(50)))
+        assert all(r.ok for r in rs)
+        assert store.commitlog.flushed_offset >= max(r.end_offset for r in rs)
+        stuck = threading.Event()
+        monkeypatch.setattr(store.commitlog.files, "sync_range", lambda lo, hi: stuck.wait(5))
+        t0 = time.monotonic()
+        r = await store.put_async(store.encode("T", 0, [b"late"]))
+        stuck.set()
+        assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
+        assert 0.15 < time.monotonic() - t0 < 2
+    asyncio.run(main())
