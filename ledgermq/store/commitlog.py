@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +48,9 @@ class CommitLog:
         self.file_size = file_size
         self.max_offset = self.files.min_offset  # end of the last whole message
         self.flushed_offset = self.max_offset
+        # a flush and a cut must not interleave, or a flush could claim bytes written
+        # after the cut as durable
+        self._flush_lock = threading.Lock()
 
     @property
     def min_offset(self) -> int:
@@ -183,11 +187,12 @@ class CommitLog:
     # ---- flush ----------------------------------------------------------------------
     def flush(self) -> int:
         """fdatasync everything written so far; returns the new flushed offset."""
-        target = self.max_offset
-        if target > self.flushed_offset:
-            self.files.sync_range(self.flushed_offset, target)
-            self.flushed_offset = target
-        return self.flushed_offset
+        with self._flush_lock:
+            target = self.max_offset
+            if target > self.flushed_offset:
+                self.files.sync_range(self.flushed_offset, target)
+                self.flushed_offset = target
+            return self.flushed_offset
 
     # ---- truncation and recovery ---------------------------------------------------
     def truncate(self, offset: int) -> None:
@@ -205,12 +210,16 @@ class CommitLog:
             os.fsync(f.fileno())
         os.replace(tmp, marker)
         fsync_dir(self.dir)
-        self._cut(offset)
+        self.cut(offset)
         marker.unlink()
         fsync_dir(self.dir)
 
-    def _cut(self, offset: int) -> tuple[int, int]:
+    def cut(self, offset: int) -> tuple[int, int]:
         """Clear every byte from `offset` on and drop later segments; (bytes cleared, dropped)."""
+        with self._flush_lock:
+            return self._cut_locked(offset)
+
+    def _cut_locked(self, offset: int) -> tuple[int, int]:
         cleared = 0
         seg = self.files.find(offset)
         if seg is None and self.files.files and offset == self.files.files[-1].end:
@@ -236,7 +245,7 @@ class CommitLog:
             target = struct.unpack(">q", marker.read_bytes()[:8])[0]
             log.warning("finishing an interrupted truncation to %d", target)
             self.max_offset = max(self.max_offset, target)
-            self._cut(target)
+            self.cut(target)
             marker.unlink()
             safe_offset = min(safe_offset, target)
         if not self.files.files:
@@ -259,7 +268,7 @@ class CommitLog:
                 report.truncated_reason = f"{detail} at offset {cur}"
             break
         self.max_offset = cur
-        cleared, dropped = self._cut(cur) if self.files.files else (0, 0)
+        cleared, dropped = self.cut(cur) if self.files.files else (0, 0)
         report.truncated_bytes = cleared if report.truncated_reason else 0
         report.dropped_segments = dropped
         report.end_offset = cur

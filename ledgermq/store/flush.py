@@ -60,6 +60,12 @@ class FlushService:
                 self._requested = requested_offset
             self._cond.notify()
 
+    def lower_to(self, offset: int) -> None:
+        """The log was cut below what was flushed: forget the flushes above the cut."""
+        with self._cond:
+            self.flushed_offset = min(self.flushed_offset, offset)
+            self._rest_at_offset = min(self._rest_at_offset, offset)
+
     def add_listener(self, fn: Callable[[int], None]) -> None:
         self._listeners.append(fn)
 

@@ -176,8 +176,31 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     return host, port, struct.unpack(">q", raw[-8:])[0]
 
 
+class _PropertyAccess:
+    """Accessors for the properties RocketMQ gives meaning to."""
+
+    properties: dict[str, str]
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_KEY)
+
+    @property
+    def index_keys(self) -> list[str]:
+        """What the key index files this message under: its KEYS and its UNIQ_KEY."""
+        return self.keys + ([self.uniq_key] if self.uniq_key else [])
+
+
 @dataclass
-class Message:
+class Message(_PropertyAccess):
     """One message as a producer hands it to the store."""
 
     topic: str
@@ -191,17 +214,9 @@ class Message:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
 
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
-
 
 @dataclass
-class StoredMessage:
+class StoredMessage(_PropertyAccess):
     """A message decoded from its stored bytes."""
 
     total_size: int
@@ -222,13 +237,6 @@ class StoredMessage:
     topic: str
     properties: dict[str, str]
 
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
 
     @property
     def msg_id(self) -> str:

@@ -259,7 +259,8 @@ class MessageStore:
 
     def _rollback(self, offset: int) -> None:
         if self.commitlog.max_offset != offset:
-            self.commitlog._cut(offset)
+            self.commitlog.cut(offset)
+            self._flusher.lower_to(offset)
 
     def _refusal(self) -> PutResult | None:
         if not self._open:
@@ -310,8 +311,7 @@ class MessageStore:
                                 encode_properties(msg.properties), msg.tags, flag=msg.flag,
                                 sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
                                 born_host=msg.born_host, reconsume_times=msg.reconsume_times,
-                                index_keys=[msg.keys + ([msg.properties["UNIQ_KEY"]]
-                                                        if "UNIQ_KEY" in msg.properties else [])])
+                                index_keys=[msg.index_keys])
         except MessageFormatError as e:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, str(e))
         return self.put(batch)
@@ -334,6 +334,7 @@ class MessageStore:
         """Cut the log (and consume queues) back to `offset`, crash-safely (replication)."""
         with self._lock:
             self.commitlog.truncate(offset)
+            self._flusher.lower_to(offset)
             for cq in self.queues.values():
                 cq.truncate_from_phys(offset)
                 self._next_queue_offset[(cq.topic, cq.queue_id)] = cq.max_offset
@@ -535,7 +536,7 @@ class MessageStore:
             if phys < self.commitlog.min_offset or phys >= self.commitlog.max_offset:
                 continue
             msg = self.message_at(phys)
-            if msg.topic == topic and (key in msg.keys or msg.properties.get("UNIQ_KEY") == key):
+            if msg.topic == topic and key in msg.index_keys:
                 out.append(msg)
             if len(out) >= max_num:
                 break
