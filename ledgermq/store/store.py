@@ -43,10 +43,17 @@ ABORT_FILE = "abort"
 CHECKPOINT_FILE = "checkpoint"
 
 
+_valid_topics: set[str] = set()
+
+
 def check_topic(topic: str) -> None:
+    if topic in _valid_topics:
+        return
     if not TOPIC_PATTERN.match(topic):
         raise MessageFormatError(
             f"topic {topic!r} is invalid: use 1-127 characters from [%|a-zA-Z0-9_-]")
+    if len(_valid_topics) < 100_000:
+        _valid_topics.add(topic)
 
 
 @dataclass
@@ -61,10 +68,11 @@ class DispatchRun:
     tags: np.ndarray
     store_timestamps: np.ndarray | int
     index_keys: list[list[str]] | None
+    end: int = -1  # commit-log offset just past the run's last message
 
-    @property
-    def end(self) -> int:
-        return int(self.phys[-1] + self.sizes[-1])
+    def __post_init__(self) -> None:
+        if self.end < 0:
+            self.end = int(self.phys[-1] + self.sizes[-1])
 
     def split(self, bound: int) -> tuple["DispatchRun | None", "DispatchRun | None"]:
         """(the part whose messages end at or below `bound`, the rest)."""
@@ -245,10 +253,10 @@ class MessageStore:
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, f"{e}")
             n = len(batch)
             self._next_queue_offset[key] = first_qoff + n
+            end = self.commitlog.max_offset
             self._pending.append(DispatchRun(batch.topic, batch.queue_id, first_qoff, phys,
                                              batch.sizes, batch.tag_codes, now,
-                                             batch.index_keys))
-            end = self.commitlog.max_offset
+                                             batch.index_keys, end))
             if self.dispatch_follows_log:
                 self._set_bound(end)
         if end - self._flusher.flushed_offset >= self.WAKE_FLUSHER_BYTES:
