@@ -1,0 +1,261 @@
+"""asyncio transport for remoting commands: one Connection class serves both ends.
+
+A connection splits incoming bytes into frames, completes the future of a response by its
+opaque, and hands requests to a handler (which may return a response, None, or an
+awaitable of either). Any frame it cannot parse closes the connection: after a bad length
+the stream cannot be resynchronized. Idle connections are closed after `idle_timeout`.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import logging
+import time
+from typing import Awaitable, Callable, Union
+
+from .codes import FLAG_ONEWAY, ResponseCode
+from .command import MAX_FRAME_DEFAULT, FrameError, FrameSplitter, RemotingCommand
+
+log = logging.getLogger(__name__)
+
+Reply = Union[RemotingCommand, None]
+Handler = Callable[[RemotingCommand, "Connection"], Union[Reply, Awaitable[Reply]]]
+
+
+class RemotingError(Exception):
+    """A request that did not get a response (connection lost, timeout, refused)."""
+
+
+class RemotingTimeout(RemotingError):
+    pass
+
+
+_opaques = itertools.count(1)
+
+
+def next_opaque() -> int:
+    return next(_opaques) & 0x7FFFFFFF
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, handler: Handler | None, *, max_frame: int = MAX_FRAME_DEFAULT,
+                 on_close: Callable[["Connection"], None] | None = None):
+        self.handler = handler
+        self.splitter = FrameSplitter(max_frame)
+        self.pending: dict[int, asyncio.Future] = {}
+        self.transport: asyncio.Transport | None = None
+        self.peer = ""
+        self.last_active = time.monotonic()
+        self.closed = asyncio.get_event_loop().create_future()
+        self._on_close = on_close
+        self.attrs: dict = {}  # per-connection state of the layer above (client id, ...)
+
+    # ---- asyncio.Protocol -----------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        try:
+            commands = self.splitter.feed(data)
+        except FrameError as e:
+            log.warning("closing %s: %s", self.peer, e)
+            self.close()
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                fut = self.pending.pop(cmd.opaque, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(cmd)
+            else:
+                self._handle(cmd)
+
+    def connection_lost(self, exc) -> None:
+        err = RemotingError(f"connection to {self.peer} closed")
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self.pending.clear()
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if self._on_close:
+            self._on_close(self)
+
+    # ---- requests in ----------------------------------------------------------------
+    def _handle(self, cmd: RemotingCommand) -> None:
+        if self.handler is None:
+            self.send(cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                   f"this endpoint serves no requests (code {cmd.code})"))
+            return
+        try:
+            result = self.handler(cmd, self)
+        except Exception as e:  # a handler bug must not take the connection down
+            log.exception("handler failed on code %s", cmd.code)
+            result = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            task.add_done_callback(lambda t, c=cmd: self._reply_from_task(c, t))
+        else:
+            self._reply(cmd, result)
+
+    def _reply_from_task(self, cmd: RemotingCommand, task: asyncio.Task) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("handler failed on code %s", cmd.code, exc_info=exc)
+            self._reply(cmd, cmd.response(ResponseCode.SYSTEM_ERROR,
+                                          f"{type(exc).__name__}: {exc}"))
+        else:
+            self._reply(cmd, task.result())
+
+    def _reply(self, cmd: RemotingCommand, response: Reply) -> None:
+        if response is not None and not cmd.is_oneway:
+            self.send(response)
+
+    # ---- requests out ---------------------------------------------------------------
+    def send(self, cmd: RemotingCommand) -> None:
+        if self.transport is None or self.transport.is_closing():
+            raise RemotingError(f"connection to {self.peer} is closed")
+        self.transport.writelines(cmd.encode())
+
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        cmd.opaque = next_opaque()
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[cmd.opaque] = fut
+        try:
+            self.send(cmd)
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise RemotingTimeout(f"no response from {self.peer} to code {cmd.code} "
+                                  f"within {timeout:.1f}s") from None
+        finally:
+            self.pending.pop(cmd.opaque, None)
+
+    def oneway(self, cmd: RemotingCommand) -> None:
+        cmd.opaque = next_opaque()
+        cmd.flag |= FLAG_ONEWAY
+        self.send(cmd)
+
+    @property
+    def is_open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class RemotingServer:
+    def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0, *,
+                 max_frame: int = MAX_FRAME_DEFAULT, idle_timeout: float = 120.0):
+        self.handler = handler
+        self.host, self.port = host, port
+        self.max_frame = max_frame
+        self.idle_timeout = idle_timeout
+        self.connections: set[Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._reaper: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_connection, self.host, self.port,
+                                                reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._reaper = asyncio.create_task(self._reap_idle())
+
+    def _new_connection(self) -> Connection:
+        conn = Connection(self.handler, max_frame=self.max_frame,
+                          on_close=self.connections.discard)
+        self.connections.add(conn)
+        return conn
+
+    async def _reap_idle(self) -> None:
+        while True:
+            await asyncio.sleep(min(self.idle_timeout / 4, 10))
+            horizon = time.monotonic() - self.idle_timeout
+            for conn in list(self.connections):
+                if conn.last_active < horizon and not conn.pending:
+                    log.info("closing idle connection from %s", conn.peer)
+                    conn.close()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def stop(self) -> None:
+        if self._reaper:
+            self._reaper.cancel()
+        if self._server:
+            self._server.close()
+            for conn in list(self.connections):
+                conn.close()
+            await self._server.wait_closed()
+
+
+class RemotingClient:
+    """Connections to many servers, one per address, reused and re-opened as needed."""
+
+    def __init__(self, handler: Handler | None = None, *, connect_timeout: float = 3.0,
+                 max_frame: int = MAX_FRAME_DEFAULT):
+        self.handler = handler
+        self.connect_timeout = connect_timeout
+        self.max_frame = max_frame
+        self._conns: dict[str, Connection] = {}
+        self._connecting: dict[str, asyncio.Future] = {}
+
+    async def connection(self, addr: str) -> Connection:
+        conn = self._conns.get(addr)
+        if conn is not None and conn.is_open:
+            return conn
+        pending = self._connecting.get(addr)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut = asyncio.get_running_loop().create_future()
+        self._connecting[addr] = fut
+        try:
+            host, _, port = addr.rpartition(":")
+            loop = asyncio.get_running_loop()
+            try:
+                _, conn = await asyncio.wait_for(loop.create_connection(
+                    lambda: Connection(self.handler, max_frame=self.max_frame), host,
+                    int(port)), self.connect_timeout)
+            except (OSError, asyncio.TimeoutError, ValueError) as e:
+                raise RemotingError(f"cannot connect to {addr}: {e or 'timeout'}") from None
+            self._conns[addr] = conn
+            fut.set_result(conn)
+            return conn
+        except BaseException as e:
+            if not fut.done():
+                fut.set_exception(e)
+                fut.exception()  # retrieved: waiters get it through shield
+            raise
+        finally:
+            self._connecting.pop(addr, None)
+
+    async def invoke(self, addr: str, cmd: RemotingCommand,
+                     timeout: float = 3.0) -> RemotingCommand:
+        conn = await self.connection(addr)
+        return await conn.request(cmd, timeout)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        (await self.connection(addr)).oneway(cmd)
+
+    def close_connection(self, addr: str) -> None:
+        conn = self._conns.pop(addr, None)
+        if conn is not None:
+            conn.close()
+
+    async def close(self) -> None:
+        conns = list(self._conns.values())
+        self._conns.clear()
+        for c in conns:
+            c.close()
+        for c in conns:
+            try:
+                await asyncio.wait_for(asyncio.shield(c.closed), 1)
+            except asyncio.TimeoutError:
+                pass

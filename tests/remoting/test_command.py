@@ -1,0 +1,82 @@
+"""The remoting frame: both header serializations, and bad frames refused clearly."""
+import json
+import struct
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from ledgermq.remoting import (
+    FLAG_RESPONSE, FrameError, FrameSplitter, RemotingCommand, SerializeType, decode_frame,
+)
+
+ext_values = st.dictionaries(st.text(min_size=1, max_size=10), st.text(max_size=30), max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(code=st.integers(0, 32767), opaque=st.integers(0, 2**31 - 1), flag=st.integers(0, 3),
+       remark=st.none() | st.text(min_size=1, max_size=40), ext=ext_values,
+       body=st.binary(max_size=200),
+       stype=st.sampled_from([SerializeType.JSON, SerializeType.ROCKETMQ]))
+def test_round_trip(code, opaque, flag, remark, ext, body, stype):
+    cmd = RemotingCommand(code, opaque, flag, remark, ext, body, language="CPP",
+                          serialize_type=stype)
+    raw = cmd.to_bytes()
+    assert struct.unpack(">i", raw[:4])[0] == len(raw) - 4
+    back = decode_frame(raw[4:])
+    assert (back.code, back.opaque, back.flag, back.remark, back.ext, back.body,
+            back.language, back.serialize_type) == (code, opaque, flag, remark, ext, body,
+                                                    "CPP", stype)
+
+
+def test_response_keeps_the_callers_serialization():
+    req = RemotingCommand(10, opaque=77, serialize_type=SerializeType.ROCKETMQ)
+    resp = req.response(0, "ok", {"msgId": "AB"})
+    assert resp.opaque == 77 and resp.flag & FLAG_RESPONSE
+    assert resp.serialize_type is SerializeType.ROCKETMQ
+
+
+def test_cpp_client_style_json_header():
+    # the C++ client ends its JSON header with a newline and adds ACL fields
+    header = (json.dumps({"code": 105, "language": "CPP", "version": 0, "opaque": 3,
+                          "flag": 0, "remark": "", "extFields": {"topic": "T", "AccessKey": "",
+                                                                 "Signature": "",
+                                                                 "OnsChannel": "ALIYUN"}})
+              + "\n").encode()
+    frame = struct.pack(">i", len(header)) + header
+    cmd = decode_frame(frame)
+    assert cmd.code == 105 and cmd.ext["topic"] == "T" and cmd.language == "CPP"
+
+
+def test_splitter_handles_partial_and_pipelined_frames():
+    frames = b"".join(RemotingCommand(c, opaque=c, body=b"x" * c).to_bytes() for c in range(1, 6))
+    sp = FrameSplitter()
+    got = []
+    for i in range(0, len(frames), 7):
+        got += sp.feed(frames[i:i + 7])
+    assert [c.code for c in got] == [1, 2, 3, 4, 5] and sp.buffered == 0
+
+
+@pytest.mark.parametrize("raw,message", [
+    (struct.pack(">i", 2**31 - 1) + b"xxxx", "frame length"),  # a 2 GB length
+    (struct.pack(">i", -5), "frame length"),
+    (struct.pack(">i", 2), "frame length"),
+    (struct.pack(">ii", 8, 100) + b"abcd", "header length"),
+    (struct.pack(">ii", 8, 4) + b"{{{{", "not valid JSON"),
+    (struct.pack(">ii", 7, 3) + b"[1]", "not an object"),
+    (struct.pack(">ii", 6, 2) + b"{}", "numeric code"),
+    (struct.pack(">ii", 8, (7 << 24) | 4) + b"abcd", "serialization type"),
+    (struct.pack(">ii", 8, (1 << 24) | 4) + b"abcd", "truncated"),
+    (struct.pack(">ii", 21, (1 << 24) | 17) + struct.pack(">hBhiii", 1, 0, 0, 0, 0, 99), "remark"),
+])
+def test_bad_frames_raise_frame_error(raw, message):
+    with pytest.raises(FrameError, match=message):
+        FrameSplitter(max_frame=1 << 20).feed(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_random_bytes_never_raise_anything_but_frame_error(data):
+    try:
+        FrameSplitter(max_frame=1 << 16).feed(data)
+    except FrameError:
+        pass
