@@ -1,0 +1,145 @@
+"""The name server's route table: brokers, their clusters, and the queues of each topic.
+
+Plain state with a clock passed in, so expiry is testable without waiting.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PERM_READ = 0x4
+PERM_WRITE = 0x2
+PERM_INHERIT = 0x1
+MASTER_ID = 0
+
+
+@dataclass
+class QueueData:
+    brokerName: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int = PERM_READ | PERM_WRITE
+    topicSysFlag: int = 0
+
+    def to_json(self) -> dict:
+        # "topicSynFlag" is RocketMQ's own spelling in the route JSON
+        return {"brokerName": self.brokerName, "readQueueNums": self.readQueueNums,
+                "writeQueueNums": self.writeQueueNums, "perm": self.perm,
+                "topicSynFlag": self.topicSysFlag}
+
+
+@dataclass
+class BrokerData:
+    cluster: str
+    brokerName: str
+    brokerAddrs: dict[int, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"cluster": self.cluster, "brokerName": self.brokerName,
+                "brokerAddrs": {str(k): v for k, v in sorted(self.brokerAddrs.items())}}
+
+
+@dataclass
+class LiveBroker:
+    last_update: float
+    data_version: dict
+    ha_server_addr: str
+    cluster: str
+    broker_name: str
+    broker_id: int
+
+
+class RouteTable:
+    def __init__(self, expire_after_s: float = 120.0):
+        self.expire_after_s = expire_after_s
+        self.topic_queues: dict[str, dict[str, QueueData]] = {}
+        self.brokers: dict[str, BrokerData] = {}  # by broker name
+        self.clusters: dict[str, set[str]] = {}
+        self.live: dict[str, LiveBroker] = {}  # by broker address
+
+    def register(self, *, cluster: str, broker_name: str, broker_addr: str, broker_id: int,
+                 ha_server_addr: str, topics: dict[str, dict], data_version: dict,
+                 now: float) -> dict:
+        """A broker's registration or heartbeat; returns what the broker should learn
+        (its master's address and HA address, for slaves)."""
+        self.clusters.setdefault(cluster, set()).add(broker_name)
+        bd = self.brokers.get(broker_name)
+        if bd is None:
+            bd = self.brokers[broker_name] = BrokerData(cluster, broker_name)
+        # one address per id; an address that moved to another id leaves its old one
+        for bid, addr in list(bd.brokerAddrs.items()):
+            if addr == broker_addr and bid != broker_id:
+                del bd.brokerAddrs[bid]
+        bd.brokerAddrs[broker_id] = broker_addr
+        self.live[broker_addr] = LiveBroker(now, data_version, ha_server_addr, cluster,
+                                            broker_name, broker_id)
+        if broker_id == MASTER_ID:
+            self._replace_topics(broker_name, topics)
+        out = {"masterAddr": "", "haServerAddr": ""}
+        if broker_id != MASTER_ID:
+            master = bd.brokerAddrs.get(MASTER_ID)
+            if master:
+                out["masterAddr"] = master
+                live = self.live.get(master)
+                out["haServerAddr"] = live.ha_server_addr if live else ""
+        return out
+
+    def _replace_topics(self, broker_name: str, topics: dict[str, dict]) -> None:
+        for topic in list(self.topic_queues):
+            if topic not in topics:
+                self._drop_topic_of(topic, broker_name)
+        for name, tc in topics.items():
+            self.topic_queues.setdefault(name, {})[broker_name] = QueueData(
+                broker_name, int(tc.get("readQueueNums", 4)), int(tc.get("writeQueueNums", 4)),
+                int(tc.get("perm", PERM_READ | PERM_WRITE)), int(tc.get("topicSysFlag", 0)))
+
+    def _drop_topic_of(self, topic: str, broker_name: str) -> None:
+        queues = self.topic_queues.get(topic)
+        if queues and broker_name in queues:
+            del queues[broker_name]
+            if not queues:
+                del self.topic_queues[topic]
+
+    def unregister(self, broker_addr: str) -> bool:
+        live = self.live.pop(broker_addr, None)
+        if live is None:
+            return False
+        bd = self.brokers.get(live.broker_name)
+        if bd is not None:
+            for bid, addr in list(bd.brokerAddrs.items()):
+                if addr == broker_addr:
+                    del bd.brokerAddrs[bid]
+            if not bd.brokerAddrs:
+                del self.brokers[live.broker_name]
+                names = self.clusters.get(live.cluster)
+                if names is not None:
+                    names.discard(live.broker_name)
+                    if not names:
+                        del self.clusters[live.cluster]
+                for topic in list(self.topic_queues):
+                    self._drop_topic_of(topic, live.broker_name)
+        return True
+
+    def expire(self, now: float) -> list[str]:
+        """Forget brokers that have not heartbeated within expire_after_s."""
+        gone = [addr for addr, lb in self.live.items()
+                if now - lb.last_update > self.expire_after_s]
+        for addr in gone:
+            self.unregister(addr)
+        return gone
+
+    def route(self, topic: str) -> dict | None:
+        queues = self.topic_queues.get(topic)
+        if not queues:
+            return None
+        brokers = [self.brokers[name].to_json() for name in sorted(queues)
+                   if name in self.brokers]
+        return {"orderTopicConf": None,
+                "queueDatas": [q.to_json() for _, q in sorted(queues.items())],
+                "brokerDatas": brokers, "filterServerTable": {}}
+
+    def cluster_info(self) -> dict:
+        return {"brokerAddrTable": {n: b.to_json() for n, b in sorted(self.brokers.items())},
+                "clusterAddrTable": {c: sorted(n) for c, n in sorted(self.clusters.items())}}
+
+    def topics(self) -> list[str]:
+        return sorted(self.topic_queues)

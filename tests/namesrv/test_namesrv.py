@@ -1,0 +1,111 @@
+"""Name server over real sockets on 127.0.0.1: registration, routes, expiry, bad input."""
+import asyncio
+import json
+import socket
+import struct
+
+import pytest
+
+from ledgermq.namesrv import NamesrvConfig, NameServer, RouteTable
+from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+
+
+def register_cmd(name="broker-a", addr="127.0.0.1:10911", bid=0, topics=None, cluster="C"):
+    topics = {"TopicA": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6}} \
+        if topics is None else topics
+    body = {"topicConfigSerializeWrapper": {"topicConfigTable": topics,
+                                            "dataVersion": {"counter": 1}}}
+    return RemotingCommand(RequestCode.REGISTER_BROKER,
+                           ext={"brokerName": name, "brokerAddr": addr, "clusterName": cluster,
+                                "brokerId": str(bid), "haServerAddr": addr.replace("10911", "10912")},
+                           body=json.dumps(body).encode())
+
+
+async def started():
+    ns = NameServer(NamesrvConfig(listenPort=0))
+    await ns.start()
+    return ns
+
+
+def test_route_table_expiry_and_slaves():
+    rt = RouteTable(expire_after_s=120)
+    rt.register(cluster="C", broker_name="b", broker_addr="m:1", broker_id=0,
+                ha_server_addr="m:2", topics={"T": {"readQueueNums": 2, "writeQueueNums": 2}},
+                data_version={}, now=0)
+    out = rt.register(cluster="C", broker_name="b", broker_addr="s:1", broker_id=1,
+                      ha_server_addr="", topics={}, data_version={}, now=0)
+    assert out == {"masterAddr": "m:1", "haServerAddr": "m:2"}
+    assert rt.route("T")["brokerDatas"][0]["brokerAddrs"] == {"0": "m:1", "1": "s:1"}
+    rt.register(cluster="C", broker_name="b", broker_addr="s:1", broker_id=1,
+                ha_server_addr="", topics={}, data_version={}, now=100)
+    assert rt.expire(now=150) == ["m:1"]  # the master went quiet
+    assert rt.route("T")["brokerDatas"][0]["brokerAddrs"] == {"1": "s:1"}
+    assert rt.expire(now=300) == ["s:1"]
+    assert rt.route("T") is None and rt.cluster_info()["clusterAddrTable"] == {}
+
+
+def test_register_route_and_cluster_info_over_sockets():
+    async def main():
+        ns = await started()
+        client = RemotingClient()
+        try:
+            r = await client.invoke(ns.address, register_cmd())
+            assert r.code == ResponseCode.SUCCESS
+            r = await client.invoke(ns.address, RemotingCommand(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, ext={"topic": "TopicA"}))
+            route = json.loads(r.body)
+            assert route["queueDatas"][0]["writeQueueNums"] == 4
+            assert route["brokerDatas"][0]["brokerAddrs"] == {"0": "127.0.0.1:10911"}
+            r = await client.invoke(ns.address, RemotingCommand(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, ext={"topic": "Nope"}))
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST and "Nope" in r.remark
+            r = await client.invoke(ns.address, RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO))
+            assert json.loads(r.body)["clusterAddrTable"] == {"C": ["broker-a"]}
+            r = await client.invoke(ns.address, RemotingCommand(
+                RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+            assert json.loads(r.body)["topicList"] == ["TopicA"]
+            r = await client.invoke(ns.address, RemotingCommand(9999))
+            assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            r = await client.invoke(ns.address, RemotingCommand(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC))  # no topic field
+            assert r.code == ResponseCode.SYSTEM_ERROR and "topic" in r.remark
+            # a broker whose connection closes is removed from the routes at once
+            await client.close()
+            for _ in range(50):
+                if not ns.routes.topics():
+                    break
+                await asyncio.sleep(0.02)
+            assert ns.routes.topics() == []
+        finally:
+            await client.close()
+            await ns.stop()
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("garbage", [
+    struct.pack(">i", 2**31 - 1) + b"\0" * 64,  # a 2 GB length
+    struct.pack(">ii", 12, 8) + b"not json",
+    struct.pack(">ii", 100, 4) + b"{}",  # truncated: promises more than it sends
+    b"\xff" * 64,
+])
+def test_garbage_closes_only_that_connection(garbage):
+    async def main():
+        ns = await started()
+        try:
+            host, port = ns.address.split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(garbage)
+            await writer.drain()
+            try:
+                data = await asyncio.wait_for(reader.read(), 1.0)
+            except asyncio.TimeoutError:
+                data = None  # truncated frame: the server waits for the rest; fine
+            writer.close()
+            assert data in (b"", None)
+            client = RemotingClient()
+            r = await client.invoke(ns.address, register_cmd())
+            assert r.code == ResponseCode.SUCCESS  # the next good client is served
+            await client.close()
+        finally:
+            await ns.stop()
+    asyncio.run(main())
