@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 run: install
-	$(VENV)/bin/ledgermq store-demo
+	$(VENV)/bin/ledgermq dev
 
 test: install
 	$(PY) -m pytest -q

@@ -67,6 +67,103 @@ def store_demo(data: Path | None, messages: int, as_json: bool) -> None:
     click.echo(json.dumps(summary, indent=None if as_json else 2))
 
 
+def _broker_settings(conf: Path | None, overrides: dict[str, str]):
+    from .broker import load_broker_config
+    return load_broker_config(conf, {k: v for k, v in overrides.items() if v is not None})
+
+
+def _ready(what: dict, as_json: bool) -> None:
+    """One line on stdout once listening: scripts and tests wait for it."""
+    if as_json:
+        click.echo(json.dumps({"ready": True, **what}))
+    else:
+        click.echo("ready: " + " ".join(f"{k}={v}" for k, v in what.items()))
+    sys.stdout.flush()
+
+
+@main.command()
+@click.option("-c", "--config", "conf", type=click.Path(exists=True, dir_okay=False,
+                                                         path_type=Path),
+              help="A broker.conf (RocketMQ properties format).")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Store directory (storePathRootDir); default ~/.ledgermq/dev.")
+@click.option("--namesrv-port", default=9876, show_default=True)
+@click.option("--port", default=None, type=int, help="Broker port (listenPort; default 10911).")
+@click.option("--json", "as_json", is_flag=True, help="Print the ready line as JSON.")
+def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | None,
+        as_json: bool) -> None:
+    """Name server + broker in one process on 127.0.0.1 (the embedded default)."""
+    from .broker import Broker
+    from .namesrv import NamesrvConfig, NameServer
+    from .server import run, serve_until
+
+    data = data or Path.home() / ".ledgermq" / "dev"
+    bcfg, scfg, _ = _broker_settings(conf, {"storePathRootDir": str(data),
+                                            "listenPort": None if port is None else str(port)})
+    if conf is None or not bcfg.namesrvAddr:
+        bcfg.namesrvAddr = f"127.0.0.1:{namesrv_port}"
+    namesrv = NameServer(NamesrvConfig(listenPort=namesrv_port))
+
+    async def main_(stop):
+        broker = Broker(bcfg, scfg)
+        await namesrv.start()
+        try:
+            if namesrv_port == 0:
+                broker.config.namesrvAddr = namesrv.address
+            await broker.start()
+            _ready({"namesrv": namesrv.address, "broker": broker.address,
+                    "store": str(scfg.root)}, as_json)
+            await serve_until(stop)
+            await broker.stop()
+        finally:
+            await namesrv.stop()
+
+    run(main_)
+
+
+@main.command()
+@click.option("--port", default=9876, show_default=True, help="listenPort")
+@click.option("--bind", default="127.0.0.1", show_default=True, help="bindAddress")
+@click.option("--json", "as_json", is_flag=True)
+def namesrv(port: int, bind: str, as_json: bool) -> None:
+    """Run a name server."""
+    from .namesrv import NamesrvConfig, NameServer
+    from .server import run, serve_until
+
+    ns = NameServer(NamesrvConfig(listenPort=port, bindAddress=bind))
+
+    async def main_(stop):
+        await ns.start()
+        _ready({"namesrv": ns.address}, as_json)
+        await serve_until(stop)
+        await ns.stop()
+
+    run(main_)
+
+
+@main.command()
+@click.option("-c", "--config", "conf", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-n", "--namesrv", "namesrv_addr", default=None, help="namesrvAddr override")
+@click.option("--json", "as_json", is_flag=True)
+def broker(conf: Path, namesrv_addr: str | None, as_json: bool) -> None:
+    """Run a broker from a broker.conf."""
+    from .broker import Broker
+    from .server import run, serve_until
+
+    bcfg, scfg, unknown = _broker_settings(conf, {"namesrvAddr": namesrv_addr})
+    b = Broker(bcfg, scfg)
+
+    async def main_(stop):
+        await b.start()
+        _ready({"broker": b.address, "brokerName": bcfg.brokerName,
+                "unknownKeys": ",".join(unknown)}, as_json)
+        await serve_until(stop)
+        await b.stop()
+
+    run(main_)
+
+
 def run() -> None:
     try:
         main()

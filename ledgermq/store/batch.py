@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from .message import (
-    HEADER, MAGIC_CODE, OFF_BODYCRC, OFF_BODYLEN, OFF_BORNTIMESTAMP, OFF_PHYSICALOFFSET,
+    HEADER, MAGIC_CODE, OFF_BODYCRC, OFF_BODYLEN, OFF_BORNTIMESTAMP, OFF_FLAG, OFF_PHYSICALOFFSET,
     OFF_QUEUEOFFSET, OFF_STORETIMESTAMP, OFF_TOTALSIZE, HEADER_SIZE, MessageFormatError,
     check_lengths, tag_hash,
 )
@@ -64,7 +64,7 @@ def encode_batch(
     properties: Sequence[bytes] | bytes = b"",
     tags: Sequence[str | None] | str | None = None,
     *,
-    flag: int = 0,
+    flag: int | Sequence[int] = 0,
     sys_flag: int = 0,
     born_timestamp: int | Sequence[int] = 0,
     born_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00",
@@ -78,6 +78,8 @@ def encode_batch(
     if n == 0:
         raise MessageFormatError("empty batch")
     if n == 1 and isinstance(born_timestamp, int):
+        if not isinstance(flag, int):
+            flag = int(flag[0])
         return _encode_one(topic, queue_id, bodies[0],
                            properties if isinstance(properties, (bytes, bytearray)) else properties[0],
                            tags if tags is None or isinstance(tags, str) else tags[0],
@@ -89,7 +91,8 @@ def encode_batch(
     if not shared_props and len(properties) != n:
         raise MessageFormatError("one properties entry per message is required")
     scalar_born = isinstance(born_timestamp, int)
-    template = HEADER.pack(0, MAGIC_CODE, 0, queue_id, flag, 0, 0, sys_flag,
+    scalar_flag = isinstance(flag, int)
+    template = HEADER.pack(0, MAGIC_CODE, 0, queue_id, flag if scalar_flag else 0, 0, 0, sys_flag,
                            born_timestamp if scalar_born else 0, born_host, 0, store_host,
                            reconsume_times, 0, 0)
     topic_block = bytes((len(topic_raw),)) + topic_raw
@@ -120,6 +123,8 @@ def encode_batch(
     put_be(u8, starts + OFF_BODYLEN, body_lens, 4)
     if not scalar_born:
         put_be(u8, starts + OFF_BORNTIMESTAMP, np.asarray(born_timestamp, np.int64), 8)
+    if not scalar_flag:
+        put_be(u8, starts + OFF_FLAG, np.asarray(flag, np.int64), 4)
     if not shared_props:
         put_be(u8, starts + HEADER_SIZE + body_lens + len(topic_block), prop_lens, 2)
     if tags is None or isinstance(tags, str):

@@ -1,0 +1,600 @@
+"""The broker: the one place that wires the store, the remoting server and the name server.
+
+Every request handler answers with RocketMQ's response codes and a remark saying what went
+wrong; a bad request never takes the broker down.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+
+from ..remoting import (
+    Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer, RequestCode,
+    ResponseCode,
+)
+from ..store import GetStatus, MessageStore, PutStatus, StoreConfig, StoreError
+from ..store.message import (
+    PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, MessageFormatError, decode_message,
+    pack_host,
+)
+from ..store.store import check_topic
+from ..namesrv.routes import PERM_READ, PERM_WRITE
+from .config import BrokerConfig, BrokerRole
+from .consumers import ConsumerManager, parse_subscription
+from .long_poll import PullHolds
+from .schedule import ScheduleService
+from .send import (
+    BadRequest, delay_level_of, index_keys, parse_send_header, props_from_header,
+    split_batch_body, tags_of, to_schedule, with_properties,
+)
+from .state import (
+    AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, ConsumerOffsets, TopicConfig,
+    TopicTable,
+)
+
+log = logging.getLogger(__name__)
+
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+
+_SEND_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+}
+_STORED = {PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
+           PutStatus.SLAVE_NOT_AVAILABLE}
+
+_PULL_CODES = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def json_body(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig):
+        self.config = config
+        self.store_host = pack_host(config.brokerIP1, config.listenPort)
+        self.store = MessageStore(store_config, store_host=self.store_host)
+        root = store_config.root / "config"
+        self.topics = TopicTable(root / "topics.json", config.defaultTopicQueueNums,
+                                 config.autoCreateTopicEnable)
+        self.offsets = ConsumerOffsets(root / "consumerOffset.json")
+        self.schedule = ScheduleService(self.store, config.delay_levels_ms,
+                                        root / "delayOffset.json")
+        self.consumers = ConsumerManager(config.clientChannelMaxIdleTimeSeconds)
+        self.server = RemotingServer(self.handle, config.bindAddress, config.listenPort,
+                                     max_frame=config.maxFrameSize,
+                                     idle_timeout=config.clientChannelMaxIdleTimeSeconds)
+        self.namesrv_client = RemotingClient()
+        self.holds: PullHolds | None = None
+        self._tasks: list[asyncio.Task] = []
+        self.started_at = time.time()
+        self._handlers = {
+            RequestCode.SEND_MESSAGE: self._send,
+            RequestCode.SEND_MESSAGE_V2: self._send,
+            RequestCode.SEND_BATCH_MESSAGE: self._send,
+            RequestCode.PULL_MESSAGE: self._pull,
+            RequestCode.QUERY_CONSUMER_OFFSET: self._query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self._update_consumer_offset,
+            RequestCode.HEART_BEAT: self._heartbeat,
+            RequestCode.UNREGISTER_CLIENT: self._unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
+            RequestCode.GET_MAX_OFFSET: self._max_offset,
+            RequestCode.GET_MIN_OFFSET: self._min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self._offset_by_time,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self._earliest_time,
+            RequestCode.VIEW_MESSAGE_BY_ID: self._view_by_id,
+            RequestCode.QUERY_MESSAGE: self._query_message,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self._send_back,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self._update_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self._delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self._all_topic_config,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self._runtime_info,
+            RequestCode.GET_CONSUME_STATS: self._consume_stats,
+            RequestCode.GET_TOPIC_STATS_INFO: self._topic_stats,
+            RequestCode.LOCK_BATCH_MQ: self._lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
+            RequestCode.CHECK_CLIENT_CONFIG: lambda cmd, conn: cmd.response(ResponseCode.SUCCESS),
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self._all_consumer_offsets,
+            RequestCode.GET_ALL_DELAY_OFFSET: self._all_delay_offsets,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self._consumer_connections,
+        }
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.brokerIP1}:{self.server.port}"
+
+    # ---- lifecycle ------------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.holds = PullHolds(loop)
+        report = await loop.run_in_executor(None, self.store.open)
+        self.store.listeners.append(self.holds.notify)
+        if report.crashed:
+            log.warning("store recovered after a crash: %s", report)
+        await self.server.start()
+        if self.config.listenPort == 0:  # an ephemeral port: advertise the real one
+            self.config.listenPort = self.server.port
+            self.store.store_host = self.store_host = pack_host(self.config.brokerIP1,
+                                                                self.server.port)
+        self._tasks = [asyncio.create_task(t) for t in (
+            self._register_loop(), self.schedule.run(), self._housekeeping())]
+        log.info("broker %s (%s) listening on %s", self.config.brokerName,
+                 self.config.brokerRole.value, self.address)
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._unregister_from_namesrv()
+        await self.server.stop()
+        await self.namesrv_client.close()
+        self.offsets.save()
+        self.schedule.save()
+        await asyncio.get_running_loop().run_in_executor(None, self.store.close)
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.flushConsumerOffsetInterval / 1000)
+            try:
+                self.offsets.save()
+                self.consumers.expire()
+            except Exception:
+                log.exception("housekeeping failed")
+
+    # ---- name server ----------------------------------------------------------------
+    def _namesrvs(self) -> list[str]:
+        return [a.strip() for a in self.config.namesrvAddr.split(";") if a.strip()]
+
+    def _register_request(self) -> RemotingCommand:
+        body = {"topicConfigSerializeWrapper": self.topics.to_json(), "filterServerList": []}
+        return RemotingCommand(RequestCode.REGISTER_BROKER, ext={
+            "brokerAddr": self.address, "brokerName": self.config.brokerName,
+            "clusterName": self.config.brokerClusterName, "brokerId": str(self.config.brokerId),
+            "haServerAddr": f"{self.config.brokerIP1}:{self.server.port + 1}",
+            "compressed": "false"}, body=json_body(body))
+
+    async def register_now(self) -> None:
+        for addr in self._namesrvs():
+            try:
+                r = await self.namesrv_client.invoke(addr, self._register_request(), 3.0)
+                if r.code != ResponseCode.SUCCESS:
+                    log.warning("name server %s refused registration: %s", addr, r.remark)
+            except RemotingError as e:
+                log.warning("cannot register with name server %s: %s", addr, e)
+
+    async def _register_loop(self) -> None:
+        while True:
+            await self.register_now()
+            await asyncio.sleep(self.config.registerNameServerPeriod / 1000)
+
+    async def _unregister_from_namesrv(self) -> None:
+        for addr in self._namesrvs():
+            try:
+                await self.namesrv_client.invoke(addr, RemotingCommand(
+                    RequestCode.UNREGISTER_BROKER, ext={
+                        "brokerAddr": self.address, "brokerName": self.config.brokerName,
+                        "clusterName": self.config.brokerClusterName,
+                        "brokerId": str(self.config.brokerId)}), 1.0)
+            except RemotingError:
+                pass
+
+    # ---- dispatch -------------------------------------------------------------------
+    def handle(self, cmd: RemotingCommand, conn: Connection):
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                f"request code {cmd.code} is not supported by this broker")
+        if not conn.attrs.get("watched"):
+            conn.attrs["watched"] = True
+            conn.closed.add_done_callback(lambda _: self.consumers.connection_closed(conn))
+        try:
+            result = handler(cmd, conn)
+        except (BadRequest, KeyError, ValueError) as e:
+            return self._bad_request(cmd, e)
+        if asyncio.iscoroutine(result):
+            return self._guard(cmd, result)
+        return result
+
+    async def _guard(self, cmd: RemotingCommand, coro) -> RemotingCommand:
+        try:
+            return await coro
+        except (BadRequest, KeyError, ValueError) as e:
+            return self._bad_request(cmd, e)
+
+    @staticmethod
+    def _bad_request(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+        what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request (code {cmd.code}): {what}")
+
+    # ---- topics ---------------------------------------------------------------------
+    def _create_topic(self, tc: TopicConfig) -> TopicConfig:
+        self.topics.put(tc)
+        asyncio.get_running_loop().create_task(self.register_now())
+        log.info("topic %s created: %d write / %d read queues", tc.topicName,
+                 tc.writeQueueNums, tc.readQueueNums)
+        return tc
+
+    def _topic_for_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
+        tc = self.topics.get(topic)
+        if tc is not None:
+            return tc
+        if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
+            return self._create_topic(TopicConfig(topic, 1, 1))
+        template = self.topics.get(default_topic or AUTO_CREATE_TOPIC)
+        if not self.config.autoCreateTopicEnable or template is None:
+            return None
+        n = max(1, min(queue_nums or template.writeQueueNums, template.writeQueueNums))
+        return self._create_topic(TopicConfig(topic, n, n))
+
+    def _retry_topic(self, group: str) -> TopicConfig:
+        name = RETRY_PREFIX + group
+        return self.topics.get(name) or self._create_topic(TopicConfig(name, 1, 1))
+
+    # ---- send -----------------------------------------------------------------------
+    async def _send(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        if self.config.brokerRole is BrokerRole.SLAVE:
+            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                f"broker {self.config.brokerName} is a slave: not writable")
+        h = parse_send_header(cmd.ext)
+        try:
+            check_topic(h.topic)
+        except MessageFormatError as e:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        tc = self._topic_for_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"topic[{h.topic}] not exist, apply first please!")
+        if not tc.perm & PERM_WRITE:
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                f"the topic[{h.topic}] sending is forbidden")
+        qid = h.queue_id if h.queue_id >= 0 else random.randrange(tc.writeQueueNums)
+        if qid >= tc.writeQueueNums:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"request queueId[{qid}] is illegal, topic {h.topic} has "
+                                f"{tc.writeQueueNums} write queues")
+        topic = h.topic
+        try:
+            if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+                bodies, props, flags = split_batch_body(cmd.body, props_from_header(h.properties))
+            else:
+                bodies, props, flags = [cmd.body], [props_from_header(h.properties)], [h.flag]
+        except MessageFormatError as e:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        if topic.startswith(RETRY_PREFIX):
+            max_times = h.max_reconsume_times if h.max_reconsume_times is not None \
+                else self.config.maxReconsumeTimes
+            if h.reconsume_times >= max_times:
+                topic, qid = self._dlq(topic[len(RETRY_PREFIX):])
+        level = delay_level_of(props[0]) if len(bodies) == 1 else 0
+        if level > 0:
+            props = [to_schedule(props[0], topic, qid)]
+            topic, qid = SCHEDULE_TOPIC, min(level, len(self.config.delay_levels_ms)) - 1
+        return await self._put(cmd, conn, topic, qid, bodies, props, flags, h.sys_flag,
+                               h.born_timestamp, h.reconsume_times)
+
+    def _dlq(self, group: str) -> tuple[str, int]:
+        name = DLQ_PREFIX + group
+        if self.topics.get(name) is None:
+            self._create_topic(TopicConfig(name, 1, 1, PERM_READ | PERM_WRITE))
+        return name, 0
+
+    async def _put(self, cmd, conn, topic, qid, bodies, props, flags, sys_flag, born_ts,
+                   reconsume_times) -> RemotingCommand:
+        try:
+            host, port = conn.peer.rsplit(":", 1)
+            born_host = pack_host(host, int(port))
+        except (OSError, ValueError):
+            born_host = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+        try:
+            batch = self.store.encode(
+                topic, qid, bodies, props, [tags_of(p) for p in props], flag=flags,
+                sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host,
+                reconsume_times=reconsume_times, index_keys=[index_keys(p) for p in props])
+        except MessageFormatError as e:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        result = await self.store.put_async(batch)
+        code = _SEND_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+        if result.status not in _STORED:
+            return cmd.response(code, f"{result.status.value}: {result.error}")
+        ext = {"msgId": ",".join(result.msg_ids(self.store_host)), "queueId": str(qid),
+               "queueOffset": str(result.queue_offset), "MSG_REGION": "DefaultRegion",
+               "TRACE_ON": "true"}
+        return cmd.response(code, None if code == ResponseCode.SUCCESS else result.error, ext)
+
+    async def _send_back(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ext = cmd.ext
+        group = ext["group"]
+        try:
+            msg = self.store.message_at(int(ext["offset"]))
+        except (StoreError, MessageFormatError) as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed: {e}")
+        max_times = int(ext.get("maxReconsumeTimes") or self.config.maxReconsumeTimes)
+        delay = int(ext.get("delayLevel") or 0)
+        reconsume = msg.reconsume_times + 1
+        props = dict(msg.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
+        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, ext.get("originMsgId") or msg.msg_id)
+        if msg.reconsume_times >= max_times or delay < 0:
+            topic, qid = self._dlq(group)
+            props.pop("DELAY", None)
+        else:
+            tc = self._retry_topic(group)
+            topic, qid = tc.topicName, random.randrange(tc.writeQueueNums)
+            props["DELAY"] = str(delay if delay > 0 else 3 + msg.reconsume_times)
+        raw = with_properties(b"", props)
+        if topic.startswith(RETRY_PREFIX):
+            raw = to_schedule(raw, topic, qid)
+            level = int(props["DELAY"])
+            topic, qid = SCHEDULE_TOPIC, min(level, len(self.config.delay_levels_ms)) - 1
+        r = await self._put(cmd, conn, topic, qid, [msg.body], [raw], [msg.flag], msg.sys_flag,
+                            msg.born_timestamp, reconsume)
+        return cmd.response(r.code, r.remark)
+
+    # ---- pull -----------------------------------------------------------------------
+    async def _pull(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ext = cmd.ext
+        group, topic = ext["consumerGroup"], ext["topic"]
+        qid, offset = int(ext["queueId"]), int(ext["queueOffset"])
+        max_nums = max(1, min(int(ext.get("maxMsgNums", 32)), self.config.pullBatchMaxMessages))
+        sys_flag = int(ext.get("sysFlag", 0))
+        tc = self.topics.get(topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"topic[{topic}] not exist, apply first please!")
+        if not tc.perm & PERM_READ:
+            return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling is forbidden")
+        if not 0 <= qid < max(tc.readQueueNums, tc.writeQueueNums):
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"queueId[{qid}] is illegal, topic {topic} has {tc.readQueueNums} "
+                                f"read queues")
+        if ext.get("expressionType", "TAG") not in ("TAG", ""):
+            return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                f"expression type {ext['expressionType']} is not supported; use TAG")
+        try:
+            if sys_flag & PULL_FLAG_SUBSCRIPTION or "subscription" in ext:
+                codes = parse_subscription(ext.get("subscription"))
+            else:
+                sub = self.consumers.groups.get(group)
+                sub = sub.subscriptions.get(topic) if sub else None
+                codes = parse_subscription(sub.get("subString")) if sub else None
+        except ValueError as e:
+            return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+        commit = int(ext.get("commitOffset", -1) or -1)
+        if sys_flag & PULL_FLAG_COMMIT_OFFSET and commit >= 0 and \
+                self.config.brokerRole is not BrokerRole.SLAVE:
+            self.offsets.commit(topic, group, qid, commit)
+        suspend_ms = int(ext.get("suspendTimeoutMillis", 0) or 0)
+        deadline = time.monotonic() + suspend_ms / 1000
+        while True:
+            got = self.store.get_messages(topic, qid, offset, max_nums,
+                                          self.config.pullBatchMaxBytes, codes)
+            code = self._pull_code(got.status, offset)
+            if (code != ResponseCode.PULL_NOT_FOUND or not sys_flag & PULL_FLAG_SUSPEND
+                    or not self.config.longPollingEnable):
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await self.holds.wait(topic, qid, offset, left)
+            if time.monotonic() >= deadline and self.store.max_offset_in_queue(topic, qid) <= offset:
+                break
+        resp_ext = {"nextBeginOffset": str(got.next_begin_offset),
+                    "minOffset": str(got.min_offset), "maxOffset": str(got.max_offset),
+                    "suggestWhichBrokerId": "0"}
+        if code == ResponseCode.SUCCESS:
+            return cmd.response(code, None, resp_ext, list(got.buffers))
+        return cmd.response(code, got.status.value, resp_ext)
+
+    @staticmethod
+    def _pull_code(status: GetStatus, offset: int) -> ResponseCode:
+        if status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+            return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+        return _PULL_CODES[status]
+
+    # ---- consumer offsets and clients ---------------------------------------------
+    def _query_consumer_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ext = cmd.ext
+        topic, group, qid = ext["topic"], ext["consumerGroup"], int(ext["queueId"])
+        off = self.offsets.query(topic, group, qid)
+        if off is None:
+            if self.store.min_offset_in_queue(topic, qid) <= 0:
+                off = 0  # the queue still starts at 0: a new group may read it all
+            else:
+                return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                                    "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+        return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(off)})
+
+    def _update_consumer_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ext = cmd.ext
+        self.offsets.commit(ext["topic"], ext["consumerGroup"], int(ext["queueId"]),
+                            int(ext["commitOffset"]))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def _heartbeat(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        data = json.loads(cmd.body or b"{}")
+        client_id = data.get("clientID", conn.peer)
+        conn.attrs["client_id"] = client_id
+        for consumer in data.get("consumerDataSet", []):
+            self.consumers.register(conn, client_id, consumer)
+            if consumer.get("messageModel", "CLUSTERING") == "CLUSTERING":
+                self._retry_topic(consumer["groupName"])
+        for producer in data.get("producerDataSet", []):
+            conn.attrs.setdefault("producer_groups", set()).add(producer.get("groupName"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def _unregister_client(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group = cmd.ext.get("consumerGroup")
+        if group:
+            self.consumers.unregister(conn, group)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def _consumer_list(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group = self.consumers.groups.get(cmd.ext["consumerGroup"])
+        if group is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"no consumer for this group, {cmd.ext['consumerGroup']}")
+        return cmd.response(ResponseCode.SUCCESS, None, None,
+                            json_body({"consumerIdList": group.client_ids()}))
+
+    def _consumer_connections(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group = self.consumers.groups.get(cmd.ext["consumerGroup"])
+        if group is None:
+            return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                f"the consumer group[{cmd.ext['consumerGroup']}] not online")
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({
+            "connectionSet": [{"clientId": cid, "clientAddr": c.peer} for c, cid in
+                              group.clients.items()],
+            "subscriptionTable": group.subscriptions, "consumeType": group.consume_type,
+            "messageModel": group.message_model,
+            "consumeFromWhere": group.consume_from_where}))
+
+    def _lock_batch(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        req = json.loads(cmd.body)
+        ok = self.consumers.lock(req["consumerGroup"], req["clientId"], req.get("mqSet", []))
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"lockOKMQSet": ok}))
+
+    def _unlock_batch(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        req = json.loads(cmd.body)
+        self.consumers.unlock(req["consumerGroup"], req["clientId"], req.get("mqSet", []))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    # ---- queries --------------------------------------------------------------------
+    def _max_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        off = self.store.max_offset_in_queue(cmd.ext["topic"], int(cmd.ext["queueId"]))
+        return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(off)})
+
+    def _min_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        off = self.store.min_offset_in_queue(cmd.ext["topic"], int(cmd.ext["queueId"]))
+        return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(off)})
+
+    def _offset_by_time(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        off = self.store.offset_by_time(cmd.ext["topic"], int(cmd.ext["queueId"]),
+                                        int(cmd.ext["timestamp"]))
+        return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(off)})
+
+    def _earliest_time(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        topic, qid = cmd.ext["topic"], int(cmd.ext["queueId"])
+        got = self.store.get_messages(topic, qid, self.store.min_offset_in_queue(topic, qid), 1)
+        ts = decode_message(got.messages()[0]).store_timestamp if got.message_count else -1
+        return cmd.response(ResponseCode.SUCCESS, None, {"timestamp": str(ts)})
+
+    def _view_by_id(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        phys = int(cmd.ext["offset"])
+        try:
+            size = self.store.commitlog.size_at(phys)
+            data = bytes(self.store.commitlog.read(phys, size))
+            decode_message(data)
+        except (StoreError, MessageFormatError) as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"can not find message by the offset, {phys}: {e}")
+        return cmd.response(ResponseCode.SUCCESS, None, None, data)
+
+    def _query_message(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ext = cmd.ext
+        try:
+            msgs = self.store.query_by_key(ext["topic"], ext["key"], int(ext.get("maxNum", 32)),
+                                           int(ext.get("beginTimestamp", 0)),
+                                           int(ext.get("endTimestamp", 1 << 62)))
+        except StoreError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        if not msgs:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                                "can not find message, maybe time range not correct")
+        body = [self.store.commitlog.read(m.phys_offset, m.total_size) for m in msgs]
+        return cmd.response(ResponseCode.SUCCESS, None, {
+            "indexLastUpdateTimestamp": str(int(time.time() * 1000)),
+            "indexLastUpdatePhyoffset": str(self.store.commitlog.max_offset)}, body)
+
+    # ---- admin ----------------------------------------------------------------------
+    def _update_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ext = cmd.ext
+        topic = ext["topic"]
+        try:
+            check_topic(topic)
+        except MessageFormatError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        read, write = int(ext.get("readQueueNums", 8)), int(ext.get("writeQueueNums", 8))
+        if not (0 < read <= 1024 and 0 < write <= 1024):
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"queue numbers must be in 1..1024 (read {read}, write {write})")
+        self._create_topic(TopicConfig(topic, read, write, int(ext.get("perm", 6)),
+                                       ext.get("topicFilterType", "SINGLE_TAG"),
+                                       int(ext.get("topicSysFlag", 0)),
+                                       str(ext.get("order", "false")).lower() == "true"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def _delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        self.topics.delete(cmd.ext["topic"])
+        asyncio.get_running_loop().create_task(self.register_now())
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def _all_topic_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body(self.topics.to_json()))
+
+    def runtime_info(self) -> dict[str, str]:
+        info = {k: str(v) for k, v in self.store.runtime_info().items()}
+        info.update({"brokerName": self.config.brokerName,
+                     "brokerRole": self.config.brokerRole.value,
+                     "brokerAddr": self.address, "bootTimestamp": str(int(self.started_at * 1000)),
+                     "topicCount": str(len(self.topics.topics)),
+                     "consumerGroups": str(len(self.consumers.groups)),
+                     "heldPulls": str(self.holds.held if self.holds else 0),
+                     "connections": str(len(self.server.connections))})
+        return info
+
+    def _runtime_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"table": self.runtime_info()}))
+
+    def _consume_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group = cmd.ext["consumerGroup"]
+        topic = cmd.ext.get("topic")
+        topics = [topic] if topic else self.offsets.topics_of(group)
+        rows = []
+        for t in topics:
+            tc = self.topics.get(t)
+            for qid in range(tc.writeQueueNums if tc else 0):
+                committed = self.offsets.query(t, group, qid)
+                rows.append({"topic": t, "brokerName": self.config.brokerName, "queueId": qid,
+                             "brokerOffset": self.store.max_offset_in_queue(t, qid),
+                             "consumerOffset": -1 if committed is None else committed})
+        return cmd.response(ResponseCode.SUCCESS, None, None,
+                            json_body({"offsetTable": rows, "consumeTps": 0}))
+
+    def _topic_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        topic = cmd.ext["topic"]
+        tc = self.topics.get(topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        rows = [{"topic": topic, "brokerName": self.config.brokerName, "queueId": q,
+                 "minOffset": self.store.min_offset_in_queue(topic, q),
+                 "maxOffset": self.store.max_offset_in_queue(topic, q)}
+                for q in range(tc.writeQueueNums)]
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"offsetTable": rows}))
+
+    def _all_consumer_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"offsetTable": {
+            k: {str(q): o for q, o in v.items()} for k, v in self.offsets.table.items()}}))
+
+    def _all_delay_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body(
+            {"offsetTable": {str(k): v for k, v in self.schedule.offsets.items()}}))
+

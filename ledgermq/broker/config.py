@@ -1,0 +1,102 @@
+"""Broker settings (broker.conf keys, as RocketMQ names them) and loading them."""
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import ConfigError, build, check, non_negative, positive, read_properties
+from ..store.config import StoreConfig
+
+log = logging.getLogger(__name__)
+
+
+class BrokerRole(enum.Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+def _port(v: int) -> str | None:
+    return None if 0 <= v < 65536 else "must be a TCP port (0-65535)"
+
+
+def _delay_levels(v: str) -> str | None:
+    try:
+        parse_delay_levels(v)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """'1s 5s 10s 30s 1m ...' -> delays in ms, level 1 first."""
+    out = []
+    for item in text.split():
+        unit = item[-1:]
+        if unit not in _UNITS or not item[:-1].replace(".", "", 1).isdigit():
+            raise ValueError(f"delay level {item!r} is not a number followed by s, m, h or d")
+        out.append(int(float(item[:-1]) * _UNITS[unit]))
+    if not out:
+        raise ValueError("no delay levels")
+    return out
+
+
+@dataclass
+class BrokerConfig:
+    brokerClusterName: str = "DefaultCluster"
+    brokerName: str = "broker-a"
+    brokerId: int = field(default=0, metadata=check(non_negative))
+    brokerRole: BrokerRole = BrokerRole.ASYNC_MASTER
+    namesrvAddr: str = ""
+    brokerIP1: str = "127.0.0.1"  # the address advertised to the name server and clients
+    listenPort: int = field(default=10911, metadata=check(_port))
+    bindAddress: str = "127.0.0.1"
+    autoCreateTopicEnable: bool = True
+    autoCreateSubscriptionGroup: bool = True
+    defaultTopicQueueNums: int = field(default=8, metadata=check(positive))
+    longPollingEnable: bool = True
+    shortPollingTimeMills: int = field(default=1000, metadata=check(positive))
+    registerNameServerPeriod: int = field(default=30_000, metadata=check(positive))
+    messageDelayLevel: str = field(default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m "
+                                           "30m 1h 2h", metadata=check(_delay_levels))
+    maxReconsumeTimes: int = field(default=16, metadata=check(non_negative))
+    flushConsumerOffsetInterval: int = field(default=5000, metadata=check(positive))
+    maxFrameSize: int = field(default=16 << 20, metadata=check(positive))
+    clientChannelMaxIdleTimeSeconds: float = field(default=120.0, metadata=check(positive))
+    pullBatchMaxMessages: int = field(default=4096, metadata=check(positive))
+    pullBatchMaxBytes: int = field(default=8 << 20, metadata=check(positive))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.brokerRole, str):
+            try:
+                self.brokerRole = BrokerRole[self.brokerRole]
+            except KeyError:
+                raise ConfigError(f"brokerRole={self.brokerRole!r} is not one of "
+                                  f"{', '.join(r.name for r in BrokerRole)}") from None
+
+    @property
+    def address(self) -> str:
+        return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def delay_levels_ms(self) -> list[int]:
+        return parse_delay_levels(self.messageDelayLevel)
+
+
+def load_broker_config(path: str | Path | None = None,
+                       overrides: dict[str, str] | None = None
+                       ) -> tuple[BrokerConfig, StoreConfig, list[str]]:
+    """Broker and store settings from a broker.conf (and overrides); unknown keys are
+    returned and logged, wrong values raise ConfigError naming the key."""
+    values: dict[str, str] = read_properties(path) if path else {}
+    values.update(overrides or {})
+    broker, rest = build(BrokerConfig, values)
+    store, unknown = build(StoreConfig, {k: values[k] for k in rest})
+    for key in unknown:
+        log.warning("unknown config key %r ignored (check its spelling)", key)
+    return broker, store, unknown

@@ -1,0 +1,94 @@
+"""Delayed delivery: messages with a delay level wait in SCHEDULE_TOPIC_XXXX (queue
+level-1) and move to their real topic once store time + the level's delay has passed.
+
+Each level's queue is FIFO in delivery time (one delay per queue), so only its head needs
+looking at. Progress per level is saved in config/delayOffset.json.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+from ..store import MessageStore
+from ..store.message import (
+    PROPERTY_DELAY_TIME_LEVEL, decode_message, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, encode_properties,
+)
+from .send import index_keys, tags_of
+from .state import SCHEDULE_TOPIC, read_json, write_json_atomically
+
+log = logging.getLogger(__name__)
+
+
+class ScheduleService:
+    def __init__(self, store: MessageStore, delays_ms: list[int], path: Path,
+                 poll_interval_s: float = 0.1):
+        self.store = store
+        self.delays_ms = delays_ms
+        self.path = path
+        self.poll_interval_s = poll_interval_s
+        self.offsets: dict[int, int] = {int(k): int(v) for k, v in
+                                        read_json(path, {}).get("offsetTable", {}).items()}
+        self._dirty = False
+
+    def delay_of(self, level: int) -> int:
+        return self.delays_ms[min(level, len(self.delays_ms)) - 1]
+
+    async def run(self) -> None:
+        while True:
+            try:
+                moved = self.deliver_due(int(time.time() * 1000))
+            except Exception:
+                log.exception("delayed delivery round failed")
+                moved = 0
+            if self._dirty and not moved:
+                self.save()
+            await asyncio.sleep(0 if moved else self.poll_interval_s)
+
+    def deliver_due(self, now_ms: int, limit: int = 1000) -> int:
+        """Move every due message (at most `limit`) to its real topic; returns how many."""
+        moved = 0
+        for level in range(1, len(self.delays_ms) + 1):
+            qid = level - 1
+            offset = max(self.offsets.get(level, 0),
+                         self.store.min_offset_in_queue(SCHEDULE_TOPIC, qid))
+            while moved < limit and offset < self.store.max_offset_in_queue(SCHEDULE_TOPIC, qid):
+                got = self.store.get_messages(SCHEDULE_TOPIC, qid, offset, max_count=1)
+                if not got.message_count:
+                    offset = got.next_begin_offset
+                    continue
+                msg = decode_message(got.messages()[0])
+                if msg.store_timestamp + self.delay_of(level) > now_ms:
+                    break
+                if not self._deliver(msg):
+                    break  # the store refused (disk full...): try again next round
+                offset += 1
+                moved += 1
+            if offset != self.offsets.get(level, 0):
+                self.offsets[level] = offset
+                self._dirty = True
+        return moved
+
+    def _deliver(self, msg) -> bool:
+        props = dict(msg.properties)
+        topic = props.get(PROPERTY_REAL_TOPIC)
+        if not topic:
+            log.error("schedule message at %d has no REAL_TOPIC; dropped", msg.phys_offset)
+            return True
+        qid = int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))
+        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        raw = encode_properties(props)
+        batch = self.store.encode(topic, qid, [msg.body], raw, tags_of(raw), flag=msg.flag,
+                                  sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
+                                  born_host=msg.born_host, reconsume_times=msg.reconsume_times,
+                                  index_keys=[index_keys(raw)])
+        result = self.store.append(batch)
+        if not result.ok:
+            log.warning("delayed delivery to %s refused: %s", topic, result.error)
+        return result.ok
+
+    def save(self) -> None:
+        self._dirty = False
+        write_json_atomically(self.path, {"offsetTable": {str(k): v for k, v in
+                                                          sorted(self.offsets.items())}})

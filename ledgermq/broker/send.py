@@ -1,0 +1,146 @@
+"""Turning send requests into store batches: headers (V1 and V2), batch bodies, delays,
+retries and dead letters."""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from ..store.message import (
+    NAME_VALUE_SEPARATOR, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, PROPERTY_SEPARATOR, MessageFormatError,
+    decode_properties, encode_properties, property_value,
+)
+
+# SendMessageRequestHeaderV2 carries one-letter field names
+_V2 = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
+       "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
+       "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
+       "n": "brokerName"}
+
+
+class BadRequest(ValueError):
+    """A request whose fields cannot be used; the message says which and why."""
+
+
+@dataclass
+class SendHeader:
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str
+    reconsume_times: int
+    max_reconsume_times: int | None
+    batch: bool
+
+
+def _int(ext: dict, key: str, default: int | None = None) -> int:
+    raw = ext.get(key)
+    if raw in (None, ""):
+        if default is None:
+            raise BadRequest(f"the send header lacks {key}")
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadRequest(f"{key}={raw!r} is not an integer") from None
+
+
+def parse_send_header(ext: dict[str, str]) -> SendHeader:
+    if "b" in ext and "topic" not in ext:
+        ext = {_V2.get(k, k): v for k, v in ext.items()}
+    topic = ext.get("topic")
+    if not topic:
+        raise BadRequest("the send header lacks topic")
+    max_re = ext.get("maxReconsumeTimes")
+    return SendHeader(
+        producer_group=ext.get("producerGroup", ""), topic=topic,
+        default_topic=ext.get("defaultTopic", "TBW102"),
+        default_topic_queue_nums=_int(ext, "defaultTopicQueueNums", 4),
+        queue_id=_int(ext, "queueId", -1), sys_flag=_int(ext, "sysFlag", 0),
+        born_timestamp=_int(ext, "bornTimestamp", 0), flag=_int(ext, "flag", 0),
+        properties=ext.get("properties", "") or "",
+        reconsume_times=_int(ext, "reconsumeTimes", 0),
+        max_reconsume_times=int(max_re) if max_re not in (None, "") else None,
+        batch=str(ext.get("batch", "false")).lower() == "true")
+
+
+_BATCH_HEAD = struct.Struct(">iiiii")  # total, magic, body crc, flag, body length
+
+
+def split_batch_body(body: bytes, extra_props: bytes = b"") -> tuple[list[bytes], list[bytes], list[int]]:
+    """Messages of a SEND_BATCH_MESSAGE body: (bodies, properties, flags).
+
+    Each is as MessageDecoder.encodeMessage writes it: TOTALSIZE, MAGICCODE, BODYCRC, FLAG,
+    body length + body, properties length (2 bytes) + properties.
+    """
+    mv = memoryview(body)
+    bodies, props, flags = [], [], []
+    pos = 0
+    while pos < len(mv):
+        if pos + _BATCH_HEAD.size > len(mv):
+            raise MessageFormatError(f"batch body truncated at byte {pos}")
+        total, _, _, flag, blen = _BATCH_HEAD.unpack_from(mv, pos)
+        end = pos + total
+        p = pos + _BATCH_HEAD.size
+        if total < _BATCH_HEAD.size + 2 or end > len(mv) or blen < 0 or p + blen + 2 > end:
+            raise MessageFormatError(f"batch message at byte {pos} has inconsistent sizes")
+        b = bytes(mv[p:p + blen])
+        p += blen
+        plen = struct.unpack_from(">h", mv, p)[0]
+        p += 2
+        if plen < 0 or p + plen != end:
+            raise MessageFormatError(f"batch message at byte {pos} has inconsistent sizes")
+        bodies.append(b)
+        props.append(bytes(mv[p:end]) + extra_props)
+        flags.append(flag)
+        pos = end
+    if not bodies:
+        raise MessageFormatError("empty batch")
+    return bodies, props, flags
+
+
+def index_keys(props: bytes) -> list[str]:
+    keys = property_value(props, PROPERTY_KEYS)
+    out = [k for k in keys.split(" ") if k] if keys else []
+    uniq = property_value(props, PROPERTY_UNIQ_KEY)
+    if uniq:
+        out.append(uniq)
+    return out
+
+
+def tags_of(props: bytes) -> str | None:
+    return property_value(props, PROPERTY_TAGS)
+
+
+def delay_level_of(props: bytes) -> int:
+    raw = property_value(props, PROPERTY_DELAY_TIME_LEVEL)
+    try:
+        return int(raw) if raw else 0
+    except ValueError:
+        return 0
+
+
+def with_properties(props: bytes, add: dict[str, str], drop: tuple[str, ...] = ()) -> bytes:
+    """Properties with `add` set and `drop` removed (order of the rest kept)."""
+    decoded = decode_properties(props)
+    for k in drop:
+        decoded.pop(k, None)
+    decoded.update(add)
+    return encode_properties(decoded)
+
+
+def to_schedule(props: bytes, topic: str, queue_id: int) -> bytes:
+    """Properties of a delayed message parked in the schedule topic."""
+    return with_properties(props, {PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QUEUE_ID: str(queue_id)})
+
+
+def props_from_header(text: str) -> bytes:
+    """The header's properties string, normalized to end each pair with the separator."""
+    if text and not text.endswith(PROPERTY_SEPARATOR) and NAME_VALUE_SEPARATOR in text:
+        text += PROPERTY_SEPARATOR
+    return text.encode()

@@ -1,0 +1,131 @@
+"""Broker metadata kept beside the store: topic configs and consumer offsets.
+
+Both are small JSON documents under <storePathRootDir>/config, replaced atomically.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..namesrv.routes import PERM_READ, PERM_WRITE
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC = "TBW102"  # the template topic of auto-creation
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+
+def write_json_atomically(path: Path, doc) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, default):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return default
+    except ValueError:
+        bak = path.with_name(path.name + ".corrupt")
+        os.replace(path, bak)
+        log.error("%s is not valid JSON; moved it to %s and started empty", path, bak)
+        return default
+
+
+@dataclass
+class TopicConfig:
+    topicName: str
+    readQueueNums: int = 8
+    writeQueueNums: int = 8
+    perm: int = PERM_READ | PERM_WRITE
+    topicFilterType: str = "SINGLE_TAG"
+    topicSysFlag: int = 0
+    order: bool = False
+
+
+class TopicTable:
+    def __init__(self, path: Path, default_queue_nums: int, auto_create: bool):
+        self.path = path
+        self.lock = threading.Lock()
+        doc = read_json(path, {})
+        self.topics: dict[str, TopicConfig] = {
+            name: TopicConfig(**{k: v for k, v in tc.items() if k in TopicConfig.__dataclass_fields__})
+            for name, tc in doc.get("topicConfigTable", {}).items()}
+        self.version = doc.get("dataVersion", {"timestamp": int(time.time() * 1000), "counter": 0})
+        if auto_create:
+            self.topics.setdefault(AUTO_CREATE_TOPIC, TopicConfig(
+                AUTO_CREATE_TOPIC, default_queue_nums, default_queue_nums,
+                PERM_READ | PERM_WRITE | 0x1))
+        self.topics.setdefault(SCHEDULE_TOPIC, TopicConfig(SCHEDULE_TOPIC, 18, 18))
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def put(self, tc: TopicConfig) -> None:
+        with self.lock:
+            self.topics[tc.topicName] = tc
+            self.version = {"timestamp": int(time.time() * 1000),
+                            "counter": self.version.get("counter", 0) + 1}
+            self.save()
+
+    def delete(self, topic: str) -> bool:
+        with self.lock:
+            found = self.topics.pop(topic, None) is not None
+            if found:
+                self.version["counter"] = self.version.get("counter", 0) + 1
+                self.save()
+            return found
+
+    def save(self) -> None:
+        write_json_atomically(self.path, self.to_json())
+
+    def to_json(self) -> dict:
+        return {"topicConfigTable": {n: asdict(tc) for n, tc in sorted(self.topics.items())},
+                "dataVersion": self.version}
+
+
+class ConsumerOffsets:
+    """Committed offsets per (topic, group, queue); saved periodically and on stop."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        doc = read_json(path, {})
+        self.table: dict[str, dict[int, int]] = {
+            key: {int(q): int(o) for q, o in qs.items()}
+            for key, qs in doc.get("offsetTable", {}).items()}
+        self.dirty = False
+
+    @staticmethod
+    def key(topic: str, group: str) -> str:
+        return f"{topic}@{group}"
+
+    def commit(self, topic: str, group: str, queue_id: int, offset: int) -> None:
+        self.table.setdefault(self.key(topic, group), {})[queue_id] = offset
+        self.dirty = True
+
+    def query(self, topic: str, group: str, queue_id: int) -> int | None:
+        return self.table.get(self.key(topic, group), {}).get(queue_id)
+
+    def groups_of(self, topic: str) -> list[str]:
+        return sorted(k.split("@", 1)[1] for k in self.table if k.split("@", 1)[0] == topic)
+
+    def topics_of(self, group: str) -> list[str]:
+        return sorted(k.split("@", 1)[0] for k in self.table if k.split("@", 1)[1] == group)
+
+    def save(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            write_json_atomically(self.path, {"offsetTable": {
+                k: {str(q): o for q, o in sorted(v.items())} for k, v in self.table.items()}})
