@@ -1,0 +1,172 @@
+"""What producers and consumers share: name-server lookups, topic routes, broker requests
+and heartbeats."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import socket
+from dataclasses import dataclass
+from typing import Callable
+
+from ..remoting import (
+    Connection, RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode,
+)
+from .message import MessageQueue
+
+log = logging.getLogger(__name__)
+
+PERM_READ, PERM_WRITE = 0x4, 0x2
+MASTER_ID = 0
+AUTO_CREATE_TOPIC = "TBW102"
+
+
+class MQClientError(Exception):
+    """A request the broker or name server answered with an error (code and remark kept)."""
+
+    def __init__(self, code: int, remark: str | None):
+        super().__init__(f"{ResponseCode(code).name if code in ResponseCode._value2member_map_ else code}: {remark}")
+        self.code = code
+        self.remark = remark
+
+
+def loads_lenient(raw: bytes):
+    """JSON, also accepting fastjson's unquoted integer keys ({0:"addr"}) from Java servers."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return json.loads(re.sub(rb'([{,])\s*(-?\d+)\s*:', rb'\1"\2":', raw))
+
+
+@dataclass
+class TopicRoute:
+    topic: str
+    queue_datas: list[dict]
+    broker_datas: list[dict]
+
+    def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
+        for bd in self.broker_datas:
+            if bd["brokerName"] == broker_name:
+                return bd["brokerAddrs"].get(str(broker_id))
+        return None
+
+    def brokers(self) -> dict[str, dict[int, str]]:
+        return {bd["brokerName"]: {int(k): v for k, v in bd["brokerAddrs"].items()}
+                for bd in self.broker_datas}
+
+    def write_queues(self, topic: str | None = None) -> list[MessageQueue]:
+        out = []
+        for qd in sorted(self.queue_datas, key=lambda q: q["brokerName"]):
+            if qd["perm"] & PERM_WRITE and self.broker_addr(qd["brokerName"]):
+                out += [MessageQueue(topic or self.topic, qd["brokerName"], i)
+                        for i in range(qd["writeQueueNums"])]
+        return out
+
+    def read_queues(self) -> list[MessageQueue]:
+        out = []
+        for qd in sorted(self.queue_datas, key=lambda q: q["brokerName"]):
+            if qd["perm"] & PERM_READ:
+                out += [MessageQueue(self.topic, qd["brokerName"], i)
+                        for i in range(qd["readQueueNums"])]
+        return out
+
+
+def default_client_id() -> str:
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        ip = "127.0.0.1"
+    return f"{ip}@{os.getpid()}#{id(object()) & 0xFFFFFF}"
+
+
+class ClientInstance:
+    def __init__(self, namesrv: str, *, client_id: str | None = None,
+                 request_timeout: float = 3.0,
+                 on_request: Callable[[RemotingCommand, Connection], RemotingCommand | None] | None = None):
+        self.namesrvs = [a.strip() for a in namesrv.split(";") if a.strip()]
+        if not self.namesrvs:
+            raise ValueError("no name server address given")
+        self.client_id = client_id or default_client_id()
+        self.request_timeout = request_timeout
+        self.remoting = RemotingClient(on_request or self._default_handler)
+        self.routes: dict[str, TopicRoute] = {}
+        self._ns_index = 0
+
+    @staticmethod
+    def _default_handler(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        if cmd.is_oneway:
+            return None
+        return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                            f"this client does not serve code {cmd.code}")
+
+    async def namesrv_request(self, cmd: RemotingCommand) -> RemotingCommand:
+        """A request to the name servers, trying each in turn."""
+        last: Exception | None = None
+        for i in range(len(self.namesrvs)):
+            addr = self.namesrvs[(self._ns_index + i) % len(self.namesrvs)]
+            try:
+                resp = await self.remoting.invoke(addr, cmd, self.request_timeout)
+                self._ns_index = (self._ns_index + i) % len(self.namesrvs)
+                return resp
+            except RemotingError as e:
+                last = e
+        raise RemotingError(f"no name server answered: {last}")
+
+    async def broker_request(self, addr: str, cmd: RemotingCommand,
+                             timeout: float | None = None) -> RemotingCommand:
+        return await self.remoting.invoke(addr, cmd, timeout or self.request_timeout)
+
+    async def fetch_route(self, topic: str) -> TopicRoute | None:
+        resp = await self.namesrv_request(RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                          ext={"topic": topic}))
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if resp.code != ResponseCode.SUCCESS:
+            raise MQClientError(resp.code, resp.remark)
+        doc = loads_lenient(resp.body)
+        route = TopicRoute(topic, doc.get("queueDatas") or [], doc.get("brokerDatas") or [])
+        self.routes[topic] = route
+        return route
+
+    async def route(self, topic: str, refresh: bool = False) -> TopicRoute | None:
+        if refresh or topic not in self.routes:
+            return await self.fetch_route(topic)
+        return self.routes[topic]
+
+    def broker_addrs(self) -> set[str]:
+        return {addr for r in self.routes.values() for bd in r.broker_datas
+                for addr in bd["brokerAddrs"].values()}
+
+    def master_addr(self, broker_name: str) -> str | None:
+        for r in self.routes.values():
+            addr = r.broker_addr(broker_name)
+            if addr:
+                return addr
+        return None
+
+    async def heartbeat(self, producers: list[str], consumers: list[dict]) -> None:
+        body = json.dumps({"clientID": self.client_id,
+                           "producerDataSet": [{"groupName": g} for g in producers],
+                           "consumerDataSet": consumers}).encode()
+        for addr in self.broker_addrs():
+            try:
+                await self.broker_request(addr, RemotingCommand(RequestCode.HEART_BEAT, body=body))
+            except RemotingError as e:
+                log.debug("heartbeat to %s failed: %s", addr, e)
+
+    async def close(self) -> None:
+        await self.remoting.close()
+
+
+async def periodic(interval: float, fn, name: str) -> None:
+    """Run `fn()` every `interval` seconds until cancelled, logging its failures."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await fn()
+        except (RemotingError, MQClientError) as e:
+            log.debug("%s: %s", name, e)
+        except Exception:
+            log.exception("%s failed", name)

@@ -1,0 +1,252 @@
+"""Producer: sync, async, one-way, batch and ordered sends, with retries on another queue
+or broker and optional client-side batching."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+import time
+import zlib
+from typing import Callable, Sequence
+
+from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..store.message import PROPERTY_UNIQ_KEY
+from .instance import AUTO_CREATE_TOPIC, ClientInstance, MQClientError, periodic
+from .message import (
+    Message, MessageQueue, SendResult, SendStatus, UniqueIdGenerator, properties_string,
+)
+
+log = logging.getLogger(__name__)
+
+_STATUS = {ResponseCode.SUCCESS: SendStatus.SEND_OK,
+           ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+           ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+           ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
+_RETRY_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
+                ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION, ResponseCode.SYSTEM_BUSY}
+
+QueueSelector = Callable[[list[MessageQueue], Message, object], MessageQueue]
+
+
+def select_by_hash(queues: list[MessageQueue], msg: Message, key) -> MessageQueue:
+    """Ordered messages: the same key always lands on the same queue."""
+    h = zlib.crc32(str(key).encode()) if not isinstance(key, int) else key
+    return queues[abs(h) % len(queues)]
+
+
+def encode_for_batch(body: bytes, props: str, flag: int) -> bytes:
+    """One message as MessageDecoder.encodeMessage lays it out in a batch body."""
+    p = props.encode()
+    size = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(p)
+    return b"".join((struct.pack(">iiiii", size, 0, 0, flag, len(body)), body,
+                     struct.pack(">h", len(p)), p))
+
+
+class Producer:
+    def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv: str = "127.0.0.1:9876", *,
+                 send_timeout: float = 3.0, retry_times: int = 2,
+                 default_topic_queue_nums: int = 4, linger_ms: float = 0,
+                 batch_max_messages: int = 256, instance: ClientInstance | None = None):
+        self.group = group
+        self.instance = instance or ClientInstance(namesrv)
+        self.send_timeout = send_timeout
+        self.retry_times = retry_times
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.linger_ms = linger_ms
+        self.batch_max_messages = batch_max_messages
+        self._ids = UniqueIdGenerator()
+        self._rr = itertools.count()
+        self._tasks: list[asyncio.Task] = []
+        self._pending: dict[str, list[tuple[Message, asyncio.Future]]] = {}
+        self._flushers: dict[str, asyncio.Task] = {}
+        self.started = False
+
+    async def start(self) -> "Producer":
+        self.started = True
+        self._tasks = [asyncio.create_task(periodic(30, self._heartbeat, "producer heartbeat")),
+                       asyncio.create_task(periodic(30, self._refresh_routes, "route refresh"))]
+        return self
+
+    async def shutdown(self) -> None:
+        for topic in list(self._pending):
+            await self._flush_topic(topic)
+        for t in self._tasks:
+            t.cancel()
+        self.started = False
+        await self.instance.close()
+
+    async def __aenter__(self) -> "Producer":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    async def _heartbeat(self) -> None:
+        await self.instance.heartbeat([self.group], [])
+
+    async def _refresh_routes(self) -> None:
+        for topic in list(self.instance.routes):
+            await self.instance.fetch_route(topic)
+
+    # ---- routing --------------------------------------------------------------------
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        route = await self.instance.route(topic)
+        if route is None or not route.write_queues():
+            template = await self.instance.route(AUTO_CREATE_TOPIC, refresh=True)
+            if template is None:
+                raise MQClientError(ResponseCode.TOPIC_NOT_EXIST,
+                                    f"No route info of this topic: {topic}")
+            queues = [q for q in template.write_queues(topic)
+                      if q.queue_id < self.default_topic_queue_nums]
+            if not queues:
+                raise MQClientError(ResponseCode.TOPIC_NOT_EXIST,
+                                    f"No route info of this topic: {topic}")
+            self.instance.routes.pop(topic, None)  # look again once the broker created it
+            return queues
+        return route.write_queues()
+
+    def _pick(self, queues: list[MessageQueue], avoid: str | None) -> MessageQueue:
+        start = next(self._rr)
+        for i in range(len(queues)):
+            q = queues[(start + i) % len(queues)]
+            if q.broker_name != avoid:
+                return q
+        return queues[start % len(queues)]
+
+    # ---- single sends ---------------------------------------------------------------
+    def _request(self, code: int, msg_topic: str, queue: MessageQueue, props: str,
+                 body, flag: int, batch: bool) -> RemotingCommand:
+        return RemotingCommand(code, ext={
+            "a": self.group, "b": msg_topic, "c": AUTO_CREATE_TOPIC,
+            "d": str(self.default_topic_queue_nums), "e": str(queue.queue_id), "f": "0",
+            "g": str(int(time.time() * 1000)), "h": str(flag), "i": props, "j": "0",
+            "k": "false", "m": str(batch).lower()}, body=body)
+
+    async def send(self, msg: Message, queue: MessageQueue | None = None, *,
+                   selector: QueueSelector | None = None, arg=None) -> SendResult:
+        """Send one message and wait for the broker's answer (retried elsewhere on failure
+        unless the queue was chosen by the caller)."""
+        self._check(msg)
+        if self.linger_ms > 0 and queue is None and selector is None:
+            fut = asyncio.get_running_loop().create_future()
+            self._pending.setdefault(msg.topic, []).append((msg, fut))
+            if len(self._pending[msg.topic]) >= self.batch_max_messages:
+                await self._flush_topic(msg.topic)
+            elif msg.topic not in self._flushers:
+                self._flushers[msg.topic] = asyncio.create_task(self._linger(msg.topic))
+            return await fut
+        props = msg.all_properties()
+        uniq = props.setdefault(PROPERTY_UNIQ_KEY, self._ids.next())
+        props.setdefault("WAIT", "true")
+        return await self._send_with_retries(
+            msg.topic, queue, selector, msg, arg,
+            lambda q: self._request(RequestCode.SEND_MESSAGE_V2, msg.topic, q,
+                                    properties_string(props), msg.body, msg.flag, False),
+            uniq)
+
+    async def send_orderly(self, msg: Message, sharding_key) -> SendResult:
+        """All messages with the same key go to one queue, in order."""
+        return await self.send(msg, selector=select_by_hash, arg=sharding_key)
+
+    async def send_oneway(self, msg: Message, queue: MessageQueue | None = None) -> None:
+        self._check(msg)
+        queues = [queue] if queue else await self.queues(msg.topic)
+        q = queue or self._pick(queues, None)
+        props = msg.all_properties()
+        props.setdefault(PROPERTY_UNIQ_KEY, self._ids.next())
+        addr = self.instance.master_addr(q.broker_name)
+        if addr is None:
+            raise MQClientError(ResponseCode.SYSTEM_ERROR, f"no address for {q.broker_name}")
+        conn = await self.instance.remoting.connection(addr)
+        conn.oneway(self._request(RequestCode.SEND_MESSAGE_V2, msg.topic, q,
+                                  properties_string(props), msg.body, msg.flag, False))
+
+    async def send_batch(self, msgs: Sequence[Message],
+                         queue: MessageQueue | None = None) -> SendResult:
+        """Messages of one topic in one request, stored together on one queue."""
+        if not msgs:
+            raise ValueError("send_batch needs at least one message")
+        topic = msgs[0].topic
+        parts, uniqs = [], []
+        for m in msgs:
+            self._check(m)
+            if m.topic != topic:
+                raise ValueError("all messages of a batch must have the same topic")
+            if m.delay_level:
+                raise ValueError("delayed messages cannot be sent in a batch")
+            props = m.all_properties()
+            uniqs.append(props.setdefault(PROPERTY_UNIQ_KEY, self._ids.next()))
+            props.setdefault("WAIT", "true")
+            parts.append(encode_for_batch(m.body, properties_string(props), m.flag))
+        body = b"".join(parts)
+        return await self._send_with_retries(
+            topic, queue, None, None, None,
+            lambda q: self._request(RequestCode.SEND_BATCH_MESSAGE, topic, q, "", body, 0, True),
+            ",".join(uniqs))
+
+    async def _send_with_retries(self, topic, queue, selector, msg, arg, build, uniq) -> SendResult:
+        attempts = 1 if queue is not None else 1 + self.retry_times
+        avoid, last = None, None
+        deadline = time.monotonic() + self.send_timeout
+        for _ in range(attempts):
+            if queue is not None:
+                q = queue
+            else:
+                queues = await self.queues(topic)
+                q = selector(queues, msg, arg) if selector else self._pick(queues, avoid)
+            addr = self.instance.master_addr(q.broker_name)
+            try:
+                if addr is None:
+                    raise RemotingError(f"no master address for broker {q.broker_name}")
+                left = max(0.05, deadline - time.monotonic())
+                resp = await self.instance.broker_request(addr, build(q), left)
+            except RemotingError as e:
+                last, avoid = e, q.broker_name
+                await self.instance.route(topic, refresh=True)
+                continue
+            status = _STATUS.get(resp.code)
+            if status is not None:
+                return SendResult(status, uniq, resp.ext.get("msgId", ""), q,
+                                  int(resp.ext.get("queueOffset", -1)))
+            last = MQClientError(resp.code, resp.remark)
+            if resp.code not in _RETRY_CODES or selector is not None:
+                raise last
+            avoid = q.broker_name
+            if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+                await self.instance.route(topic, refresh=True)
+        if isinstance(last, MQClientError):
+            raise last
+        raise RemotingError(f"send to {topic} failed after {attempts} attempts: {last}")
+
+    @staticmethod
+    def _check(msg: Message) -> None:
+        if not msg.topic:
+            raise ValueError("message topic is empty")
+        if not isinstance(msg.body, (bytes, bytearray, memoryview)):
+            raise TypeError("message body must be bytes")
+
+    # ---- client-side batching -------------------------------------------------------
+    async def _linger(self, topic: str) -> None:
+        await asyncio.sleep(self.linger_ms / 1000)
+        self._flushers.pop(topic, None)
+        await self._flush_topic(topic)
+
+    async def _flush_topic(self, topic: str) -> None:
+        pending = self._pending.pop(topic, [])
+        for i in range(0, len(pending), self.batch_max_messages):
+            chunk = pending[i:i + self.batch_max_messages]
+            try:
+                result = await self.send_batch([m for m, _ in chunk])
+            except Exception as e:
+                for _, fut in chunk:
+                    if not fut.done():
+                        fut.set_exception(e)
+                continue
+            ids = result.msg_id.split(",")
+            offsets = result.offset_msg_id.split(",")
+            for j, (_, fut) in enumerate(chunk):
+                if not fut.done():
+                    fut.set_result(SendResult(result.status, ids[j],
+                                              offsets[j] if j < len(offsets) else "",
+                                              result.queue, result.queue_offset + j))
