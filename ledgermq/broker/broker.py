@@ -135,6 +135,7 @@ class Broker:
             self.config.listenPort = self.server.port
             self.store.store_host = self.store_host = pack_host(self.config.brokerIP1,
                                                                 self.server.port)
+        await self.register_now()  # routes exist once start() returns
         self._tasks = [asyncio.create_task(t) for t in (
             self._register_loop(), self.schedule.run(), self._housekeeping())]
         log.info("broker %s (%s) listening on %s", self.config.brokerName,
@@ -183,8 +184,8 @@ class Broker:
 
     async def _register_loop(self) -> None:
         while True:
-            await self.register_now()
             await asyncio.sleep(self.config.registerNameServerPeriod / 1000)
+            await self.register_now()
 
     async def _unregister_from_namesrv(self) -> None:
         for addr in self._namesrvs():

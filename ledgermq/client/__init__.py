@@ -1,0 +1,11 @@
+"""The Python client: asyncio-native producer and consumers, with blocking wrappers."""
+from .consumer import ConsumeStatus, PullConsumer, PullResult, PullStatus, PushConsumer
+from .instance import MQClientError
+from .message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from .producer import Producer, select_by_hash
+from .sync import SyncProducer, SyncPullConsumer, SyncPushConsumer
+
+__all__ = ["ConsumeStatus", "PullConsumer", "PullResult", "PullStatus", "PushConsumer",
+           "MQClientError", "Message", "MessageExt", "MessageQueue", "SendResult",
+           "SendStatus", "Producer", "select_by_hash", "SyncProducer", "SyncPullConsumer",
+           "SyncPushConsumer"]

@@ -1,0 +1,249 @@
+"""Produce and consume through a real `ledgermq dev` process, in every client mode."""
+import asyncio
+import time
+
+import pytest
+
+from ledgermq import (
+    ConsumeStatus, Message, MQClientError, Producer, PullConsumer, PullStatus, PushConsumer,
+    SendStatus, SyncProducer,
+)
+
+
+def run(coro, timeout=60):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def drain(consumer: PullConsumer, topic: str, expected: int, expression="*",
+                deadline_s=10.0) -> dict:
+    """Pull every queue of `topic` from 0 until `expected` messages came back."""
+    got: dict[int, list] = {}
+    queues = await consumer.fetch_queues(topic)
+    offsets = {q: 0 for q in queues}
+    end = time.monotonic() + deadline_s
+    while sum(len(v) for v in got.values()) < expected and time.monotonic() < end:
+        for q in queues:
+            r = await consumer.pull(q, offsets[q], 64, expression)
+            if r.status is PullStatus.FOUND:
+                got.setdefault(q.queue_id, []).extend(r.messages)
+            offsets[q] = r.next_begin_offset
+    return got
+
+
+def test_send_modes_and_pull_back(dev):
+    d = dev()
+
+    async def main():
+        async with Producer("p", d.namesrv) as p, PullConsumer("c", d.namesrv) as c:
+            r = await p.send(Message("E2E", b"single", tags="A", keys=["k1", "k2"]))
+            assert r.status is SendStatus.SEND_OK and len(r.msg_id) == 32
+            rb = await p.send_batch([Message("E2E", b"batch-%d" % i, tags="B") for i in range(10)])
+            assert rb.status is SendStatus.SEND_OK and len(rb.msg_id.split(",")) == 10
+            await p.send_oneway(Message("E2E", b"oneway", tags="C"))
+            for i in range(20):
+                await p.send_orderly(Message("E2E", b"order-%d" % i, tags="D"), "order-key")
+            got = await drain(c, "E2E", 32)
+            bodies = [m.body for ms in got.values() for m in ms]
+            assert sorted(bodies) == sorted([b"single", b"oneway"] + [b"batch-%d" % i for i in range(10)]
+                                            + [b"order-%d" % i for i in range(20)])
+            ordered = [m.body for ms in got.values() for m in ms if m.tags == "D"]
+            assert ordered == [b"order-%d" % i for i in range(20)]  # one queue, in order
+            single = next(m for ms in got.values() for m in ms if m.body == b"single")
+            assert single.keys == ["k1", "k2"] and single.msg_id == r.msg_id
+            # broker-side tag filtering
+            only_b = await drain(c, "E2E", 10, expression="B")
+            assert sorted(m.body for ms in only_b.values() for m in ms) == \
+                sorted(b"batch-%d" % i for i in range(10))
+    run(main())
+
+
+def test_sync_wrapper(dev):
+    d = dev()
+    with SyncProducer("sp", d.namesrv) as p:
+        r = p.send(Message("SyncTopic", b"hello"))
+        assert r.status is SendStatus.SEND_OK
+
+
+def test_push_consumers_share_queues_and_rebalance(dev):
+    d = dev()
+
+    async def main():
+        seen: dict[str, list[bytes]] = {"a": [], "b": []}
+
+        def listener(name):
+            async def on(msgs):
+                seen[name].extend(m.body for m in msgs)
+                return ConsumeStatus.CONSUME_SUCCESS
+            return on
+
+        async with Producer("p", d.namesrv) as p:
+            await p.send(Message("Shared", b"warm-up"))  # creates the topic (4 queues)
+            a = PushConsumer("g", d.namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                             rebalance_interval=1, pull_suspend_ms=500)
+            a.subscribe("Shared")
+            a.register_listener(listener("a"))
+            await a.start()
+            b = PushConsumer("g", d.namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                             rebalance_interval=1, pull_suspend_ms=500)
+            b.subscribe("Shared")
+            b.register_listener(listener("b"))
+            await b.start()
+            for _ in range(50):  # both hold a share of the 4 queues
+                await a.rebalance()
+                if {q.topic for q in a.queues} and len([q for q in a.queues if q.topic == "Shared"]) == 2 \
+                        and len([q for q in b.queues if q.topic == "Shared"]) == 2:
+                    break
+                await asyncio.sleep(0.1)
+            assert len([q for q in a.queues if q.topic == "Shared"]) == 2
+            sent = [b"m-%d" % i for i in range(200)]
+            for body in sent:
+                await p.send(Message("Shared", body))
+            for _ in range(100):
+                if len(seen["a"]) + len(seen["b"]) >= 201:
+                    break
+                await asyncio.sleep(0.1)
+            assert sorted(seen["a"] + seen["b"]) == sorted(sent + [b"warm-up"])
+            assert seen["a"] and seen["b"]
+            # b leaves: a takes all four queues and keeps consuming
+            await b.shutdown()
+            for _ in range(50):
+                if len([q for q in a.queues if q.topic == "Shared"]) == 4:
+                    break
+                await asyncio.sleep(0.1)
+            assert len([q for q in a.queues if q.topic == "Shared"]) == 4
+            for i in range(40):
+                await p.send(Message("Shared", b"after-%d" % i))
+            for _ in range(100):
+                if sum(x.startswith(b"after") for x in seen["a"]) >= 40:
+                    break
+                await asyncio.sleep(0.1)
+            assert sorted(x for x in seen["a"] if x.startswith(b"after")) == \
+                sorted(b"after-%d" % i for i in range(40))
+            await a.shutdown()
+    run(main(), 90)
+
+
+def test_broadcasting_delivers_to_every_consumer(dev, tmp_path):
+    d = dev()
+
+    async def main():
+        got = {0: [], 1: []}
+        consumers = []
+        async with Producer("p", d.namesrv) as p:
+            await p.send(Message("Bcast", b"create"))
+            for i in range(2):
+                c = PushConsumer("bg", d.namesrv, message_model="BROADCASTING",
+                                 pull_suspend_ms=500, offset_dir=tmp_path / f"off{i}")
+                c.subscribe("Bcast")
+                c.register_listener(lambda msgs, i=i: got[i].extend(m.body for m in msgs))
+                await c.start()
+                consumers.append(c)
+            for j in range(30):
+                await p.send(Message("Bcast", b"b-%d" % j))
+            for _ in range(100):
+                if len(got[0]) >= 30 and len(got[1]) >= 30:
+                    break
+                await asyncio.sleep(0.1)
+            for c in consumers:
+                await c.shutdown()
+        want = sorted(b"b-%d" % j for j in range(30))
+        assert sorted(got[0]) == want and sorted(got[1]) == want
+    run(main())
+
+
+def test_failed_messages_are_retried_then_dead_lettered(dev):
+    d = dev()
+
+    async def main():
+        attempts: dict[bytes, int] = {}
+
+        async def listener(msgs):
+            for m in msgs:
+                attempts[m.body] = attempts.get(m.body, 0) + 1
+                if m.body.startswith(b"bad"):
+                    return ConsumeStatus.RECONSUME_LATER
+                if m.body == b"flaky" and attempts[m.body] < 2:
+                    raise RuntimeError("first try fails")
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        async with Producer("p", d.namesrv) as p:
+            await p.send(Message("Retry", b"create"))
+            c = PushConsumer("rg", d.namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                             max_reconsume_times=2, pull_suspend_ms=300)
+            c.subscribe("Retry")
+            c.register_listener(listener)
+            await c.start()
+            await p.send(Message("Retry", b"flaky"))
+            await p.send(Message("Retry", b"bad-1"))
+            for _ in range(150):
+                if attempts.get(b"bad-1", 0) >= 3 and attempts.get(b"flaky", 0) >= 2:
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1)
+            await c.shutdown()
+            assert attempts[b"flaky"] == 2  # retried once through %RETRY%rg, then done
+            assert attempts[b"bad-1"] == 3  # first delivery + max_reconsume_times retries
+            async with PullConsumer("dlq-reader", d.namesrv) as pc:
+                got = await drain(pc, "%DLQ%rg", 1)
+                dead = [m for ms in got.values() for m in ms]
+                assert [m.body for m in dead] == [b"bad-1"]
+                assert dead[0].topic == "Retry"  # RETRY_TOPIC keeps the original topic
+    run(main(), 90)
+
+
+def test_long_polling_holds_a_pull_until_a_message_arrives(dev):
+    d = dev()
+
+    async def main():
+        async with Producer("p", d.namesrv) as p, PullConsumer("lp", d.namesrv) as c:
+            r = await p.send(Message("Long", b"first"))
+            q = r.queue
+            t0 = time.monotonic()
+            empty = await c.pull(q, 1, suspend_ms=400)
+            assert empty.status is PullStatus.NO_NEW_MSG
+            assert 0.3 < time.monotonic() - t0 < 3  # it was held, then answered
+
+            async def later():
+                await asyncio.sleep(0.3)
+                await p.send(Message("Long", b"second"), queue=q)
+            t0 = time.monotonic()
+            sender = asyncio.create_task(later())
+            got = await c.pull(q, 1, suspend_ms=10_000)
+            await sender
+            assert got.status is PullStatus.FOUND and got.messages[0].body == b"second"
+            assert time.monotonic() - t0 < 5  # woken by the message, not the timeout
+    run(main())
+
+
+def test_offsets_survive_a_broker_restart(dev, tmp_path):
+    d = dev(data=tmp_path / "node", namesrv_port=0, port=0)
+
+    async def phase1():
+        async with Producer("p", d.namesrv) as p, PullConsumer("og", d.namesrv) as c:
+            r = await p.send(Message("Keep", b"x"))
+            for _ in range(9):
+                await p.send(Message("Keep", b"x"), queue=r.queue)
+            await c.commit(r.queue, 7)
+            return r.queue
+    q = run(phase1())
+    ns_port, b_port = d.ports
+    assert d.stop() == 0  # a clean stop
+    d2 = dev(data=tmp_path / "node", namesrv_port=ns_port, port=b_port)
+
+    async def phase2():
+        async with PullConsumer("og", d2.namesrv) as c:
+            await c.fetch_queues("Keep")
+            assert await c.query_offset(q) == 7
+            r = await c.pull(q, 7)
+            assert [m.queue_offset for m in r.messages] == [7, 8, 9]
+    run(phase2())
+
+
+def test_errors_are_clear(dev):
+    d = dev({"autoCreateTopicEnable": "false", "maxMessageSize": "1024"})
+
+    async def main():
+        async with Producer("p", d.namesrv, retry_times=0) as p:
+            with pytest.raises(MQClientError, match="TOPIC_NOT_EXIST"):
+                await p.send(Message("NoSuchTopic", b"x"))
+    run(main())
