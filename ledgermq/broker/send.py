@@ -66,7 +66,7 @@ def parse_send_header(ext: dict[str, str]) -> SendHeader:
         properties=ext.get("properties", "") or "",
         reconsume_times=_int(ext, "reconsumeTimes", 0),
         max_reconsume_times=int(max_re) if max_re not in (None, "") else None,
-        batch=str(ext.get("batch", "false")).lower() == "true")
+        batch=str(ext.get("batch", "false")).lower() in ("true", "1"))
 
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # total, magic, body crc, flag, body length

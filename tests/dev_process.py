@@ -1,4 +1,4 @@
-"""Real `ledgermq dev` processes on 127.0.0.1 with ephemeral ports."""
+"""Real `ledgermq dev` processes on 127.0.0.1 with ephemeral ports, for tests."""
 import json
 import os
 import signal

@@ -1,0 +1,85 @@
+"""Runs inside the rocketmq==0.4.4 venv (the C++ client); prints one JSON document.
+
+    python cpp_client_worker.py NAMESRV produce TOPIC N
+    python cpp_client_worker.py NAMESRV orderly TOPIC N
+    python cpp_client_worker.py NAMESRV batch TOPIC N
+    python cpp_client_worker.py NAMESRV push TOPIC GROUP EXPECTED TIMEOUT_S
+    python cpp_client_worker.py NAMESRV pull TOPIC GROUP
+"""
+import json
+import sys
+import threading
+import time
+
+from rocketmq.client import Message, Producer, PullConsumer, PushConsumer
+
+
+def message(topic, i, tag):
+    m = Message(topic)
+    m.set_keys("key-%d" % i)
+    m.set_tags(tag)
+    m.set_body("body-%d" % i)
+    return m
+
+
+def received(msg):
+    return {"body": msg.body.decode(), "keys": msg.keys.decode() if isinstance(msg.keys, bytes)
+            else msg.keys, "tags": msg.tags.decode() if isinstance(msg.tags, bytes) else msg.tags,
+            "queue_id": msg.queue_id, "queue_offset": msg.queue_offset, "id": msg.id}
+
+
+def main():
+    ns, mode, topic = sys.argv[1], sys.argv[2], sys.argv[3]
+    out = {"mode": mode}
+    if mode in ("produce", "orderly", "batch"):
+        n = int(sys.argv[4])
+        p = Producer("PID-compat-" + mode, timeout=5000)
+        p.set_namesrv_addr(ns)
+        p.start()
+        results = []
+        if mode == "produce":
+            for i in range(n):
+                r = p.send_sync(message(topic, i, "tag-%d" % (i % 3)))
+                results.append([int(r.status), r.msg_id, r.offset])
+        elif mode == "orderly":
+            for i in range(n):
+                r = p.send_orderly(message(topic, i, "ordered"), 7)
+                results.append([int(r.status), r.msg_id, r.offset])
+        else:
+            for start in range(0, n, 10):
+                r = p.send_batch([message(topic, i, "batched") for i in range(start, min(n, start + 10))])
+                results.append([int(r.status), r.msg_id, r.offset])
+        p.shutdown()
+        out["results"] = results
+    elif mode == "push":
+        group, expected, timeout = sys.argv[4], int(sys.argv[5]), float(sys.argv[6])
+        got, lock = [], threading.Lock()
+
+        def on_message(msg):
+            with lock:
+                got.append(received(msg))  # returning normally acknowledges
+        c = PushConsumer(group)
+        c.set_namesrv_addr(ns)
+        c.subscribe(topic, on_message)
+        c.start()
+        end = time.time() + timeout
+        while time.time() < end:
+            with lock:
+                if len(got) >= expected:
+                    break
+            time.sleep(0.2)
+        time.sleep(1.0)  # late duplicates would show up here
+        c.shutdown()
+        out["messages"] = got
+    elif mode == "pull":
+        group = sys.argv[4]
+        c = PullConsumer(group)
+        c.set_namesrv_addr(ns)
+        c.start()
+        out["messages"] = [received(m) for m in c.pull(topic, max_num=32)]
+        c.shutdown()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
