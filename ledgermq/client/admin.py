@@ -1,0 +1,112 @@
+"""Admin operations (mqadmin's names): topics, routes, clusters, broker status, consumer
+progress and message lookups."""
+from __future__ import annotations
+
+import json
+
+from ..remoting import RemotingCommand, RequestCode, ResponseCode
+from ..store.message import decode_offset_msg_id
+from .instance import ClientInstance, MQClientError, loads_lenient
+from .message import MessageExt, MessageQueue, decode_pulled
+
+
+class Admin:
+    def __init__(self, namesrv: str, instance: ClientInstance | None = None):
+        self.instance = instance or ClientInstance(namesrv)
+
+    async def close(self) -> None:
+        await self.instance.close()
+
+    async def __aenter__(self) -> "Admin":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    @staticmethod
+    def _ok(resp: RemotingCommand) -> RemotingCommand:
+        if resp.code != ResponseCode.SUCCESS:
+            raise MQClientError(resp.code, resp.remark)
+        return resp
+
+    async def _ns(self, code: int, **ext) -> dict:
+        resp = self._ok(await self.instance.namesrv_request(RemotingCommand(code, ext=ext)))
+        return loads_lenient(resp.body) if resp.body else {}
+
+    async def _broker(self, addr: str, code: int, body: bytes = b"", **ext) -> RemotingCommand:
+        return self._ok(await self.instance.broker_request(
+            addr, RemotingCommand(code, ext={k: str(v) for k, v in ext.items()}, body=body)))
+
+    async def topic_list(self) -> list[str]:
+        return (await self._ns(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))["topicList"]
+
+    async def topic_route(self, topic: str) -> dict:
+        return await self._ns(RequestCode.GET_ROUTEINFO_BY_TOPIC, topic=topic)
+
+    async def cluster_list(self) -> dict:
+        return await self._ns(RequestCode.GET_BROKER_CLUSTER_INFO)
+
+    async def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
+        info = await self.cluster_list()
+        names = info["clusterAddrTable"].get(cluster, []) if cluster else \
+            list(info["brokerAddrTable"])
+        out = {}
+        for name in names:
+            addrs = info["brokerAddrTable"][name]["brokerAddrs"]
+            if "0" in addrs:
+                out[name] = addrs["0"]
+        return out
+
+    async def update_topic(self, topic: str, *, broker: str | None = None,
+                           cluster: str | None = None, read_queues: int = 8,
+                           write_queues: int = 8, perm: int = 6, order: bool = False) -> list[str]:
+        """Create or update a topic on one broker or on every master of a cluster."""
+        targets = [broker] if broker else list((await self.master_addrs(cluster)).values())
+        if not targets:
+            raise MQClientError(ResponseCode.SYSTEM_ERROR, "no broker to create the topic on")
+        for addr in targets:
+            await self._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, topic=topic,
+                               defaultTopic="TBW102", readQueueNums=read_queues,
+                               writeQueueNums=write_queues, perm=perm,
+                               topicFilterType="SINGLE_TAG", topicSysFlag=0,
+                               order=str(order).lower())
+        return targets
+
+    async def broker_status(self, addr: str) -> dict[str, str]:
+        resp = await self._broker(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        return json.loads(resp.body)["table"]
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> list[dict]:
+        rows = []
+        for addr in (await self.master_addrs()).values():
+            ext = {"consumerGroup": group}
+            if topic:
+                ext["topic"] = topic
+            resp = await self._broker(addr, RequestCode.GET_CONSUME_STATS, **ext)
+            rows += json.loads(resp.body)["offsetTable"]
+        for r in rows:
+            r["diff"] = r["brokerOffset"] - max(r["consumerOffset"], 0)
+        return sorted(rows, key=lambda r: (r["topic"], r["brokerName"], r["queueId"]))
+
+    async def query_msg_by_id(self, msg_id: str) -> MessageExt:
+        host, port, offset = decode_offset_msg_id(msg_id)
+        resp = await self._broker(f"{host}:{port}", RequestCode.VIEW_MESSAGE_BY_ID, offset=offset)
+        msgs = decode_pulled(resp.body, MessageQueue("", f"{host}:{port}", -1))
+        if not msgs:
+            raise MQClientError(ResponseCode.QUERY_NOT_FOUND, f"no message {msg_id}")
+        return msgs[0]
+
+    async def query_msg_by_key(self, topic: str, key: str, max_num: int = 64) -> list[MessageExt]:
+        route = await self.instance.route(topic, refresh=True)
+        if route is None:
+            raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic}")
+        out = []
+        for name, addrs in route.brokers().items():
+            addr = addrs.get(0) or next(iter(addrs.values()))
+            resp = await self.instance.broker_request(addr, RemotingCommand(
+                RequestCode.QUERY_MESSAGE, ext={"topic": topic, "key": key,
+                                                "maxNum": str(max_num), "beginTimestamp": "0",
+                                                "endTimestamp": str(1 << 62)}))
+            if resp.code == ResponseCode.SUCCESS:
+                out += decode_pulled(resp.body, MessageQueue(topic, name, -1))
+        return out
