@@ -1,0 +1,71 @@
+"""The NATS JetStream anchor (../shared/anchors/nats-jetstream), run in the same benchmark.
+
+Sets itself up when it can: nats-server from Debian's packages (apt-get, as root) and
+nats-py in a venv under .cache/. Starts the anchor's 3-node cluster, runs its bench.py
+with the asked replicas and phases, stops the servers it started, returns the JSON rows.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ANCHOR = Path(os.environ.get("LEDGERMQ_ANCHOR_DIR", ROOT.parent / "shared" / "anchors"
+                             / "nats-jetstream"))
+VENV = ROOT / ".cache" / "nats-venv"
+
+
+def ensure_tools() -> Path:
+    if shutil.which("nats-server") is None:
+        subprocess.run(["apt-get", "install", "-y", "nats-server"], check=False,
+                       capture_output=True)
+        if shutil.which("nats-server") is None:
+            subprocess.run(["apt-get", "update"], check=False, capture_output=True)
+            subprocess.run(["apt-get", "install", "-y", "nats-server"], check=True,
+                           capture_output=True)
+    py = VENV / "bin" / "python"
+    if not (VENV / ".ready").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "nats-py"], check=True)
+        (VENV / ".ready").touch()
+    return py
+
+
+def run_anchor(replicas: int, phases: str, nb: int = 200_000, na: int = 20_000) -> list[dict]:
+    py = ensure_tools()
+    work = Path(tempfile.mkdtemp(prefix="nats-anchor-"))
+    subprocess.run(["bash", str(ANCHOR / "start.sh"), str(work)], check=True,
+                   capture_output=True)
+    pids = [int((work / f"n{i}.pid").read_text()) for i in (1, 2, 3)]
+    try:
+        time.sleep(1)
+        out = work / "results.jsonl"
+        subprocess.run([str(py), str(ANCHOR / "bench.py"), "--replicas", str(replicas),
+                        "--phases", phases, "--nb", str(nb), "--na", str(na), "--out", str(out)],
+                       check=True, capture_output=True, timeout=1500,
+                       env={**os.environ, "NATS_ANCHOR_DIR": str(work)})
+        return [json.loads(line) for line in out.read_text().splitlines()]
+    finally:
+        for pid in pids:  # the servers start.sh started for us
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.5)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def by_phase(rows: list[dict]) -> dict[str, dict]:
+    """Rows keyed a, b, c, d (the consume row is d_none)."""
+    out = {}
+    for r in rows:
+        key = r["workload"].split()[0]
+        out.setdefault(key, r)
+    return out

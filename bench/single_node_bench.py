@@ -1,0 +1,176 @@
+"""Single-node ledgermq against NATS JetStream replicas=1, in the same run (JSON rows).
+
+    python bench/single_node_bench.py [--quick] [--no-anchor] [--flush ASYNC_FLUSH]
+
+Workloads, 100-byte messages, from Python through ledgermq's own client:
+  a  sync sends one at a time (p50/p99)
+  b  pipelined async sends, up to 1,000 in flight (with and without client batching)
+  c  batch sends of 100 (pipelined, up to 10 batches in flight)
+  d  consume everything b wrote (pull, large batches)
+The broker is a real `ledgermq dev` process; client and broker share the 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.anchor import by_phase, run_anchor  # noqa: E402
+from ledgermq import Message, Producer, PullConsumer, PullStatus  # noqa: E402
+from tests.dev_process import DevProcess  # noqa: E402
+
+PAYLOAD = b"x" * 100
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(p / 100 * (len(xs) - 1)))] * 1000, 3) if xs else None
+
+
+def row(name, n, secs, lats=None, **extra):
+    r = {"bench": "single_node", "workload": name, "msgs": n, "secs": round(secs, 3),
+         "msgs_per_s": round(n / secs, 1)}
+    if lats:
+        r["p50_ms"], r["p99_ms"] = pct(lats, 50), pct(lats, 99)
+    r.update(extra)
+    return r
+
+
+async def w_sync(ns, n):
+    async with Producer("bench-a", ns) as p:
+        await p.send(Message("BenchA", PAYLOAD))
+        lats = []
+        t0 = time.perf_counter()
+        for _ in range(n):
+            s = time.perf_counter()
+            await p.send(Message("BenchA", PAYLOAD))
+            lats.append(time.perf_counter() - s)
+        return row("a sync send 100B", n, time.perf_counter() - t0, lats)
+
+
+async def w_pipelined(ns, n, topic, window=1000, linger_ms=0.0):
+    async with Producer("bench-b", ns, linger_ms=linger_ms, batch_max_messages=256) as p:
+        await p.send(Message(topic, PAYLOAD))
+        sem = asyncio.Semaphore(window)
+        lats = []
+
+        async def one():
+            s = time.perf_counter()
+            try:
+                await p.send(Message(topic, PAYLOAD))
+            finally:
+                sem.release()
+            lats.append(time.perf_counter() - s)
+
+        tasks = set()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await sem.acquire()
+            t = asyncio.ensure_future(one())
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+        await asyncio.gather(*tasks)
+        label = f"b pipelined sends window={window} 100B" + \
+            (f" client-batching linger={linger_ms}ms" if linger_ms else "")
+        return row(label, n, time.perf_counter() - t0, lats)
+
+
+async def w_batch(ns, n, size=100, window=10):
+    async with Producer("bench-c", ns) as p:
+        await p.send(Message("BenchC", PAYLOAD))
+        sem = asyncio.Semaphore(window)
+        batch = [Message("BenchC", PAYLOAD) for _ in range(size)]
+
+        async def one():
+            try:
+                await p.send_batch(batch)
+            finally:
+                sem.release()
+        t0 = time.perf_counter()
+        tasks = []
+        for _ in range(n // size):
+            await sem.acquire()
+            tasks.append(asyncio.ensure_future(one()))
+        await asyncio.gather(*tasks)
+        return row(f"c batch sends of {size}, {window} in flight, 100B", n,
+                   time.perf_counter() - t0)
+
+
+async def w_consume(ns, topic, expected):
+    async with PullConsumer("bench-d", ns) as c:
+        queues = await c.fetch_queues(topic)
+        got = 0
+        t0 = time.perf_counter()
+
+        async def drain(q):
+            nonlocal got
+            offset = 0
+            while True:
+                r = await c.pull(q, offset, 4096)
+                if r.status is not PullStatus.FOUND:
+                    return
+                got += len(r.messages)
+                offset = r.next_begin_offset
+        await asyncio.gather(*(drain(q) for q in queues))
+        return row("d pull consume everything b wrote", got, time.perf_counter() - t0,
+                   expected=expected)
+
+
+def ratio(ours, anchor, key="msgs_per_s"):
+    if not anchor or not anchor.get(key):
+        return None
+    return round(ours[key] / anchor[key], 2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-anchor", action="store_true")
+    ap.add_argument("--flush", default="ASYNC_FLUSH")
+    args = ap.parse_args()
+    na, nb = (2000, 20000) if args.quick else (20000, 200000)
+    anchor = {}
+    if not args.no_anchor:
+        anchor = by_phase(run_anchor(1, "a,b,d", nb=nb, na=na))
+        for r in anchor.values():
+            print(json.dumps({"bench": "anchor nats-jetstream replicas=1", **r}), flush=True)
+    with tempfile.TemporaryDirectory(prefix="ledgermq-bench-") as d:
+        dev = DevProcess(Path(d), {"flushDiskType": args.flush,
+                                   "mappedFileSizeCommitLog": str(1 << 30)}).start()
+        try:
+            ra = asyncio.run(w_sync(dev.namesrv, na))
+            ra["anchor_p50_ms"] = anchor.get("a", {}).get("p50_ms")
+            ra["p50_ratio"] = round(ra["p50_ms"] / ra["anchor_p50_ms"], 2) \
+                if ra["anchor_p50_ms"] else None
+            ra["target"] = "p50 <= 1.0x anchor"
+            rows = [ra]
+            rb = asyncio.run(w_pipelined(dev.namesrv, nb, "BenchB"))
+            rb2 = asyncio.run(w_pipelined(dev.namesrv, nb, "BenchB2", linger_ms=1))
+            for r in (rb, rb2):
+                r["anchor_msgs_per_s"] = anchor.get("b", {}).get("msgs_per_s")
+                r["ratio"] = ratio(r, anchor.get("b"))
+                r["target"] = ">= 2x anchor b"
+            rc = asyncio.run(w_batch(dev.namesrv, nb))
+            rc["anchor_msgs_per_s"] = anchor.get("b", {}).get("msgs_per_s")
+            rc["ratio"] = ratio(rc, anchor.get("b"))
+            rc["target"] = ">= 10x anchor b"
+            rd = asyncio.run(w_consume(dev.namesrv, "BenchB", nb + 1))
+            rd["anchor_msgs_per_s"] = anchor.get("d", {}).get("msgs_per_s")
+            rd["ratio"] = ratio(rd, anchor.get("d"))
+            rd["target"] = ">= 5x anchor d"
+            for r in rows + [rb, rb2, rc, rd]:
+                r["flushDiskType"] = args.flush
+                print(json.dumps(r), flush=True)
+        finally:
+            dev.stop()
+
+
+if __name__ == "__main__":
+    main()
