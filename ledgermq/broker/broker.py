@@ -27,7 +27,7 @@ from .consumers import ConsumerManager, parse_subscription
 from .long_poll import PullHolds
 from .schedule import ScheduleService
 from .send import (
-    BadRequest, delay_level_of, index_keys, parse_send_header, props_from_header,
+    BadRequest, BatchBody, delay_level_of, index_keys, parse_send_header, props_from_header,
     split_batch_body, tags_of, to_schedule, with_properties,
 )
 from .state import (
@@ -275,9 +275,11 @@ class Broker:
         topic = h.topic
         try:
             if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-                bodies, props, flags = split_batch_body(cmd.body, props_from_header(h.properties))
+                batch = split_batch_body(cmd.body, props_from_header(h.properties))
             else:
-                bodies, props, flags = [cmd.body], [props_from_header(h.properties)], [h.flag]
+                props = props_from_header(h.properties)
+                batch = BatchBody([cmd.body], [props], [h.flag], [tags_of(props)],
+                                  [index_keys(props)])
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         if topic.startswith(RETRY_PREFIX):
@@ -285,12 +287,12 @@ class Broker:
                 else self.config.maxReconsumeTimes
             if h.reconsume_times >= max_times:
                 topic, qid = self._dlq(topic[len(RETRY_PREFIX):])
-        level = delay_level_of(props[0]) if len(bodies) == 1 else 0
+        level = delay_level_of(bytes(batch.props[0])) if len(batch.bodies) == 1 else 0
         if level > 0:
-            props = [to_schedule(props[0], topic, qid)]
+            batch.props = [to_schedule(bytes(batch.props[0]), topic, qid)]
             topic, qid = SCHEDULE_TOPIC, min(level, len(self.config.delay_levels_ms)) - 1
-        return await self._put(cmd, conn, topic, qid, bodies, props, flags, h.sys_flag,
-                               h.born_timestamp, h.reconsume_times)
+        return await self._put(cmd, conn, topic, qid, batch, h.sys_flag, h.born_timestamp,
+                               h.reconsume_times)
 
     def _dlq(self, group: str) -> tuple[str, int]:
         name = DLQ_PREFIX + group
@@ -298,21 +300,24 @@ class Broker:
             self._create_topic(TopicConfig(name, 1, 1, PERM_READ | PERM_WRITE))
         return name, 0
 
-    async def _put(self, cmd, conn, topic, qid, bodies, props, flags, sys_flag, born_ts,
+    async def _put(self, cmd, conn, topic, qid, batch: BatchBody, sys_flag, born_ts,
                    reconsume_times) -> RemotingCommand:
+        born_host = conn.attrs.get("born_host")
+        if born_host is None:
+            try:
+                host, port = conn.peer.rsplit(":", 1)
+                born_host = pack_host(host, int(port))
+            except (OSError, ValueError):
+                born_host = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+            conn.attrs["born_host"] = born_host
         try:
-            host, port = conn.peer.rsplit(":", 1)
-            born_host = pack_host(host, int(port))
-        except (OSError, ValueError):
-            born_host = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
-        try:
-            batch = self.store.encode(
-                topic, qid, bodies, props, [tags_of(p) for p in props], flag=flags,
+            encoded = self.store.encode(
+                topic, qid, batch.bodies, batch.props, batch.tags, flag=batch.flags,
                 sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host,
-                reconsume_times=reconsume_times, index_keys=[index_keys(p) for p in props])
+                reconsume_times=reconsume_times, index_keys=batch.index_keys)
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        result = await self.store.put_async(batch)
+        result = await self.store.put_async(encoded)
         code = _SEND_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if result.status not in _STORED:
             return cmd.response(code, f"{result.status.value}: {result.error}")
@@ -346,8 +351,10 @@ class Broker:
             raw = to_schedule(raw, topic, qid)
             level = int(props["DELAY"])
             topic, qid = SCHEDULE_TOPIC, min(level, len(self.config.delay_levels_ms)) - 1
-        r = await self._put(cmd, conn, topic, qid, [msg.body], [raw], [msg.flag], msg.sys_flag,
-                            msg.born_timestamp, reconsume)
+        r = await self._put(cmd, conn, topic, qid,
+                            BatchBody([msg.body], [raw], [msg.flag], [tags_of(raw)],
+                                      [index_keys(raw)]),
+                            msg.sys_flag, msg.born_timestamp, reconsume)
         return cmd.response(r.code, r.remark)
 
     # ---- pull -----------------------------------------------------------------------

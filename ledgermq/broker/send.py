@@ -2,6 +2,8 @@
 retries and dead letters."""
 from __future__ import annotations
 
+import bisect
+import re
 import struct
 from dataclasses import dataclass
 
@@ -70,38 +72,73 @@ def parse_send_header(ext: dict[str, str]) -> SendHeader:
 
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # total, magic, body crc, flag, body length
+_I2 = struct.Struct(">h")
 
 
-def split_batch_body(body: bytes, extra_props: bytes = b"") -> tuple[list[bytes], list[bytes], list[int]]:
-    """Messages of a SEND_BATCH_MESSAGE body: (bodies, properties, flags).
+@dataclass
+class BatchBody:
+    """The messages of a SEND_BATCH_MESSAGE body, as views into it (no copies)."""
 
-    Each is as MessageDecoder.encodeMessage writes it: TOTALSIZE, MAGICCODE, BODYCRC, FLAG,
-    body length + body, properties length (2 bytes) + properties.
-    """
+    bodies: list
+    props: list
+    flags: list[int]
+    tags: list[str | None]
+    index_keys: list[list[str]]
+
+
+def _property_per_message(raw: bytes, starts: list[int], ends: list[int],
+                          key: bytes) -> dict[int, str]:
+    """{message index: value} of one property, found with one regex pass over the body.
+
+    A hit counts only inside a message's properties, at the start of a pair."""
+    out: dict[int, str] = {}
+    for m in re.finditer(re.escape(key) + rb"\x01([^\x02]*)", raw):
+        at = m.start()
+        i = bisect.bisect_right(starts, at) - 1
+        if i < 0 or at >= ends[i] or (at != starts[i] and raw[at - 1] != 2):
+            continue
+        value = raw[m.start(1):min(m.end(1), ends[i])]
+        out[i] = value.decode("utf-8", "replace")
+    return out
+
+
+def split_batch_body(body: bytes, extra_props: bytes = b"") -> BatchBody:
+    """Messages of a SEND_BATCH_MESSAGE body, each as MessageDecoder.encodeMessage lays it
+    out: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, body length + body, properties length
+    (2 bytes) + properties. Tags and keys are found with one regex pass per property."""
     mv = memoryview(body)
-    bodies, props, flags = [], [], []
+    size = len(mv)
+    bodies, props, flags, prop_starts, prop_ends = [], [], [], [], []
+    unpack_head, unpack_i2 = _BATCH_HEAD.unpack_from, _I2.unpack_from
     pos = 0
-    while pos < len(mv):
-        if pos + _BATCH_HEAD.size > len(mv):
+    while pos < size:
+        if pos + 20 > size:
             raise MessageFormatError(f"batch body truncated at byte {pos}")
-        total, _, _, flag, blen = _BATCH_HEAD.unpack_from(mv, pos)
+        total, _, _, flag, blen = unpack_head(mv, pos)
         end = pos + total
-        p = pos + _BATCH_HEAD.size
-        if total < _BATCH_HEAD.size + 2 or end > len(mv) or blen < 0 or p + blen + 2 > end:
+        p = pos + 20 + blen
+        if total < 22 or end > size or blen < 0 or p + 2 > end or \
+                unpack_i2(mv, p)[0] != end - p - 2:
             raise MessageFormatError(f"batch message at byte {pos} has inconsistent sizes")
-        b = bytes(mv[p:p + blen])
-        p += blen
-        plen = struct.unpack_from(">h", mv, p)[0]
-        p += 2
-        if plen < 0 or p + plen != end:
-            raise MessageFormatError(f"batch message at byte {pos} has inconsistent sizes")
-        bodies.append(b)
-        props.append(bytes(mv[p:end]) + extra_props)
+        bodies.append(mv[pos + 20:p])
+        props.append(mv[p + 2:end])
+        prop_starts.append(p + 2)
+        prop_ends.append(end)
         flags.append(flag)
         pos = end
     if not bodies:
         raise MessageFormatError("empty batch")
-    return bodies, props, flags
+    if extra_props:
+        props = [bytes(x) + extra_props for x in props]
+    raw = bytes(body)
+    tags_at, keys_at, uniq_at = (
+        _property_per_message(raw, prop_starts, prop_ends, k.encode())
+        for k in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
+    n = len(bodies)
+    tags = [tags_at.get(i) for i in range(n)]
+    keys = [([k for k in keys_at[i].split(" ") if k] if i in keys_at else []) +
+            ([uniq_at[i]] if i in uniq_at else []) for i in range(n)]
+    return BatchBody(bodies, props, flags, tags, keys)
 
 
 def index_keys(props: bytes) -> list[str]:

@@ -10,8 +10,9 @@ import time
 from dataclasses import dataclass, field
 
 from ..store.message import (
-    PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_RETRY_TOPIC, PROPERTY_TAGS,
-    PROPERTY_UNIQ_KEY, StoredMessage, decode_message, encode_properties,
+    MAGIC_CODE_V2, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_RETRY_TOPIC,
+    PROPERTY_TAGS, PROPERTY_UNIQ_KEY, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, StoredMessage,
+    decode_message, decode_properties, encode_properties, offset_msg_id,
 )
 
 
@@ -62,65 +63,120 @@ class SendResult:
     queue_offset: int
 
 
-@dataclass
-class MessageExt:
-    """A received message: the stored fields plus where it came from."""
+_FIXED = struct.Struct(">iiiiiqqiq")  # through BORNTIMESTAMP
+_I4 = struct.Struct(">i")
+_I8 = struct.Struct(">q")
+_I2 = struct.Struct(">h")
 
-    stored: StoredMessage
-    queue: MessageQueue
+
+class MessageExt:
+    """A received message, decoded lazily from its stored bytes: a consumer that only
+    reads bodies never pays for parsing properties."""
+
+    __slots__ = ("raw", "queue", "_fixed", "_layout", "_props")
+
+    def __init__(self, raw: memoryview, queue: MessageQueue):
+        self.raw = raw
+        self.queue = queue
+        self._fixed = _FIXED.unpack_from(raw, 0)
+        self._layout = None
+        self._props = None
+
+    def _where(self) -> tuple[int, int, int, int, int, int]:
+        """(store-ts at, body at, body len, topic at, topic len, props at)."""
+        if self._layout is None:
+            raw, sys_flag = self.raw, self._fixed[7]
+            p = 48 + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8)
+            ts_at = p
+            p += 8 + (20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8) + 12
+            blen = _I4.unpack_from(raw, p)[0]
+            body_at = p + 4
+            p = body_at + blen
+            if self._fixed[1] == MAGIC_CODE_V2:
+                tlen, topic_at = _I2.unpack_from(raw, p)[0], p + 2
+            else:
+                tlen, topic_at = raw[p], p + 1
+            self._layout = (ts_at, body_at, blen, topic_at, tlen, topic_at + tlen + 2)
+        return self._layout
+
+    @property
+    def stored(self) -> StoredMessage:
+        return decode_message(self.raw, check_crc=False)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        if self._props is None:
+            self._props = decode_properties(self.raw[self._where()[5]:])
+        return self._props
+
+    @property
+    def stored_topic(self) -> str:
+        _, _, _, at, n, _ = self._where()
+        return str(self.raw[at:at + n], "utf-8", "replace")
 
     @property
     def topic(self) -> str:
         # messages redelivered through %RETRY%group carry their original topic
-        return self.stored.properties.get(PROPERTY_RETRY_TOPIC, self.stored.topic)
+        return self.properties.get(PROPERTY_RETRY_TOPIC) or self.stored_topic
 
     @property
     def body(self) -> bytes:
-        return self.stored.body
+        _, at, n, _, _, _ = self._where()
+        return bytes(self.raw[at:at + n])
 
     @property
     def tags(self) -> str | None:
-        return self.stored.tags
+        return self.properties.get(PROPERTY_TAGS)
 
     @property
     def keys(self) -> list[str]:
-        return self.stored.keys
-
-    @property
-    def properties(self) -> dict[str, str]:
-        return self.stored.properties
-
-    @property
-    def queue_offset(self) -> int:
-        return self.stored.queue_offset
+        return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
 
     @property
     def queue_id(self) -> int:
-        return self.stored.queue_id
+        return self._fixed[3]
 
     @property
-    def reconsume_times(self) -> int:
-        return self.stored.reconsume_times
+    def flag(self) -> int:
+        return self._fixed[4]
 
     @property
-    def msg_id(self) -> str:
-        return self.stored.properties.get(PROPERTY_UNIQ_KEY) or self.stored.msg_id
-
-    @property
-    def offset_msg_id(self) -> str:
-        return self.stored.msg_id
+    def queue_offset(self) -> int:
+        return self._fixed[5]
 
     @property
     def commit_log_offset(self) -> int:
-        return self.stored.phys_offset
+        return self._fixed[6]
 
     @property
     def born_timestamp(self) -> int:
-        return self.stored.born_timestamp
+        return self._fixed[8]
 
     @property
     def store_timestamp(self) -> int:
-        return self.stored.store_timestamp
+        return _I8.unpack_from(self.raw, self._where()[0])[0]
+
+    @property
+    def reconsume_times(self) -> int:
+        at = self._where()[0] + 8 + (20 if self._fixed[7] & SYSFLAG_STOREHOST_V6 else 8)
+        return _I4.unpack_from(self.raw, at)[0]
+
+    @property
+    def store_host(self) -> bytes:
+        at = self._where()[0] + 8
+        return bytes(self.raw[at:at + (20 if self._fixed[7] & SYSFLAG_STOREHOST_V6 else 8)])
+
+    @property
+    def offset_msg_id(self) -> str:
+        return offset_msg_id(self.store_host, self.commit_log_offset)
+
+    @property
+    def msg_id(self) -> str:
+        return self.properties.get(PROPERTY_UNIQ_KEY) or self.offset_msg_id
+
+    def __repr__(self) -> str:
+        return (f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, "
+                f"queue_offset={self.queue_offset}, body={self.body[:40]!r})")
 
 
 def decode_pulled(body: bytes, queue: MessageQueue) -> list[MessageExt]:
@@ -128,11 +184,12 @@ def decode_pulled(body: bytes, queue: MessageQueue) -> list[MessageExt]:
     out = []
     pos = 0
     mv = memoryview(body)
+    unpack = _I4.unpack_from
     while pos + 4 <= len(mv):
-        size = struct.unpack_from(">i", mv, pos)[0]
+        size = unpack(mv, pos)[0]
         if size <= 0 or pos + size > len(mv):
             break
-        out.append(MessageExt(decode_message(mv[pos:pos + size], check_crc=False), queue))
+        out.append(MessageExt(mv[pos:pos + size], queue))
         pos += size
     return out
 

@@ -19,9 +19,12 @@ import struct
 import time
 from pathlib import Path
 
-from .mapped_file import fsync_dir
-from .message import java_string_hash
+import numpy as np
 
+from .mapped_file import fsync_dir
+from .message import java_string_hash, java_string_hashes
+
+ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 HEADER = struct.Struct(">qqqqii")
 HEADER_SIZE = HEADER.size  # 40
 SLOT_SIZE = 4
@@ -33,6 +36,11 @@ def java_hash(key: str) -> int:
     """RocketMQ's non-negative key hash (abs of the Java hash code; MIN_VALUE maps to 0)."""
     h = java_string_hash(key)
     return 0 if h == -(1 << 31) else abs(h)
+
+
+def java_hashes(keys: list[str]) -> np.ndarray:
+    h = java_string_hashes(keys)
+    return np.where(h == -(1 << 31), 0, np.abs(h))
 
 
 class IndexFile:
@@ -60,21 +68,42 @@ class IndexFile:
     def full(self) -> bool:
         return self.count >= self.max_entries
 
-    def put(self, key: str, phys: int, store_ts: int) -> bool:
-        if self.full:
-            return False
-        h = java_hash(key)
-        slot_pos = HEADER_SIZE + (h % self.slots) * SLOT_SIZE
-        prev = struct.unpack_from(">i", self.mm, slot_pos)[0]
+    def put_many(self, hashes: np.ndarray, phys: np.ndarray, ts: np.ndarray) -> int:
+        """Add as many entries as fit (vectorized); returns how many were added.
+
+        Each slot keeps a chain newest-first: an entry's `prev` is the entry before it in
+        the same slot within this call, or the slot's head before the call.
+        """
+        n = min(len(hashes), self.max_entries - self.count)
+        if n <= 0:
+            return 0
+        hashes, phys, ts = hashes[:n], phys[:n], ts[:n]
         if self.begin_ts == 0:
-            self.begin_ts, self.begin_phys = store_ts, phys
-        diff = max(0, (store_ts - self.begin_ts) // 1000)
-        ENTRY.pack_into(self.mm, self.entries_at + self.count * ENTRY_SIZE, h, phys,
-                        min(diff, 0x7FFFFFFF), prev)
-        struct.pack_into(">i", self.mm, slot_pos, self.count)
-        self.count += 1
-        self.end_ts, self.end_phys = max(self.end_ts, store_ts), max(self.end_phys, phys)
-        return True
+            self.begin_ts, self.begin_phys = int(ts[0]), int(phys[0])
+        nums = np.arange(self.count, self.count + n, dtype=np.int64)
+        slots = hashes % self.slots
+        heads = np.frombuffer(self.mm, ">i4", self.slots, HEADER_SIZE)
+        order = np.argsort(slots, kind="stable")
+        s_sorted, n_sorted = slots[order], nums[order]
+        first_in_slot = np.ones(n, bool)
+        first_in_slot[1:] = s_sorted[1:] != s_sorted[:-1]
+        prev_sorted = np.empty(n, np.int64)
+        prev_sorted[1:] = n_sorted[:-1]
+        prev_sorted[first_in_slot] = heads[s_sorted[first_in_slot]]
+        entries = np.empty(n, ENTRY_DTYPE)
+        entries["hash"] = hashes
+        entries["phys"] = phys
+        entries["diff"] = np.clip((ts - self.begin_ts) // 1000, 0, 0x7FFFFFFF)
+        entries["prev"][order] = prev_sorted
+        at = self.entries_at + self.count * ENTRY_SIZE
+        self.mm[at:at + n * ENTRY_SIZE] = entries.tobytes()
+        last_in_slot = np.ones(n, bool)
+        last_in_slot[:-1] = s_sorted[1:] != s_sorted[:-1]
+        heads[s_sorted[last_in_slot]] = n_sorted[last_in_slot]
+        self.count += n
+        self.end_ts = max(self.end_ts, int(ts.max()))
+        self.end_phys = max(self.end_phys, int(phys.max()))
+        return n
 
     def write_header(self) -> None:
         HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phys,
@@ -118,11 +147,20 @@ class IndexService:
         self.dirty = False
 
     def put(self, topic: str, keys: list[str], phys: int, store_ts: int) -> None:
-        for k in keys:
+        self.put_many(topic, keys, np.full(len(keys), phys, np.int64),
+                      np.full(len(keys), store_ts, np.int64))
+
+    def put_many(self, topic: str, keys: list[str], phys: np.ndarray, ts: np.ndarray) -> None:
+        """Index `keys` of `topic` (key i points at phys[i], stored at ts[i])."""
+        if not keys:
+            return
+        hashes = java_hashes([f"{topic}#{k}" for k in keys])
+        done = 0
+        while done < len(keys):
             f = self.files[-1] if self.files else None
             if f is None or f.full:
                 f = self._new_file()
-            f.put(f"{topic}#{k}", phys, store_ts)
+            done += f.put_many(hashes[done:], phys[done:], ts[done:])
         self.dirty = True
 
     def _new_file(self) -> IndexFile:

@@ -25,6 +25,7 @@ A segment's unused tail starts with a blank marker: TOTALSIZE = bytes left, MAGI
 """
 from __future__ import annotations
 
+import operator
 import socket
 import struct
 import zlib
@@ -122,13 +123,41 @@ def property_value(raw: bytes, key: str) -> str | None:
         start = i + 1
 
 
+_POWERS_LEN = 256
+# _POWERS[n] = (31^(n-1), ..., 31^0) mod 2^32: Java's hash as one C-level sum of products
+_POWERS = [tuple(pow(31, n - 1 - i, 1 << 32) for i in range(n)) for n in range(_POWERS_LEN)]
+
+
+def _to_signed32(h: int) -> int:
+    h &= 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 def java_string_hash(s: str) -> int:
     """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
+    if s.isascii() and len(s) < _POWERS_LEN:
+        return _to_signed32(sum(map(operator.mul, s.encode(), _POWERS[len(s)])))
     h = 0
     data = s.encode("utf-16-be")
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
+    return _to_signed32(h)
+
+
+def java_string_hashes(strings: list[str]):
+    """java_string_hash of many strings at once (numpy), as an int64 array."""
+    import numpy as np
+    if not strings:
+        return np.zeros(0, np.int64)
+    enc = [x.encode() for x in strings]
+    width = max(map(len, enc))
+    if width >= _POWERS_LEN or not all(map(bytes.isascii, enc)):
+        return np.fromiter(map(java_string_hash, strings), np.int64, len(strings))
+    # right-aligned rows: leading zero bytes add nothing to the hash
+    mat = np.frombuffer(b"".join(e.rjust(width, b"\0") for e in enc), np.uint8)
+    mat = mat.reshape(-1, width).astype(np.uint64)
+    h = (mat * np.array(_POWERS[width], np.uint64)).sum(axis=1) & np.uint64(0xFFFFFFFF)
+    return h.astype(np.int64) - ((h.astype(np.int64) & 0x80000000) << 1)
 
 
 @lru_cache(maxsize=65536)

@@ -37,9 +37,18 @@ class PutResult:
         return self.status is PutStatus.PUT_OK
 
     def msg_ids(self, store_host: bytes) -> list[str]:
+        """Offset message ids (store host + commit-log offset, hex), built in one pass."""
         if self.phys_offsets is None:
             return []
-        return [offset_msg_id(store_host, int(p)) for p in self.phys_offsets]
+        if len(self.phys_offsets) == 1:
+            return [offset_msg_id(store_host, int(self.phys_offsets[0]))]
+        n = len(self.phys_offsets)
+        raw = np.empty((n, len(store_host) + 8), np.uint8)
+        raw[:, :len(store_host)] = np.frombuffer(store_host, np.uint8)
+        raw[:, len(store_host):] = self.phys_offsets.astype(">i8").view(np.uint8).reshape(n, 8)
+        text = raw.tobytes().hex().upper()
+        w = 2 * raw.shape[1]
+        return [text[i:i + w] for i in range(0, len(text), w)]
 
 
 class GetStatus(enum.Enum):

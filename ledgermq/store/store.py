@@ -386,11 +386,12 @@ class MessageStore:
                                                                              run.queue_id)
         cq.put(run.first_queue_offset, run.phys, run.sizes, run.tags)
         if self.index is not None and run.index_keys:
+            counts = np.fromiter(map(len, run.index_keys), np.int64, len(run.index_keys))
+            keys = [k for ks in run.index_keys for k in ks]
             ts = run.store_timestamps
-            for i, keys in enumerate(run.index_keys):
-                if keys:
-                    self.index.put(run.topic, keys, int(run.phys[i]),
-                                   ts if isinstance(ts, int) else int(ts[i]))
+            ts = np.full(len(run.phys), ts, np.int64) if isinstance(ts, int) else ts
+            self.index.put_many(run.topic, keys, np.repeat(run.phys, counts),
+                                np.repeat(ts, counts))
         for listener in self.listeners:
             listener(run.topic, run.queue_id, cq.max_offset)
 
