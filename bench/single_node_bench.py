@@ -17,6 +17,7 @@ import json
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,30 +57,27 @@ async def w_sync(ns, n):
 
 
 async def w_pipelined(ns, n, topic, window=1000, linger_ms=0.0):
+    """Up to `window` sends in flight (send_async futures, like NATS's publish_async)."""
     async with Producer("bench-b", ns, linger_ms=linger_ms, batch_max_messages=256) as p:
         await p.send(Message(topic, PAYLOAD))
-        sem = asyncio.Semaphore(window)
         lats = []
+        in_flight: deque = deque()
+        pc = time.perf_counter
 
-        async def one():
-            s = time.perf_counter()
-            try:
-                await p.send(Message(topic, PAYLOAD))
-            finally:
-                sem.release()
-            lats.append(time.perf_counter() - s)
+        def track(t0):
+            return lambda f: lats.append(pc() - t0)
 
-        tasks = set()
-        t0 = time.perf_counter()
+        t0 = pc()
         for _ in range(n):
-            await sem.acquire()
-            t = asyncio.ensure_future(one())
-            tasks.add(t)
-            t.add_done_callback(tasks.discard)
-        await asyncio.gather(*tasks)
+            if len(in_flight) >= window:
+                await in_flight.popleft()
+            fut = p.send_async(Message(topic, PAYLOAD))
+            fut.add_done_callback(track(pc()))
+            in_flight.append(fut)
+        await asyncio.gather(*in_flight)
         label = f"b pipelined sends window={window} 100B" + \
             (f" client-batching linger={linger_ms}ms" if linger_ms else "")
-        return row(label, n, time.perf_counter() - t0, lats)
+        return row(label, n, pc() - t0, lats)
 
 
 async def w_batch(ns, n, size=100, window=10):

@@ -251,7 +251,9 @@ class Broker:
         return self.topics.get(name) or self._create_topic(TopicConfig(name, 1, 1))
 
     # ---- send -----------------------------------------------------------------------
-    async def _send(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def _send(self, cmd: RemotingCommand, conn: Connection):
+        """A send request: answered at once when nothing needs waiting for (ASYNC_FLUSH),
+        else through a coroutine that waits for durability."""
         if self.config.brokerRole is BrokerRole.SLAVE:
             return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
                                 f"broker {self.config.brokerName} is a slave: not writable")
@@ -291,8 +293,8 @@ class Broker:
         if level > 0:
             batch.props = [to_schedule(bytes(batch.props[0]), topic, qid)]
             topic, qid = SCHEDULE_TOPIC, min(level, len(self.config.delay_levels_ms)) - 1
-        return await self._put(cmd, conn, topic, qid, batch, h.sys_flag, h.born_timestamp,
-                               h.reconsume_times)
+        return self._put(cmd, conn, topic, qid, batch, h.sys_flag, h.born_timestamp,
+                         h.reconsume_times)
 
     def _dlq(self, group: str) -> tuple[str, int]:
         name = DLQ_PREFIX + group
@@ -300,8 +302,9 @@ class Broker:
             self._create_topic(TopicConfig(name, 1, 1, PERM_READ | PERM_WRITE))
         return name, 0
 
-    async def _put(self, cmd, conn, topic, qid, batch: BatchBody, sys_flag, born_ts,
-                   reconsume_times) -> RemotingCommand:
+    def _put(self, cmd, conn, topic, qid, batch: BatchBody, sys_flag, born_ts,
+             reconsume_times):
+        """Append; returns the response, or a coroutine of it when a flush must be awaited."""
         born_host = conn.attrs.get("born_host")
         if born_host is None:
             try:
@@ -317,7 +320,18 @@ class Broker:
                 reconsume_times=reconsume_times, index_keys=batch.index_keys)
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        result = await self.store.put_async(encoded)
+        result = self.store.append(encoded)
+        wait = self.store.durable_wait(result)
+        if wait is None:
+            return self._send_response(cmd, qid, result)
+        return self._after_flush(cmd, qid, result, wait)
+
+    async def _after_flush(self, cmd, qid, result, wait) -> RemotingCommand:
+        if not await wait:
+            self.store.mark_flush_timeout(result)
+        return self._send_response(cmd, qid, result)
+
+    def _send_response(self, cmd: RemotingCommand, qid: int, result) -> RemotingCommand:
         code = _SEND_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if result.status not in _STORED:
             return cmd.response(code, f"{result.status.value}: {result.error}")
@@ -351,10 +365,11 @@ class Broker:
             raw = to_schedule(raw, topic, qid)
             level = int(props["DELAY"])
             topic, qid = SCHEDULE_TOPIC, min(level, len(self.config.delay_levels_ms)) - 1
-        r = await self._put(cmd, conn, topic, qid,
-                            BatchBody([msg.body], [raw], [msg.flag], [tags_of(raw)],
-                                      [index_keys(raw)]),
-                            msg.sys_flag, msg.born_timestamp, reconsume)
+        r = self._put(cmd, conn, topic, qid,
+                      BatchBody([msg.body], [raw], [msg.flag], [tags_of(raw)], [index_keys(raw)]),
+                      msg.sys_flag, msg.born_timestamp, reconsume)
+        if asyncio.iscoroutine(r):
+            r = await r
         return cmd.response(r.code, r.remark)
 
     # ---- pull -----------------------------------------------------------------------

@@ -45,6 +45,7 @@ class TopicRoute:
     topic: str
     queue_datas: list[dict]
     broker_datas: list[dict]
+    _write_queues: list[MessageQueue] | None = None
 
     def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
         for bd in self.broker_datas:
@@ -57,6 +58,13 @@ class TopicRoute:
                 for bd in self.broker_datas}
 
     def write_queues(self, topic: str | None = None) -> list[MessageQueue]:
+        if topic is None:
+            if self._write_queues is None:
+                self._write_queues = self._compute_write_queues(None)
+            return self._write_queues
+        return self._compute_write_queues(topic)
+
+    def _compute_write_queues(self, topic: str | None) -> list[MessageQueue]:
         out = []
         for qd in sorted(self.queue_datas, key=lambda q: q["brokerName"]):
             if qd["perm"] & PERM_WRITE and self.broker_addr(qd["brokerName"]):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import struct
 import time
 import zlib
 from typing import Callable, Sequence
 
+import numpy as np
+
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..store.batch import put_be
 from ..store.message import PROPERTY_UNIQ_KEY
 from .instance import AUTO_CREATE_TOPIC, ClientInstance, MQClientError, periodic
 from .message import (
@@ -37,10 +39,33 @@ def select_by_hash(queues: list[MessageQueue], msg: Message, key) -> MessageQueu
 
 def encode_for_batch(body: bytes, props: str, flag: int) -> bytes:
     """One message as MessageDecoder.encodeMessage lays it out in a batch body."""
-    p = props.encode()
-    size = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(p)
-    return b"".join((struct.pack(">iiiii", size, 0, 0, flag, len(body)), body,
-                     struct.pack(">h", len(p)), p))
+    return encode_batch_body([body], [props.encode()], [flag])
+
+
+_BATCH_HEAD_LEN = 20  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, body length
+
+
+def encode_batch_body(bodies: Sequence[bytes], props: Sequence[bytes],
+                      flags: Sequence[int]) -> bytes:
+    """A SEND_BATCH_MESSAGE body: one join, then sizes written in place with numpy."""
+    n = len(bodies)
+    parts: list = [None] * (4 * n)
+    parts[0::4] = [bytes(_BATCH_HEAD_LEN)] * n
+    parts[1::4] = bodies
+    parts[2::4] = [b"\0\0"] * n
+    parts[3::4] = props
+    buf = bytearray().join(parts)
+    blen = np.fromiter(map(len, bodies), np.int64, n)
+    plen = np.fromiter(map(len, props), np.int64, n)
+    sizes = _BATCH_HEAD_LEN + blen + 2 + plen
+    starts = np.zeros(n, np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    u8 = np.frombuffer(buf, np.uint8)
+    put_be(u8, starts, sizes, 4)
+    put_be(u8, starts + 12, np.asarray(flags, np.int64), 4)
+    put_be(u8, starts + 16, blen, 4)
+    put_be(u8, starts + _BATCH_HEAD_LEN + blen, plen, 2)
+    return bytes(buf)
 
 
 class Producer:
@@ -59,7 +84,7 @@ class Producer:
         self._rr = itertools.count()
         self._tasks: list[asyncio.Task] = []
         self._pending: dict[str, list[tuple[Message, asyncio.Future]]] = {}
-        self._flushers: dict[str, asyncio.Task] = {}
+        self._flushers: dict[str, asyncio.TimerHandle] = {}
         self.started = False
 
     async def start(self) -> "Producer":
@@ -69,6 +94,9 @@ class Producer:
         return self
 
     async def shutdown(self) -> None:
+        for timer in self._flushers.values():
+            timer.cancel()
+        self._flushers.clear()
         for topic in list(self._pending):
             await self._flush_topic(topic)
         for t in self._tasks:
@@ -91,8 +119,9 @@ class Producer:
 
     # ---- routing --------------------------------------------------------------------
     async def queues(self, topic: str) -> list[MessageQueue]:
-        route = await self.instance.route(topic)
-        if route is None or not route.write_queues():
+        route = self.instance.routes.get(topic) or await self.instance.route(topic)
+        queues = route.write_queues() if route is not None else None
+        if not queues:
             template = await self.instance.route(AUTO_CREATE_TOPIC, refresh=True)
             if template is None:
                 raise MQClientError(ResponseCode.TOPIC_NOT_EXIST,
@@ -103,8 +132,7 @@ class Producer:
                 raise MQClientError(ResponseCode.TOPIC_NOT_EXIST,
                                     f"No route info of this topic: {topic}")
             self.instance.routes.pop(topic, None)  # look again once the broker created it
-            return queues
-        return route.write_queues()
+        return queues
 
     def _pick(self, queues: list[MessageQueue], avoid: str | None) -> MessageQueue:
         start = next(self._rr)
@@ -129,13 +157,7 @@ class Producer:
         unless the queue was chosen by the caller)."""
         self._check(msg)
         if self.linger_ms > 0 and queue is None and selector is None:
-            fut = asyncio.get_running_loop().create_future()
-            self._pending.setdefault(msg.topic, []).append((msg, fut))
-            if len(self._pending[msg.topic]) >= self.batch_max_messages:
-                await self._flush_topic(msg.topic)
-            elif msg.topic not in self._flushers:
-                self._flushers[msg.topic] = asyncio.create_task(self._linger(msg.topic))
-            return await fut
+            return await self._enqueue(msg)
         props = msg.all_properties()
         uniq = props.setdefault(PROPERTY_UNIQ_KEY, self._ids.next())
         props.setdefault("WAIT", "true")
@@ -144,6 +166,47 @@ class Producer:
             lambda q: self._request(RequestCode.SEND_MESSAGE_V2, msg.topic, q,
                                     properties_string(props), msg.body, msg.flag, False),
             uniq)
+
+    def send_async(self, msg: Message, queue: MessageQueue | None = None) -> asyncio.Future:
+        """Send without waiting: returns a future of the SendResult (call from the loop).
+
+        When the route and connection are at hand, no task is created (the fast path for
+        pipelined producers); otherwise, and on any failure, it falls back to send() with
+        its retries."""
+        self._check(msg)
+        if self.linger_ms > 0 and queue is None:
+            return self._enqueue(msg)
+        route = self.instance.routes.get(msg.topic)
+        queues = route.write_queues() if route is not None else None
+        q = queue or (self._pick(queues, None) if queues else None)
+        addr = self.instance.master_addr(q.broker_name) if q else None
+        conn = self.instance.remoting.open_connection(addr) if addr else None
+        if conn is None:
+            return asyncio.ensure_future(self.send(msg, queue))
+        props = msg.all_properties()
+        uniq = props.setdefault(PROPERTY_UNIQ_KEY, self._ids.next())
+        props.setdefault("WAIT", "true")
+        cmd = self._request(RequestCode.SEND_MESSAGE_V2, msg.topic, q, properties_string(props),
+                            msg.body, msg.flag, False)
+        out = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            status = None
+            if not f.cancelled() and f.exception() is None:
+                resp = f.result()
+                status = _STATUS.get(resp.code)
+            if status is not None:
+                out.set_result(SendResult(status, uniq, resp.ext.get("msgId", ""), q,
+                                          int(resp.ext.get("queueOffset", -1))))
+            else:  # retry the slow way (another queue or broker)
+                retry = asyncio.ensure_future(self.send(msg, queue))
+                retry.add_done_callback(lambda r: out.set_exception(r.exception())
+                                        if r.exception() else out.set_result(r.result()))
+        try:
+            conn.request_future(cmd, self.send_timeout).add_done_callback(done)
+        except RemotingError:
+            return asyncio.ensure_future(self.send(msg, queue))
+        return out
 
     async def send_orderly(self, msg: Message, sharding_key) -> SendResult:
         """All messages with the same key go to one queue, in order."""
@@ -168,18 +231,18 @@ class Producer:
         if not msgs:
             raise ValueError("send_batch needs at least one message")
         topic = msgs[0].topic
-        parts, uniqs = [], []
-        for m in msgs:
+        uniqs = self._ids.next_many(len(msgs))
+        props = []
+        for m, uniq in zip(msgs, uniqs):
             self._check(m)
             if m.topic != topic:
                 raise ValueError("all messages of a batch must have the same topic")
             if m.delay_level:
                 raise ValueError("delayed messages cannot be sent in a batch")
-            props = m.all_properties()
-            uniqs.append(props.setdefault(PROPERTY_UNIQ_KEY, self._ids.next()))
-            props.setdefault("WAIT", "true")
-            parts.append(encode_for_batch(m.body, properties_string(props), m.flag))
-        body = b"".join(parts)
+            static = properties_string(m.all_properties()) \
+                if (m.properties or m.tags or m.keys) else ""
+            props.append(f"{static}UNIQ_KEY\x01{uniq}\x02WAIT\x01true\x02".encode())
+        body = encode_batch_body([m.body for m in msgs], props, [m.flag for m in msgs])
         return await self._send_with_retries(
             topic, queue, None, None, None,
             lambda q: self._request(RequestCode.SEND_BATCH_MESSAGE, topic, q, "", body, 0, True),
@@ -227,26 +290,41 @@ class Producer:
             raise TypeError("message body must be bytes")
 
     # ---- client-side batching -------------------------------------------------------
-    async def _linger(self, topic: str) -> None:
-        await asyncio.sleep(self.linger_ms / 1000)
-        self._flushers.pop(topic, None)
-        await self._flush_topic(topic)
+    def _enqueue(self, msg: Message) -> asyncio.Future:
+        """Hold `msg` for the topic's next batch (sent after linger_ms or when full)."""
+        fut = asyncio.get_running_loop().create_future()
+        pending = self._pending.setdefault(msg.topic, [])
+        pending.append((msg, fut))
+        if len(pending) >= self.batch_max_messages:
+            self._pending.pop(msg.topic)
+            asyncio.ensure_future(self._send_chunk(pending))
+        elif msg.topic not in self._flushers:
+            self._flushers[msg.topic] = asyncio.get_running_loop().call_later(
+                self.linger_ms / 1000, self._linger_done, msg.topic)
+        return fut
 
+    def _linger_done(self, topic: str) -> None:
+        self._flushers.pop(topic, None)
+        pending = self._pending.pop(topic, None)
+        if pending:
+            asyncio.ensure_future(self._send_chunk(pending))
     async def _flush_topic(self, topic: str) -> None:
         pending = self._pending.pop(topic, [])
         for i in range(0, len(pending), self.batch_max_messages):
-            chunk = pending[i:i + self.batch_max_messages]
-            try:
-                result = await self.send_batch([m for m, _ in chunk])
-            except Exception as e:
-                for _, fut in chunk:
-                    if not fut.done():
-                        fut.set_exception(e)
-                continue
-            ids = result.msg_id.split(",")
-            offsets = result.offset_msg_id.split(",")
-            for j, (_, fut) in enumerate(chunk):
+            await self._send_chunk(pending[i:i + self.batch_max_messages])
+
+    async def _send_chunk(self, chunk: list[tuple[Message, asyncio.Future]]) -> None:
+        try:
+            result = await self.send_batch([m for m, _ in chunk])
+        except Exception as e:
+            for _, fut in chunk:
                 if not fut.done():
-                    fut.set_result(SendResult(result.status, ids[j],
-                                              offsets[j] if j < len(offsets) else "",
-                                              result.queue, result.queue_offset + j))
+                    fut.set_exception(e)
+            return
+        ids = result.msg_id.split(",")
+        offsets = result.offset_msg_id.split(",")
+        for j, (_, fut) in enumerate(chunk):
+            if not fut.done():
+                fut.set_result(SendResult(result.status, ids[j],
+                                          offsets[j] if j < len(offsets) else "",
+                                          result.queue, result.queue_offset + j))

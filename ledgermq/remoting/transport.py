@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+import socket
 import time
 from typing import Awaitable, Callable, Union
 
@@ -54,6 +55,12 @@ class Connection(asyncio.Protocol):
     # ---- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:  # small frames must not wait for Nagle's algorithm
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
 
@@ -122,18 +129,34 @@ class Connection(asyncio.Protocol):
             raise RemotingError(f"connection to {self.peer} is closed")
         self.transport.writelines(cmd.encode())
 
-    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
-        cmd.opaque = next_opaque()
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[cmd.opaque] = fut
+    def request_future(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future:
+        """Send a request; the future gets the response (or RemotingTimeout/RemotingError).
+        No task is created: pipelined senders pay for a future and a timer only."""
+        cmd.opaque = opaque = next_opaque()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self.pending[opaque] = fut
+        timer = loop.call_later(timeout, self._expire, opaque, cmd.code, timeout)
+        fut.add_done_callback(lambda _: timer.cancel())
         try:
             self.send(cmd)
-            return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            raise RemotingTimeout(f"no response from {self.peer} to code {cmd.code} "
-                                  f"within {timeout:.1f}s") from None
+        except RemotingError:
+            self.pending.pop(opaque, None)
+            raise
+        return fut
+
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        fut = self.request_future(cmd, timeout)
+        try:
+            return await fut
         finally:
             self.pending.pop(cmd.opaque, None)
+
+    def _expire(self, opaque: int, code: int, timeout: float) -> None:
+        fut = self.pending.pop(opaque, None)
+        if fut is not None and not fut.done():
+            fut.set_exception(RemotingTimeout(
+                f"no response from {self.peer} to code {code} within {timeout:.1f}s"))
 
     def oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = next_opaque()
@@ -235,6 +258,11 @@ class RemotingClient:
             raise
         finally:
             self._connecting.pop(addr, None)
+
+    def open_connection(self, addr: str) -> Connection | None:
+        """The open connection to `addr`, if there is one (no connecting)."""
+        conn = self._conns.get(addr)
+        return conn if conn is not None and conn.is_open else None
 
     async def invoke(self, addr: str, cmd: RemotingCommand,
                      timeout: float = 3.0) -> RemotingCommand:

@@ -30,6 +30,7 @@ HEADER_SIZE = HEADER.size  # 40
 SLOT_SIZE = 4
 ENTRY = struct.Struct(">iqii")
 ENTRY_SIZE = ENTRY.size  # 20
+_I4 = struct.Struct(">i")
 
 
 def java_hash(key: str) -> int:
@@ -67,6 +68,18 @@ class IndexFile:
     @property
     def full(self) -> bool:
         return self.count >= self.max_entries
+
+    def put_one(self, h: int, phys: int, ts: int) -> None:
+        """One entry (the single-message path, without numpy's per-call overhead)."""
+        if self.begin_ts == 0:
+            self.begin_ts, self.begin_phys = ts, phys
+        slot_pos = HEADER_SIZE + (h % self.slots) * SLOT_SIZE
+        prev = _I4.unpack_from(self.mm, slot_pos)[0]
+        ENTRY.pack_into(self.mm, self.entries_at + self.count * ENTRY_SIZE, h, phys,
+                        min(max(0, (ts - self.begin_ts) // 1000), 0x7FFFFFFF), prev)
+        _I4.pack_into(self.mm, slot_pos, self.count)
+        self.count += 1
+        self.end_ts, self.end_phys = max(self.end_ts, ts), max(self.end_phys, phys)
 
     def put_many(self, hashes: np.ndarray, phys: np.ndarray, ts: np.ndarray) -> int:
         """Add as many entries as fit (vectorized); returns how many were added.
@@ -147,8 +160,13 @@ class IndexService:
         self.dirty = False
 
     def put(self, topic: str, keys: list[str], phys: int, store_ts: int) -> None:
-        self.put_many(topic, keys, np.full(len(keys), phys, np.int64),
-                      np.full(len(keys), store_ts, np.int64))
+        """The keys of one message."""
+        for k in keys:
+            f = self.files[-1] if self.files else None
+            if f is None or f.full:
+                f = self._new_file()
+            f.put_one(java_hash(f"{topic}#{k}"), phys, store_ts)
+        self.dirty = True
 
     def put_many(self, topic: str, keys: list[str], phys: np.ndarray, ts: np.ndarray) -> None:
         """Index `keys` of `topic` (key i points at phys[i], stored at ts[i])."""

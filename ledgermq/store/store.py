@@ -294,22 +294,31 @@ class MessageStore:
             try:
                 fut.result(timeout=self.config.syncFlushTimeout / 1000)
             except concurrent.futures.TimeoutError:
-                result.status = PutStatus.FLUSH_DISK_TIMEOUT
-                result.error = f"not flushed within syncFlushTimeout={self.config.syncFlushTimeout} ms"
+                self.mark_flush_timeout(result)
         return result
+
+    def durable_wait(self, result: PutResult) -> "asyncio.Future[bool] | None":
+        """Under SYNC_FLUSH, a future of the running loop: True once the result's batch is
+        flushed, False after syncFlushTimeout. None when there is nothing to wait for."""
+        if self.config.flushDiskType is not FlushDiskType.SYNC_FLUSH or not result.ok:
+            return None
+        loop = asyncio.get_running_loop()
+        waiters = self._loop_waiters.get(loop)
+        if waiters is None:
+            waiters = self._loop_waiters[loop] = LoopFlushWaiters(
+                loop, self._flusher, self.config.syncFlushTimeout / 1000)
+        return waiters.wait(result.end_offset)
+
+    def mark_flush_timeout(self, result: PutResult) -> None:
+        result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        result.error = f"not flushed within syncFlushTimeout={self.config.syncFlushTimeout} ms"
 
     async def put_async(self, batch: EncodedBatch) -> PutResult:
         """As put(), for asyncio callers: waits for the flush without blocking the loop."""
         result = self.append(batch)
-        if self.config.flushDiskType is FlushDiskType.SYNC_FLUSH and result.ok:
-            loop = asyncio.get_running_loop()
-            waiters = self._loop_waiters.get(loop)
-            if waiters is None:
-                waiters = self._loop_waiters[loop] = LoopFlushWaiters(
-                    loop, self._flusher, self.config.syncFlushTimeout / 1000)
-            if not await waiters.wait(result.end_offset):
-                result.status = PutStatus.FLUSH_DISK_TIMEOUT
-                result.error = f"not flushed within syncFlushTimeout={self.config.syncFlushTimeout} ms"
+        wait = self.durable_wait(result)
+        if wait is not None and not await wait:
+            self.mark_flush_timeout(result)
         return result
 
     def put_message(self, msg: Message) -> PutResult:
@@ -385,7 +394,11 @@ class MessageStore:
         cq = self.queues.get((run.topic, run.queue_id)) or self._open_queue(run.topic,
                                                                              run.queue_id)
         cq.put(run.first_queue_offset, run.phys, run.sizes, run.tags)
-        if self.index is not None and run.index_keys:
+        if self.index is not None and run.index_keys and len(run.phys) == 1:
+            ts = run.store_timestamps
+            self.index.put(run.topic, run.index_keys[0], int(run.phys[0]),
+                           ts if isinstance(ts, int) else int(ts[0]))
+        elif self.index is not None and run.index_keys:
             counts = np.fromiter(map(len, run.index_keys), np.int64, len(run.index_keys))
             keys = [k for ks in run.index_keys for k in ks]
             ts = run.store_timestamps
