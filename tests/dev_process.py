@@ -14,8 +14,11 @@ FAST_DELAYS = " ".join(["0.2s"] * 18)  # delay levels short enough for retry tes
 class DevProcess:
     def __init__(self, data: Path, conf: dict[str, str] | None = None):
         self.data = data
+        # small preallocated files: a test run starts many brokers
         self.conf = {"messageDelayLevel": FAST_DELAYS, "diskMaxUsedSpaceRatio": "100",
-                     "mappedFileSizeCommitLog": str(8 << 20), **(conf or {})}
+                     "mappedFileSizeCommitLog": str(8 << 20), "maxHashSlotNum": "20000",
+                     "maxIndexNum": "80000", "mappedFileSizeConsumeQueue": str(20 * 30000),
+                     **(conf or {})}
         self.proc: subprocess.Popen | None = None
         self.namesrv = self.broker = ""
 

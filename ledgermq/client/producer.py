@@ -155,9 +155,14 @@ class Producer:
                    selector: QueueSelector | None = None, arg=None) -> SendResult:
         """Send one message and wait for the broker's answer (retried elsewhere on failure
         unless the queue was chosen by the caller)."""
+        if selector is None:
+            return await self.send_async(msg, queue)
+        return await self._send_slow(msg, queue, selector, arg)
+
+    async def _send_slow(self, msg: Message, queue: MessageQueue | None = None,
+                         selector: QueueSelector | None = None, arg=None) -> SendResult:
+        """send() through route lookups, connecting and retries."""
         self._check(msg)
-        if self.linger_ms > 0 and queue is None and selector is None:
-            return await self._enqueue(msg)
         props = msg.all_properties()
         uniq = props.setdefault(PROPERTY_UNIQ_KEY, self._ids.next())
         props.setdefault("WAIT", "true")
@@ -182,7 +187,7 @@ class Producer:
         addr = self.instance.master_addr(q.broker_name) if q else None
         conn = self.instance.remoting.open_connection(addr) if addr else None
         if conn is None:
-            return asyncio.ensure_future(self.send(msg, queue))
+            return asyncio.ensure_future(self._send_slow(msg, queue))
         props = msg.all_properties()
         uniq = props.setdefault(PROPERTY_UNIQ_KEY, self._ids.next())
         props.setdefault("WAIT", "true")
@@ -199,13 +204,13 @@ class Producer:
                 out.set_result(SendResult(status, uniq, resp.ext.get("msgId", ""), q,
                                           int(resp.ext.get("queueOffset", -1))))
             else:  # retry the slow way (another queue or broker)
-                retry = asyncio.ensure_future(self.send(msg, queue))
+                retry = asyncio.ensure_future(self._send_slow(msg, queue))
                 retry.add_done_callback(lambda r: out.set_exception(r.exception())
                                         if r.exception() else out.set_result(r.result()))
         try:
             conn.request_future(cmd, self.send_timeout).add_done_callback(done)
         except RemotingError:
-            return asyncio.ensure_future(self.send(msg, queue))
+            return asyncio.ensure_future(self._send_slow(msg, queue))
         return out
 
     async def send_orderly(self, msg: Message, sharding_key) -> SendResult:
