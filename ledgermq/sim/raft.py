@@ -16,6 +16,15 @@ from .world import Violation, World
 
 TICK_MS = 20
 
+# Named fault profiles. "random" draws one per seed; "nemesis" times faults at the worst
+# moments (a leader cut off as it takes a write, crashed as a commit lands) and is what the
+# known-bug tests hunt with.
+PROFILES: dict[str, dict | None] = {
+    "random": None,
+    "nemesis": {"nodes": 3, "client_gap": (100, 400), "fault_gap": (100, 400),
+                "crash_at_commit": 0.3, "cut_at_append": 0.3},
+}
+
 
 @dataclass
 class Disk:
@@ -46,7 +55,7 @@ class Checker:
         self.leaders: dict[int, str] = {}  # term -> leader
         self.chain: dict[tuple[int, int], bytes] = {}  # (index, term) -> prefix hash
         self.committed: dict[int, tuple[int, bytes]] = {}  # index -> (term, data)
-        self.acked: dict[int, bytes] = {}  # index -> data of acknowledged appends
+        self.acked: dict[int, tuple[bytes, int]] = {}  # index -> (data, term it committed in)
         self.commit_seen: dict[str, int] = {}
         self.hashes: dict[str, list[bytes]] = {}  # node -> prefix hash of each entry
         self.anchored: dict[str, bool] = {}  # node's log starts at index 0
@@ -102,15 +111,19 @@ class Checker:
         self.commit_seen[key] = n.commit
 
     def became_leader(self, n: RaftNode) -> None:
-        for index, data in self.acked.items():
+        """Leader completeness: what was acknowledged in term T is in every leader of a
+        later term (a leader of an older term may still turn up late, and is harmless)."""
+        for index, (data, term) in self.acked.items():
+            if n.term <= term:
+                continue
             e = n.entry(index)
             if e is None or e.data != data:
-                raise Violation(f"acknowledged append at {index} ({data!r}) is missing from "
-                                f"new leader {n.id} of term {n.term} (has {e})")
+                raise Violation(f"acknowledged append at {index} ({data!r}, term {term}) is "
+                                f"missing from leader {n.id} of term {n.term} (has {e})")
 
-    def acknowledged(self, index: int, data: bytes) -> None:
-        prev = self.acked.setdefault(index, data)
-        if prev != data:
+    def acknowledged(self, index: int, data: bytes, term: int) -> None:
+        prev = self.acked.setdefault(index, (data, term))
+        if prev[0] != data:
             raise Violation(f"two different appends acknowledged at index {index}")
 
 
@@ -127,14 +140,20 @@ class SimResult:
 
 class RaftSim:
     def __init__(self, seed: int, *, nodes: int | None = None,
-                 bugs: frozenset[str] = frozenset(), steps: int = 5000):
+                 bugs: frozenset[str] = frozenset(), steps: int = 5000,
+                 profile: dict | None = None):
         self.world = World(seed)
         self.rng = self.world.rng
         # each seed draws its own profile: group size, client rate, fault rate
-        nodes = nodes or self.rng.choice([3, 3, 5])
+        profile = dict(profile or {})
+        nodes = nodes or profile.pop("nodes", None) or self.rng.choice([3, 3, 5])
         self.client_gap = self.rng.choice([(5, 40), (50, 200), (300, 1200)])
         self.fault_gap = self.rng.choice([(200, 900), (100, 400)])
         self.crash_mid_step = self.rng.choice([0.002, 0.01])
+        self.crash_at_commit = self.rng.choice([0.0, 0.02, 0.1])
+        self.cut_at_append = self.rng.choice([0.0, 0.02, 0.1])
+        for key, value in (profile or {}).items():  # a fixed fault profile, e.g. for a bug hunt
+            setattr(self, key, value)
         self.ids = [f"n{i}" for i in range(nodes)]
         self.cfg = RaftConfig(election_timeout_ms=300, heartbeat_ms=60, max_push_timeout_ms=200,
                               max_batch_entries=8, max_pending_size=16,
@@ -205,6 +224,11 @@ class RaftSim:
             self.world.log(f"{node_id} leads term {node.term} (end {node.end}, "
                            f"commit {node.commit})")
             self.checker.became_leader(node)
+        if node.role is Role.LEADER and self.faults_on and \
+                any(isinstance(a, SaveCommit) for a in actions) and \
+                self.rng.random() < self.crash_at_commit:
+            self.world.log(f"{node_id} crashes right after committing {node.commit}")
+            self._crash(node_id, [])  # the nemesis picks the moment a commit lands
 
     def _crash(self, node_id: str, unsynced: list) -> None:
         """Lose unsynced writes; the last AppendEntries may land torn (a prefix)."""
@@ -225,7 +249,7 @@ class RaftSim:
     def _complete(self, a: Complete) -> None:
         data = self.requests.pop(a.request_id, None)
         if a.code is Code.SUCCESS and data is not None:
-            self.checker.acknowledged(a.index, data)
+            self.checker.acknowledged(a.index, data, a.term)
             self.stats["acked"] += 1
             self.last_ack_ms = self.world.now
 
@@ -281,7 +305,14 @@ class RaftSim:
         self.next_rid += 1
         data = f"m{rid}".encode()
         self.requests[rid] = data
-        self._execute(target, self.nodes[target].propose(rid, data, self.world.now))
+        node = self.nodes[target]
+        if node.role is Role.LEADER and self.faults_on and self.rng.random() < self.cut_at_append:
+            # the nemesis cuts the leader off just as it takes a write
+            others = set(self.ids) - {target}
+            self.world.partition([{target}, others])
+            self.world.log(f"leader {target} isolated as it appends {data!r}")
+            self.world.at(self.rng.randint(300, 2000), "heal")
+        self._execute(target, node.propose(rid, data, self.world.now))
 
     def _fault(self) -> None:
         w, rng = self.world, self.rng

@@ -1,0 +1,151 @@
+"""The Raft core on its own: a tiny in-memory harness delivering messages in order."""
+import random
+from collections import deque
+
+from ledgermq.replication.raft import (
+    AppendEntries, Code, Complete, Entry, Push, PushResponse, PushType, RaftConfig, RaftNode,
+    Role, SaveMeta, Send, VoteRequest,
+)
+
+CFG = RaftConfig(election_timeout_ms=100, heartbeat_ms=20, max_push_timeout_ms=50,
+                 quorum_ack_timeout_ms=500)
+
+
+class Harness:
+    def __init__(self, n=3, seed=1):
+        ids = [f"n{i}" for i in range(n)]
+        self.nodes = {i: RaftNode(i, ids, CFG, rng=random.Random(f"{seed}{i}")) for i in ids}
+        self.now = 0
+        self.queue = deque()
+        self.cut: set[str] = set()
+        self.done: dict[int, Complete] = {}
+
+    def apply(self, actions):
+        for a in actions:
+            if isinstance(a, Send) and a.msg.src not in self.cut and a.msg.dst not in self.cut:
+                self.queue.append(a.msg)
+            elif isinstance(a, Complete):
+                self.done[a.request_id] = a
+
+    def run(self, ms):
+        for _ in range(ms // 10):
+            self.now += 10
+            for n in self.nodes.values():
+                if n.id not in self.cut:
+                    self.apply(n.tick(self.now))
+            while self.queue:
+                m = self.queue.popleft()
+                self.apply(self.nodes[m.dst].step(m, self.now))
+
+    def leader(self):
+        leaders = [n for n in self.nodes.values() if n.role is Role.LEADER and n.id not in self.cut]
+        return leaders[0] if len(leaders) == 1 else None
+
+
+def test_single_node_commits_at_once():
+    n = RaftNode("solo", ["solo"], CFG, rng=random.Random(1))
+    n.tick(1000)
+    assert n.role is Role.LEADER
+    out = n.propose(7, b"x", 1000)
+    assert Complete(7, Code.SUCCESS, n.end, n.term) in out
+
+
+def test_election_replication_and_follower_commit():
+    h = Harness()
+    h.run(1000)
+    leader = h.leader()
+    assert leader is not None
+    for i in range(20):
+        h.apply(leader.propose(i, b"m%d" % i, h.now))
+    h.run(200)
+    assert all(h.done[i].code is Code.SUCCESS for i in range(20))
+    for n in h.nodes.values():
+        assert n.commit == leader.commit == leader.end
+        assert [e.data for e in n.log] == [e.data for e in leader.log]
+
+
+def test_vote_is_persisted_before_it_is_answered():
+    n = RaftNode("a", ["a", "b", "c"], CFG)
+    out = n.step(VoteRequest("b", "a", 1, -1, 0), 0)
+    kinds = [type(a).__name__ for a in out]
+    assert kinds.index("SaveMeta") < kinds.index("Send")
+    assert out[-1].msg.granted and SaveMeta(1, "b") in out
+
+
+def test_up_to_date_check_uses_the_last_entry_term():
+    n = RaftNode("a", ["a", "b", "c"], CFG, term=5, log=[Entry(0, 3, b"x")])
+    stale = n.step(VoteRequest("b", "a", 9, 5, 2), 0)  # longer log, older last term
+    assert not stale[-1].msg.granted
+    fresh = n.step(VoteRequest("c", "a", 10, 0, 3), 0)
+    assert fresh[-1].msg.granted
+
+
+def test_prevote_keeps_a_rejoining_node_from_deposing_the_leader():
+    h = Harness()
+    h.run(1000)
+    leader = h.leader()
+    follower = next(n for n in h.nodes.values() if n is not leader)
+    h.cut = {follower.id}
+    h.run(2000)  # the cut-off node keeps timing out, pre-voting only
+    assert follower.term == leader.term
+    h.cut = set()
+    h.run(500)
+    assert h.leader() is leader and follower.leader == leader.id
+
+
+def test_leadership_transfer():
+    h = Harness()
+    h.run(1000)
+    leader = h.leader()
+    target = next(n for n in h.nodes.values() if n is not leader)
+    h.apply(leader.transfer_leadership(target.id, h.now))
+    h.run(300)
+    assert h.leader() is target
+
+
+def test_follower_push_handling():
+    f = RaftNode("f", ["f", "l", "x"], CFG, term=1)
+    e = [Entry(i, 1, b"e%d" % i) for i in range(4)]
+
+    def push(index, entries, prev=-1, kind=PushType.APPEND):
+        return Push("l", "f", 1, kind, index, tuple(entries), -1, prev)
+
+    def code(out):
+        return [a.msg.code for a in out if isinstance(a, Send)][-1]
+    assert code(f.step(push(0, e[:2]), 0)) is Code.SUCCESS
+    assert code(f.step(push(0, e[:2]), 1)) is Code.SUCCESS  # lost ack: same entries
+    changed = [Entry(1, 1, b"other")]  # an uncommitted conflicting tail is replaced
+    assert code(f.step(push(1, changed, 1), 2)) is Code.SUCCESS and f.entry(1) == changed[0]
+    f.step(Push("l", "f", 1, PushType.COMMIT, -1, (), 1, -1), 3)
+    assert f.commit == 1  # now committed: a different entry there is refused
+    assert code(f.step(push(1, [Entry(1, 1, b"third")], 1), 4)) is Code.INCONSISTENT_STATE
+
+    f2 = RaftNode("f", ["f", "l", "x"], CFG, term=1)
+    f2.step(push(0, e[:1]), 0)
+    assert not [a for a in f2.step(push(2, e[2:3], 1), 0) if isinstance(a, Send)]  # gap: held
+    dup = f2.step(push(2, e[2:3], 1), 10)
+    assert code(dup) is Code.REPEATED_PUSH
+    late = f2.tick(10 + CFG.max_push_timeout_ms)
+    assert code(late) is Code.INCONSISTENT_STATE  # the gap outlived the push timeout
+    out = f2.step(push(1, e[1:3], 1), 200)
+    assert code(out) is Code.SUCCESS and f2.end == 2
+
+
+def test_commit_is_clamped_and_never_moves_back():
+    f = RaftNode("f", ["f", "l", "x"], CFG, term=1)
+    f.step(Push("l", "f", 1, PushType.APPEND, 0, (Entry(0, 1, b"a"),), 50, -1), 0)
+    assert f.commit == 0  # the leader's 50 clamped to what we hold
+    f.step(Push("l", "f", 1, PushType.COMMIT, -1, (), -1, -1), 1)
+    assert f.commit == 0
+
+
+def test_client_answers():
+    h = Harness()
+    h.run(1000)
+    leader = h.leader()
+    follower = next(n for n in h.nodes.values() if n is not leader)
+    assert follower.propose(1, b"x", h.now) == [Complete(1, Code.NOT_LEADER)]
+    h.cut = {n.id for n in h.nodes.values() if n is not leader}
+    h.apply(leader.propose(2, b"lonely", h.now))
+    h.run(CFG.quorum_ack_timeout_ms + 50)
+    assert h.done[2].code in (Code.WAIT_QUORUM_ACK_TIMEOUT, Code.TERM_CHANGED)
