@@ -7,13 +7,15 @@ import os
 import socket
 import struct
 import time
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..store.message import (
     MAGIC_CODE_V2, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_RETRY_TOPIC,
-    PROPERTY_TAGS, PROPERTY_UNIQ_KEY, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, StoredMessage,
+    PROPERTY_TAGS, PROPERTY_UNIQ_KEY, SYSFLAG_BORNHOST_V6, SYSFLAG_COMPRESSED,
+    SYSFLAG_STOREHOST_V6, StoredMessage,
     decode_message, decode_properties, encode_properties, offset_msg_id,
 )
 
@@ -123,8 +125,15 @@ class MessageExt:
 
     @property
     def body(self) -> bytes:
+        """The body; one a Java client compressed (SYSFLAG_COMPRESSED) comes back inflated."""
         _, at, n, _, _, _ = self._where()
-        return bytes(self.raw[at:at + n])
+        raw = bytes(self.raw[at:at + n])
+        if self._fixed[7] & SYSFLAG_COMPRESSED:
+            try:
+                return zlib.decompress(raw)
+            except zlib.error:
+                return raw  # not what the flag claims: hand over the bytes as stored
+        return raw
 
     @property
     def tags(self) -> str | None:

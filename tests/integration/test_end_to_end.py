@@ -247,3 +247,26 @@ def test_errors_are_clear(dev):
             with pytest.raises(MQClientError, match="TOPIC_NOT_EXIST"):
                 await p.send(Message("NoSuchTopic", b"x"))
     run(main())
+
+
+def test_compressed_bodies_from_java_clients_are_inflated(dev):
+    """Java clients zlib-compress bodies over 4 KiB and set SYSFLAG_COMPRESSED."""
+    import zlib
+    from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode
+    d = dev()
+    big = b"compress me " * 1000
+
+    async def main():
+        client = RemotingClient()
+        try:
+            r = await client.invoke(d.broker, RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext={
+                "a": "java", "b": "Zipped", "e": "0", "f": "1",
+                "i": "TAGS\x01z\x02"}, body=zlib.compress(big)))
+            assert r.code == 0
+        finally:
+            await client.close()
+        async with PullConsumer("zc", d.namesrv) as c:
+            q = [q for q in await c.fetch_queues("Zipped") if q.queue_id == 0][0]
+            got = await c.pull(q, 0)
+            assert got.messages[0].body == big and got.messages[0].tags == "z"
+    run(main())
