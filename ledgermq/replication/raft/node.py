@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from .log import MemoryLog
 from .types import (
     Action, AppendEntries, Code, Complete, Entry, Message, Push, PushResponse, PushType,
     RaftConfig, ResetLog, Role, SaveCommit, SaveMeta, Send, TimeoutNow, TruncateAfter,
@@ -47,7 +48,7 @@ class Dispatcher:
 
 class RaftNode:
     def __init__(self, node_id: str, peers: list[str], config: RaftConfig | None = None, *,
-                 term: int = 0, voted_for: str | None = None, log: list[Entry] | None = None,
+                 term: int = 0, voted_for: str | None = None, log=None,
                  commit: int = -1, rng: random.Random | None = None, now: int = 0):
         self.id = node_id
         self.peers = [p for p in peers if p != node_id]
@@ -56,7 +57,8 @@ class RaftNode:
         self.rng = rng or random.Random()
         self.term = term
         self.voted_for = voted_for
-        self.log: list[Entry] = list(log or [])
+        # a list of entries (kept in memory) or any object with MemoryLog's methods
+        self.log = MemoryLog(log or []) if log is None or isinstance(log, list) else log
         self.commit = min(commit, self.end)
         self.role = Role.FOLLOWER
         self.leader: str | None = None
@@ -77,25 +79,22 @@ class RaftNode:
     # ---- log helpers ----------------------------------------------------------------
     @property
     def begin(self) -> int:
-        return self.log[0].index if self.log else 0
+        return self.log.begin
 
     @property
     def end(self) -> int:
-        return self.log[-1].index if self.log else self.begin - 1
+        return self.log.end
 
     @property
     def last_term(self) -> int:
-        return self.log[-1].term if self.log else 0
+        return self.log.last_term
 
     def entry(self, index: int) -> Entry | None:
-        if not self.log or index < self.begin or index > self.end:
-            return None
-        return self.log[index - self.begin]
+        return self.log.entry(index)
 
     def entries(self, lo: int, hi: int) -> tuple[Entry, ...]:
         """Entries lo..hi inclusive that we hold."""
-        lo = max(lo, self.begin)
-        return tuple(self.log[lo - self.begin:hi - self.begin + 1]) if lo <= hi else ()
+        return self.log.entries(lo, hi)
 
     @property
     def quorum(self) -> int:
@@ -126,7 +125,7 @@ class RaftNode:
         if self.role is not Role.LEADER or self.transfer_to is not None:
             return [Complete(request_id, Code.NOT_LEADER)]
         entry = Entry(self.end + 1, self.term, data)
-        self.log.append(entry)
+        self.log.append((entry,))
         out: list[Action] = [AppendEntries((entry,))]
         self.waiters[request_id] = (entry.index, self.term, now + self.cfg.quorum_ack_timeout_ms)
         self._advance_commit(out)  # a group of one commits at once
@@ -267,7 +266,7 @@ class RaftNode:
         if "commit-old-term" not in self.bugs:
             # an entry of our own term: older entries commit only beneath one (figure 8)
             entry = Entry(self.end + 1, self.term, b"")
-            self.log.append(entry)
+            self.log.append((entry,))
             out.append(AppendEntries((entry,)))
         self._advance_commit(out)
         for p in self.peers:
@@ -457,11 +456,11 @@ class RaftNode:
             if self.entry(e.index) != e:
                 if e.index <= self.end:
                     out.append(TruncateAfter(e.index - 1))
-                    del self.log[e.index - self.begin:]
-                self.log.append(e)
+                    self.log.truncate_after(e.index - 1)
+                self.log.append((e,))
                 out.append(AppendEntries((e,)))
         else:
-            self.log = [e]
+            self.log.reset(e)
             out.append(ResetLog(e))
         self.match_end = e.index
         self._respond(m, Code.SUCCESS, out)
@@ -498,10 +497,10 @@ class RaftNode:
                     self._respond(m, Code.INCONSISTENT_STATE, out, last)
                     return
                 out.append(TruncateAfter(e.index - 1))
-                del self.log[e.index - self.begin:]
+                self.log.truncate_after(e.index - 1)
                 new.append(e)
         if new:
-            self.log.extend(new)
+            self.log.append(new)
             out.append(AppendEntries(tuple(new)))
         self.match_end = max(self.match_end, last)
         self._respond(m, Code.SUCCESS, out, last)

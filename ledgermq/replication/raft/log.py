@@ -1,0 +1,50 @@
+"""The replica's view of its log. The core reads and edits it through this small
+interface; MemoryLog keeps entries in a list (the simulator), the broker keeps terms and
+commit-log positions in memory and reads entry bytes from its store."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from .types import Entry
+
+
+class MemoryLog:
+    def __init__(self, entries: Iterable[Entry] = ()):
+        self._entries: list[Entry] = list(entries)
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    @property
+    def begin(self) -> int:
+        return self._entries[0].index if self._entries else 0
+
+    @property
+    def end(self) -> int:
+        return self._entries[-1].index if self._entries else self.begin - 1
+
+    @property
+    def last_term(self) -> int:
+        return self._entries[-1].term if self._entries else 0
+
+    def term_at(self, index: int) -> int | None:
+        e = self.entry(index)
+        return e.term if e else None
+
+    def entry(self, index: int) -> Entry | None:
+        if not self._entries or index < self.begin or index > self.end:
+            return None
+        return self._entries[index - self.begin]
+
+    def entries(self, lo: int, hi: int) -> tuple[Entry, ...]:
+        lo = max(lo, self.begin)
+        return tuple(self._entries[lo - self.begin:hi - self.begin + 1]) if lo <= hi else ()
+
+    def append(self, entries: Iterable[Entry]) -> None:
+        self._entries.extend(entries)
+
+    def truncate_after(self, index: int) -> None:
+        del self._entries[max(0, index + 1 - self.begin):]
+
+    def reset(self, entry: Entry) -> None:
+        self._entries = [entry]
