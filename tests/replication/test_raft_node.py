@@ -61,7 +61,7 @@ def test_election_replication_and_follower_commit():
     assert all(h.done[i].code is Code.SUCCESS for i in range(20))
     for n in h.nodes.values():
         assert n.commit == leader.commit == leader.end
-        assert [e.data for e in n.log] == [e.data for e in leader.log]
+        assert n.entries(0, n.end) == leader.entries(0, leader.end)
 
 
 def test_vote_is_persisted_before_it_is_answered():
