@@ -503,6 +503,66 @@ def sim(protocol, seeds, first_seed, steps, bugs, list_bugs, profile, stop_on_fa
         sys.exit(1)
 
 
+@main.group()
+def cluster() -> None:
+    """A name server and a replica group as local processes (127.0.0.1)."""
+
+
+@cluster.command("up")
+@click.option("--mode", type=click.Choice(["dledger"]), default="dledger", show_default=True)
+@click.option("--replicas", default=3, show_default=True)
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def cluster_up(mode, replicas, directory, as_json):
+    """Start the group; prints the name server and each node's name, pid and ports."""
+    from .cluster import up
+    if replicas < 1:
+        raise click.BadParameter("--replicas must be at least 1")
+    try:
+        state = up(mode, replicas, directory)
+    except (RuntimeError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    _emit(state, as_json, lambda s: click.echo(
+        f"namesrv {s['namesrv']}\n" + "\n".join(
+            f"{p['name']:8} pid={p['pid']} port={p['port']}" +
+            (f" raft={p['raftPort']}" if "raftPort" in p else "") for p in s["processes"])))
+
+
+@cluster.command("status")
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def cluster_status(directory, as_json):
+    """Each process: alive or not, and (DLedger) role, term, leader, commit."""
+    from .cluster import status
+    state = status(directory)
+    _emit(state, as_json, lambda s: click.echo("\n".join(
+        f"{p['name']:8} pid={p['pid']} {'up' if p['alive'] else 'DOWN'} "
+        f"{p.get('role', '')} term={p.get('term', '')} commit={p.get('commit', '')}"
+        for p in s["processes"])))
+
+
+@cluster.command("down")
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def cluster_down(directory, as_json):
+    """Stop every process of the group (by the pids `up` recorded)."""
+    from .cluster import down
+    state = down(directory)
+    _emit(state, as_json, lambda s: click.echo(f"stopped {len(s['processes'])} processes"))
+
+
+@admin.command("dledgerStatus")
+@NAMESRV_OPT
+@click.option("-b", "--broker", required=True, help="Broker address (host:port).")
+@click.option("--json", "as_json", is_flag=True)
+def dledger_status(namesrv, broker, as_json):
+    """Role, term, leader, begin/end/committed index and per-peer watermarks."""
+    info = _admin_call(namesrv, lambda a: a.broker_status(broker))
+    if "dledger" not in info:
+        raise click.ClickException(f"{broker} does not run a DLedger commit log")
+    _emit(json.loads(info["dledger"]), True, None)
+
+
 def run() -> None:
     try:
         main()

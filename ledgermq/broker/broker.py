@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import random
+import struct
 import time
 
 from ..remoting import (
@@ -22,7 +23,9 @@ from ..store.message import (
 )
 from ..store.store import check_topic
 from ..namesrv.routes import PERM_READ, PERM_WRITE
+from ..replication.raft import Code
 from .config import BrokerConfig, BrokerRole
+from .dledger import DLedgerDriver, parse_peers
 from .consumers import ConsumerManager, parse_subscription
 from .long_poll import PullHolds
 from .schedule import ScheduleService
@@ -72,7 +75,9 @@ class Broker:
     def __init__(self, config: BrokerConfig, store_config: StoreConfig):
         self.config = config
         self.store_host = pack_host(config.brokerIP1, config.listenPort)
-        self.store = MessageStore(store_config, store_host=self.store_host)
+        self.store = MessageStore(store_config, store_host=self.store_host,
+                                  dispatch_follows_log=not config.enableDLegerCommitLog)
+        self.dledger: DLedgerDriver | None = None
         root = store_config.root / "config"
         self.topics = TopicTable(root / "topics.json", config.defaultTopicQueueNums,
                                  config.autoCreateTopicEnable)
@@ -126,8 +131,17 @@ class Broker:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.holds = PullHolds(loop)
-        report = await loop.run_in_executor(None, self.store.open)
+        if self.config.enableDLegerCommitLog:
+            # consumers see only what a quorum committed: the driver moves the bound
+            report = await loop.run_in_executor(None, self.store.open, 0)
+        else:
+            report = await loop.run_in_executor(None, self.store.open)
         self.store.listeners.append(self.holds.notify)
+        if self.config.enableDLegerCommitLog:
+            self.dledger = DLedgerDriver(
+                self.store, self.config.dLegerSelfId, parse_peers(self.config.dLegerPeers),
+                self.store.config.root / "dledger", self._on_role_change)
+            await self.dledger.start()
         if report.crashed:
             log.warning("store recovered after a crash: %s", report)
         await self.server.start()
@@ -136,8 +150,10 @@ class Broker:
             self.store.store_host = self.store_host = pack_host(self.config.brokerIP1,
                                                                 self.server.port)
         await self.register_now()  # routes exist once start() returns
-        self._tasks = [asyncio.create_task(t) for t in (
-            self._register_loop(), self.schedule.run(), self._housekeeping())]
+        loops = [self._register_loop(), self._housekeeping()]
+        if self.dledger is None:  # delayed delivery is not replicated yet: off in DLedger mode
+            loops.append(self.schedule.run())
+        self._tasks = [asyncio.create_task(t) for t in loops]
         log.info("broker %s (%s) listening on %s", self.config.brokerName,
                  self.config.brokerRole.value, self.address)
 
@@ -147,6 +163,8 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._unregister_from_namesrv()
         await self.server.stop()
+        if self.dledger is not None:
+            await self.dledger.stop()
         await self.namesrv_client.close()
         self.offsets.save()
         self.schedule.save()
@@ -165,11 +183,27 @@ class Broker:
     def _namesrvs(self) -> list[str]:
         return [a.strip() for a in self.config.namesrvAddr.split(";") if a.strip()]
 
+    @property
+    def broker_id(self) -> int:
+        """In DLedger mode the leader is the master (0), followers are slaves."""
+        if self.dledger is None:
+            return self.config.brokerId
+        if self.dledger.is_leader:
+            return 0
+        return 1 + sorted(self.dledger.peers).index(self.config.dLegerSelfId)
+
+    def _on_role_change(self, role) -> None:
+        asyncio.get_running_loop().create_task(self._reregister())
+
+    async def _reregister(self) -> None:
+        await self._unregister_from_namesrv()
+        await self.register_now()
+
     def _register_request(self) -> RemotingCommand:
         body = {"topicConfigSerializeWrapper": self.topics.to_json(), "filterServerList": []}
         return RemotingCommand(RequestCode.REGISTER_BROKER, ext={
             "brokerAddr": self.address, "brokerName": self.config.brokerName,
-            "clusterName": self.config.brokerClusterName, "brokerId": str(self.config.brokerId),
+            "clusterName": self.config.brokerClusterName, "brokerId": str(self.broker_id),
             "haServerAddr": f"{self.config.brokerIP1}:{self.server.port + 1}",
             "compressed": "false"}, body=json_body(body))
 
@@ -194,7 +228,7 @@ class Broker:
                     RequestCode.UNREGISTER_BROKER, ext={
                         "brokerAddr": self.address, "brokerName": self.config.brokerName,
                         "clusterName": self.config.brokerClusterName,
-                        "brokerId": str(self.config.brokerId)}), 1.0)
+                        "brokerId": str(self.broker_id)}), 1.0)
             except RemotingError:
                 pass
 
@@ -320,11 +354,40 @@ class Broker:
                 reconsume_times=reconsume_times, index_keys=batch.index_keys)
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        if self.dledger is not None:
+            return self._put_replicated(cmd, qid, encoded)
         result = self.store.append(encoded)
         wait = self.store.durable_wait(result)
         if wait is None:
             return self._send_response(cmd, qid, result)
         return self._after_flush(cmd, qid, result, wait)
+
+    def _put_replicated(self, cmd, qid, encoded):
+        """DLedger mode: the leader appends locally, then the batch's bytes become one Raft
+        entry; SEND_OK only once a quorum holds it."""
+        d = self.dledger
+        if not d.is_leader:
+            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                f"{d.self_id} is not the DLedger leader (leader: {d.node.leader})")
+        start = self.store.commitlog.max_offset
+        result = self.store.append(encoded)
+        if not result.ok:
+            return self._send_response(cmd, qid, result)
+        fut = d.propose(struct.pack(">q", start) + d.log.read_span(start, result.end_offset))
+        if fut.done() and fut.result().code is not Code.SUCCESS:
+            self.store.truncate(start)  # not taken into the log: leave no stray bytes
+        return self._after_quorum(cmd, qid, result, fut)
+
+    async def _after_quorum(self, cmd, qid, result, fut) -> RemotingCommand:
+        done = await fut
+        if done.code is Code.SUCCESS:
+            return self._send_response(cmd, qid, result)
+        if done.code is Code.WAIT_QUORUM_ACK_TIMEOUT:
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+            result.error = "no quorum acknowledged the batch in time"
+            return self._send_response(cmd, qid, result)
+        return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
+                            f"{done.code.value}: leadership changed before the batch committed")
 
     async def _after_flush(self, cmd, qid, result, wait) -> RemotingCommand:
         if not await wait:
@@ -582,6 +645,10 @@ class Broker:
                      "consumerGroups": str(len(self.consumers.groups)),
                      "heldPulls": str(self.holds.held if self.holds else 0),
                      "connections": str(len(self.server.connections))})
+        if self.dledger is not None:
+            info["brokerRole"] = "LEADER" if self.dledger.is_leader else "FOLLOWER"
+            info["brokerId"] = str(self.broker_id)
+            info["dledger"] = json.dumps(self.dledger.status())
         return info
 
     def _runtime_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

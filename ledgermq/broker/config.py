@@ -70,6 +70,11 @@ class BrokerConfig:
     clientChannelMaxIdleTimeSeconds: float = field(default=120.0, metadata=check(positive))
     pullBatchMaxMessages: int = field(default=4096, metadata=check(positive))
     pullBatchMaxBytes: int = field(default=8 << 20, metadata=check(positive))
+    # DLedger (Raft) commit log: RocketMQ's switches
+    enableDLegerCommitLog: bool = False
+    dLegerGroup: str = ""
+    dLegerPeers: str = ""  # n0-host:port;n1-host:port;...
+    dLegerSelfId: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.brokerRole, str):
@@ -78,6 +83,16 @@ class BrokerConfig:
             except KeyError:
                 raise ConfigError(f"brokerRole={self.brokerRole!r} is not one of "
                                   f"{', '.join(r.name for r in BrokerRole)}") from None
+
+        if self.enableDLegerCommitLog:
+            from .dledger import parse_peers
+            try:
+                peers = parse_peers(self.dLegerPeers)
+            except ValueError as e:
+                raise ConfigError(f"dLegerPeers={self.dLegerPeers!r}: {e}") from None
+            if self.dLegerSelfId not in peers:
+                raise ConfigError(f"dLegerSelfId={self.dLegerSelfId!r} is not one of the "
+                                  f"dLegerPeers ids {sorted(peers)}")
 
     @property
     def address(self) -> str:

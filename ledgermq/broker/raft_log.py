@@ -1,0 +1,178 @@
+"""The Raft log of a DLedger-mode broker: entries live in the commit log itself.
+
+An entry is a batch of stored messages: its data is the 8-byte commit-log offset where the
+batch starts followed by the batch's bytes, so a follower appends exactly the leader's bytes
+at exactly the leader's offsets. A new leader's empty entry has no bytes. In memory we keep
+only each entry's term and commit-log range; bytes are read back from the store when a push
+needs them. `raft/index` holds 24 bytes per entry (term, start, end), `raft/meta` the term
+and vote, `raft/commit` the committed index.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+from ..replication.raft import Entry
+from ..store import MessageStore, StoreError
+from ..store.checkpoint import fsync_dir
+
+_REC = struct.Struct(">qqq")
+_OFF = struct.Struct(">q")
+
+
+def entry_range(e: Entry, log_end: int) -> tuple[int, int]:
+    """(start, end) in the commit log of an entry's bytes; an empty entry sits at log_end."""
+    if not e.data:
+        return log_end, log_end
+    start = _OFF.unpack_from(e.data)[0]
+    return start, start + len(e.data) - 8
+
+
+class StoreRaftLog:
+    def __init__(self, store: MessageStore, directory: Path):
+        self.store = store
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.terms: list[int] = []
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self._unwritten: dict[int, Entry] = {}  # appended in memory, bytes not yet stored
+        self._index_path = self.dir / "index"
+        raw = self._index_path.read_bytes() if self._index_path.exists() else b""
+        for k in range(len(raw) // _REC.size):  # a torn last record is ignored
+            term, start, end = _REC.unpack_from(raw, k * _REC.size)
+            self.terms.append(term)
+            self.starts.append(start)
+            self.ends.append(end)
+        self._index = open(self._index_path, "r+b" if raw else "w+b")
+        self._index.truncate(len(self.terms) * _REC.size)
+
+    # ---- the core's view (MemoryLog's interface) ----------------------------------
+    def __bool__(self) -> bool:
+        return bool(self.terms)
+
+    begin = 0
+
+    @property
+    def end(self) -> int:
+        return len(self.terms) - 1
+
+    @property
+    def last_term(self) -> int:
+        return self.terms[-1] if self.terms else 0
+
+    @property
+    def log_end(self) -> int:
+        """Commit-log offset just past the last entry."""
+        return self.ends[-1] if self.ends else self.store.commitlog.min_offset
+
+    def entry(self, index: int) -> Entry | None:
+        if index < 0 or index > self.end:
+            return None
+        if index in self._unwritten:
+            return self._unwritten[index]
+        start, end = self.starts[index], self.ends[index]
+        if end == start:
+            return Entry(index, self.terms[index], b"")
+        return Entry(index, self.terms[index], _OFF.pack(start) + self.read_span(start, end))
+
+    def entries(self, lo: int, hi: int) -> tuple[Entry, ...]:
+        return tuple(self.entry(i) for i in range(max(lo, 0), min(hi, self.end) + 1))
+
+    def append(self, entries) -> None:
+        for e in entries:
+            start, end = entry_range(e, self.log_end)
+            self.terms.append(e.term)
+            self.starts.append(start)
+            self.ends.append(end)
+            self._unwritten[e.index] = e
+
+    def truncate_after(self, index: int) -> None:
+        del self.terms[index + 1:], self.starts[index + 1:], self.ends[index + 1:]
+        for i in [i for i in self._unwritten if i > index]:
+            del self._unwritten[i]
+
+    def reset(self, entry: Entry) -> None:
+        self.truncate_after(-1)
+        self.append((entry,))
+
+    # ---- bytes --------------------------------------------------------------------
+    def read_span(self, start: int, end: int) -> bytes:
+        """Commit-log bytes [start, end), across segment boundaries."""
+        cl = self.store.commitlog
+        out, cur = [], start
+        while cur < end:
+            seg = cl.files.find(cur)
+            stop = min(end, seg.end)
+            out.append(bytes(seg.view[cur - seg.start:stop - seg.start]))
+            cur = stop
+        return b"".join(out)
+
+    # ---- durability (the driver calls these for the core's persist actions) -------
+    def write_entries(self, entries) -> None:
+        """Store the bytes of entries (a follower's; the leader's are already there) and
+        their index records."""
+        for e in entries:
+            self._unwritten.pop(e.index, None)
+            start, end = entry_range(e, self.starts[e.index])
+            have = self.store.commitlog.max_offset
+            if end > start and have < end:
+                if have > start:  # a torn copy of this very entry: write it again
+                    self.store.truncate(start)
+                elif have < start:
+                    raise StoreError(f"entry {e.index} starts at {start} but the commit log "
+                                     f"ends at {have}")
+                self.store.append_raw(start, memoryview(e.data)[8:])
+            self._index.seek(e.index * _REC.size)
+            self._index.write(_REC.pack(e.term, start, end))
+
+    def cut_after(self, index: int) -> None:
+        """Durably forget entries above `index`, and their bytes."""
+        keep_end = self.ends[index] if index >= 0 else self.store.commitlog.min_offset
+        self._index.truncate((index + 1) * _REC.size)
+        self._index.flush()
+        os.fsync(self._index.fileno())
+        if self.store.commitlog.max_offset > keep_end:
+            self.store.truncate(keep_end)
+
+    def sync(self) -> None:
+        self.store.commitlog.flush()
+        self._index.flush()
+        os.fsync(self._index.fileno())
+
+    def close(self) -> None:
+        self._index.close()
+
+
+class RaftMeta:
+    """Term, vote and committed index, each written atomically."""
+
+    def __init__(self, directory: Path):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        doc = json.loads((self.dir / "meta").read_text()) if (self.dir / "meta").exists() else {}
+        self.term = int(doc.get("term", 0))
+        self.voted_for = doc.get("votedFor")
+        c = self.dir / "commit"
+        self.commit = int(c.read_text()) if c.exists() else -1
+
+    def _write(self, name: str, text: str, sync: bool) -> None:
+        tmp = self.dir / (name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, self.dir / name)
+        if sync:
+            fsync_dir(self.dir)
+
+    def save(self, term: int, voted_for: str | None) -> None:
+        self.term, self.voted_for = term, voted_for
+        self._write("meta", json.dumps({"term": term, "votedFor": voted_for}), True)
+
+    def save_commit(self, index: int) -> None:
+        self.commit = index
+        self._write("commit", str(index), False)  # recoverable: a lower value only re-waits

@@ -1,0 +1,154 @@
+"""`ledgermq cluster up|status|down`: a name server and a replica group as real local
+processes, for trying things out and for real-process tests."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MODES = ("dledger",)
+
+
+def free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _spawn(args: list[str], workdir: Path) -> subprocess.Popen:
+    workdir.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([sys.executable, "-m", "ledgermq", *args],
+                            stdout=open(workdir / "stdout", "wb"),
+                            stderr=open(workdir / "server.log", "ab"),
+                            start_new_session=True)
+
+
+def _wait_ready(workdir: Path, proc: subprocess.Popen, timeout: float = 30) -> dict:
+    end = time.monotonic() + timeout
+    out = workdir / "stdout"
+    while time.monotonic() < end:
+        text = out.read_text() if out.exists() else ""
+        if text.strip():
+            return json.loads(text.splitlines()[0])
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}; see {workdir}/server.log")
+        time.sleep(0.05)
+    raise RuntimeError(f"no ready line from {workdir} within {timeout}s")
+
+
+def broker_conf(i: int, n: int, ports: dict, d: Path, extra: dict[str, str]) -> str:
+    peers = ";".join(f"n{k}-127.0.0.1:{ports['raft'][k]}" for k in range(n))
+    conf = {"brokerClusterName": "DefaultCluster", "brokerName": "broker-a",
+            "listenPort": ports["broker"][i], "namesrvAddr": f"127.0.0.1:{ports['namesrv']}",
+            "storePathRootDir": str(d / f"n{i}" / "store"), "enableDLegerCommitLog": "true",
+            "dLegerGroup": "broker-a", "dLegerPeers": peers, "dLegerSelfId": f"n{i}",
+            "mappedFileSizeCommitLog": str(64 << 20), "maxHashSlotNum": "100000",
+            "maxIndexNum": "400000", **extra}
+    return "".join(f"{k}={v}\n" for k, v in conf.items())
+
+
+def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None) -> dict:
+    if mode not in MODES:
+        raise ValueError(f"mode {mode} is not available yet (have: {', '.join(MODES)})")
+    d.mkdir(parents=True, exist_ok=True)
+    if (d / "cluster.json").exists() and any(_alive(p["pid"]) for p in
+                                             json.loads((d / "cluster.json").read_text())["processes"]):
+        raise RuntimeError(f"a cluster is already running in {d}; `ledgermq cluster down` first")
+    got = free_ports(1 + 2 * replicas)
+    ports = {"namesrv": got[0], "broker": got[1:1 + replicas], "raft": got[1 + replicas:]}
+    ns = _spawn(["namesrv", "--port", str(ports["namesrv"]), "--json"], d / "namesrv")
+    _wait_ready(d / "namesrv", ns)
+    procs = [{"name": "namesrv", "pid": ns.pid, "port": ports["namesrv"]}]
+    brokers = []
+    for i in range(replicas):
+        conf = d / f"n{i}" / "broker.conf"
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.write_text(broker_conf(i, replicas, ports, d, extra or {}))
+        brokers.append(_spawn(["broker", "-c", str(conf), "--json"], d / f"n{i}"))
+    for i, b in enumerate(brokers):
+        _wait_ready(d / f"n{i}", b)
+        procs.append({"name": f"n{i}", "pid": b.pid, "port": ports["broker"][i],
+                      "raftPort": ports["raft"][i], "conf": str(d / f"n{i}" / "broker.conf")})
+    state = {"mode": mode, "namesrv": f"127.0.0.1:{ports['namesrv']}", "processes": procs}
+    (d / "cluster.json").write_text(json.dumps(state, indent=1))
+    return state
+
+
+def restart(d: Path, name: str) -> dict:
+    """Start one broker of the cluster again (after a kill)."""
+    state = json.loads((d / "cluster.json").read_text())
+    p = next(p for p in state["processes"] if p["name"] == name)
+    (d / name / "stdout").unlink(missing_ok=True)
+    proc = _spawn(["broker", "-c", p["conf"], "--json"], d / name)
+    _wait_ready(d / name, proc)
+    p["pid"] = proc.pid
+    (d / "cluster.json").write_text(json.dumps(state, indent=1))
+    return p
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours counts as gone
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def status(d: Path) -> dict:
+    state = json.loads((d / "cluster.json").read_text())
+    import asyncio
+    from .client.admin import Admin
+
+    async def roles():
+        out = {}
+        async with Admin(state["namesrv"]) as a:
+            for p in state["processes"]:
+                if p["name"] == "namesrv" or not _alive(p["pid"]):
+                    continue
+                try:
+                    info = await a.broker_status(f"127.0.0.1:{p['port']}")
+                    out[p["name"]] = info
+                except Exception as e:  # noqa: BLE001 - report, don't fail the status
+                    out[p["name"]] = {"error": str(e)}
+        return out
+    infos = asyncio.run(roles())
+    for p in state["processes"]:
+        p["alive"] = _alive(p["pid"])
+        info = infos.get(p["name"], {})
+        if "dledger" in info:
+            st = json.loads(info["dledger"])
+            p.update({"role": st["role"], "term": st["term"], "leader": st["leader"],
+                      "commit": st["commit"], "end": st["end"]})
+    return state
+
+
+def down(d: Path) -> dict:
+    state = json.loads((d / "cluster.json").read_text())
+    for p in state["processes"]:
+        if _alive(p["pid"]):
+            os.kill(p["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for p in state["processes"]:
+        while _alive(p["pid"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(p["pid"]):
+            os.kill(p["pid"], signal.SIGKILL)
+        p["alive"] = False
+    return state
