@@ -151,6 +151,8 @@ class Broker:
                                                                 self.server.port)
         await self.register_now()  # routes exist once start() returns
         loops = [self._register_loop(), self._housekeeping()]
+        if self.dledger is not None:
+            loops.append(self._sync_from_master_loop())
         if self.dledger is None:  # delayed delivery is not replicated yet: off in DLedger mode
             loops.append(self.schedule.run())
         self._tasks = [asyncio.create_task(t) for t in loops]
@@ -182,6 +184,46 @@ class Broker:
     # ---- name server ----------------------------------------------------------------
     def _namesrvs(self) -> list[str]:
         return [a.strip() for a in self.config.namesrvAddr.split(";") if a.strip()]
+
+    async def _sync_from_master_loop(self) -> None:
+        """Followers copy the master's topic configs and consumer offsets (RocketMQ's
+        SlaveSynchronize), so a new leader knows the topics and the groups' progress."""
+        while True:
+            await asyncio.sleep(self.config.slaveSyncInterval / 1000)
+            if self.dledger is None or self.dledger.is_leader:
+                continue
+            try:
+                await self.sync_from_master()
+            except (RemotingError, ValueError, KeyError) as e:
+                log.debug("sync from master failed: %s", e)
+
+    async def sync_from_master(self) -> None:
+        master = None
+        for ns in self._namesrvs():
+            r = await self.namesrv_client.invoke(ns, RemotingCommand(
+                RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
+            if r.code == ResponseCode.SUCCESS:
+                bd = json.loads(r.body)["brokerAddrTable"].get(self.config.brokerName, {})
+                master = bd.get("brokerAddrs", {}).get("0")
+                break
+        if not master or master == self.address:
+            return
+        r = await self.namesrv_client.invoke(master, RemotingCommand(
+            RequestCode.GET_ALL_TOPIC_CONFIG), 3.0)
+        if r.code == ResponseCode.SUCCESS:
+            for name, tc in json.loads(r.body)["topicConfigTable"].items():
+                theirs = TopicConfig(**{k: v for k, v in tc.items()
+                                        if k in TopicConfig.__dataclass_fields__})
+                if self.topics.get(name) != theirs:
+                    self.topics.put(theirs)
+        r = await self.namesrv_client.invoke(master, RemotingCommand(
+            RequestCode.GET_ALL_CONSUMER_OFFSET), 3.0)
+        if r.code == ResponseCode.SUCCESS:
+            for key, queues in json.loads(r.body)["offsetTable"].items():
+                topic, group = key.split("@", 1)
+                for qid, off in queues.items():
+                    if int(off) > (self.offsets.query(topic, group, int(qid)) or -1):
+                        self.offsets.commit(topic, group, int(qid), int(off))
 
     @property
     def broker_id(self) -> int:

@@ -75,6 +75,7 @@ class BrokerConfig:
     dLegerGroup: str = ""
     dLegerPeers: str = ""  # n0-host:port;n1-host:port;...
     dLegerSelfId: str = ""
+    slaveSyncInterval: int = field(default=2000, metadata=check(positive))  # ms
 
     def __post_init__(self) -> None:
         if isinstance(self.brokerRole, str):

@@ -1,0 +1,129 @@
+"""A 3-replica DLedger group as real processes: kill -9 or freeze the leader under
+continuous sends; nothing acknowledged is lost, and the old leader rejoins."""
+import asyncio
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from ledgermq import Message, MQClientError, Producer, PullConsumer, PullStatus
+from ledgermq.cluster import down, restart, status, up
+from ledgermq.remoting import RemotingError
+
+
+@pytest.fixture
+def group(tmp_path):
+    d = tmp_path / "group"
+    state = up("dledger", 3, d)
+    yield d, state
+    down(d)
+
+
+def leader_of(d, timeout=15.0, not_name=None):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        st = status(d)
+        leaders = [p for p in st["processes"] if p.get("role") == "LEADER" and p["alive"]
+                   and p["name"] != not_name]
+        if len(leaders) == 1:
+            return leaders[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no single leader within {timeout}s: {status(d)['processes']}")
+
+
+async def send_for(namesrv, seconds, acked, prefix, stop_event=None):
+    """Send one message at a time for `seconds`; record every SEND_OK body."""
+    async with Producer("p-" + prefix, namesrv, retry_times=3, send_timeout=3) as p:
+        end = time.monotonic() + seconds
+        i = 0
+        while time.monotonic() < end:
+            body = f"{prefix}-{i}".encode()
+            try:
+                r = await p.send(Message("Replicated", body))
+                if r.status.value == "SEND_OK":
+                    acked.append((r.queue.queue_id, body))
+            except (MQClientError, RemotingError):
+                await asyncio.sleep(0.1)
+            i += 1
+
+
+async def read_all(namesrv):
+    async with PullConsumer("reader", namesrv) as c:
+        out = {}
+        for q in await c.fetch_queues("Replicated"):
+            offset, got = 0, []
+            while True:
+                r = await c.pull(q, offset, 500)
+                if r.status is not PullStatus.FOUND:
+                    break
+                got += [m.body for m in r.messages]
+                offset = r.next_begin_offset
+            out[q.queue_id] = got
+        return out
+
+
+def check_nothing_lost(acked, stored):
+    for qid in {q for q, _ in acked}:
+        mine = [b for q, b in acked if q == qid]
+        have = stored.get(qid, [])
+        missing = [b for b in mine if b not in set(have)]
+        assert not missing, f"queue {qid}: {len(missing)} acknowledged messages lost"
+        positions = [have.index(b) for b in mine]
+        assert positions == sorted(positions), f"queue {qid}: order changed"
+
+
+def test_kill9_leader_under_load_loses_nothing(group):
+    d, state = group
+    ns = state["namesrv"]
+    first = leader_of(d)
+    acked: list = []
+
+    async def scenario():
+        sender = asyncio.create_task(send_for(ns, 6, acked, "a"))
+        await asyncio.sleep(2)
+        os.kill(first["pid"], signal.SIGKILL)
+        await sender
+    asyncio.run(scenario())
+    second = leader_of(d, not_name=first["name"])
+    assert second["term"] > first["term"]
+    assert len(acked) > 50
+    stored = asyncio.run(read_all(ns))
+    check_nothing_lost(acked, stored)
+    # the old leader comes back as a follower and catches up
+    restart(d, first["name"])
+    end = time.monotonic() + 15
+    while time.monotonic() < end:
+        st = {p["name"]: p for p in status(d)["processes"]}
+        if st[first["name"]].get("role") == "FOLLOWER" and \
+                st[first["name"]].get("commit") == st[second["name"]].get("commit"):
+            break
+        time.sleep(0.3)
+    st = {p["name"]: p for p in status(d)["processes"]}
+    assert st[first["name"]]["role"] == "FOLLOWER"
+    assert st[first["name"]]["commit"] == st[second["name"]]["commit"]
+    assert st[first["name"]]["end"] == st[second["name"]]["end"]
+
+
+def test_frozen_leader_does_not_split_the_brain(group):
+    d, state = group
+    ns = state["namesrv"]
+    first = leader_of(d)
+    acked: list = []
+
+    async def scenario():
+        sender = asyncio.create_task(send_for(ns, 7, acked, "s"))
+        await asyncio.sleep(1.5)
+        os.kill(first["pid"], signal.SIGSTOP)
+        await asyncio.sleep(3)  # longer than the election timeout
+        os.kill(first["pid"], signal.SIGCONT)
+        await sender
+    asyncio.run(scenario())
+    time.sleep(2)
+    st = status(d)["processes"]
+    leaders = [p for p in st if p.get("role") == "LEADER"]
+    assert len(leaders) == 1  # the frozen one stepped down or won again: never two
+    terms = {p["name"]: p["term"] for p in st if "term" in p}
+    assert len(set(terms.values())) == 1  # everyone agrees on the term
+    check_nothing_lost(acked, asyncio.run(read_all(ns)))
