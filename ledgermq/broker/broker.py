@@ -23,7 +23,7 @@ from ..store.message import (
 )
 from ..store.store import check_topic
 from ..namesrv.routes import PERM_READ, PERM_WRITE
-from ..replication.raft import Code
+from ..replication.raft import Code, RaftConfig
 from .config import BrokerConfig, BrokerRole
 from .dledger import DLedgerDriver, parse_peers
 from .consumers import ConsumerManager, parse_subscription
@@ -138,9 +138,15 @@ class Broker:
             report = await loop.run_in_executor(None, self.store.open)
         self.store.listeners.append(self.holds.notify)
         if self.config.enableDLegerCommitLog:
+            c = self.config
             self.dledger = DLedgerDriver(
-                self.store, self.config.dLegerSelfId, parse_peers(self.config.dLegerPeers),
-                self.store.config.root / "dledger", self._on_role_change)
+                self.store, c.dLegerSelfId, parse_peers(c.dLegerPeers),
+                self.store.config.root / "dledger", self._on_role_change,
+                RaftConfig(election_timeout_ms=c.dLegerElectionTimeoutMs,
+                           heartbeat_ms=c.dLegerHeartBeatIntervalMs,
+                           max_pending_size=c.dLegerMaxPendingSize,
+                           max_push_timeout_ms=c.dLegerMaxPushTimeOutMs,
+                           quorum_ack_timeout_ms=c.dLegerQuorumAckTimeoutMs))
             await self.dledger.start()
         if report.crashed:
             log.warning("store recovered after a crash: %s", report)

@@ -76,6 +76,11 @@ class BrokerConfig:
     dLegerPeers: str = ""  # n0-host:port;n1-host:port;...
     dLegerSelfId: str = ""
     slaveSyncInterval: int = field(default=2000, metadata=check(positive))  # ms
+    dLegerHeartBeatIntervalMs: int = field(default=100, metadata=check(positive))
+    dLegerElectionTimeoutMs: int = field(default=300, metadata=check(positive))  # [t, 2t)
+    dLegerMaxPendingSize: int = field(default=1000, metadata=check(positive))
+    dLegerMaxPushTimeOutMs: int = field(default=1000, metadata=check(positive))
+    dLegerQuorumAckTimeoutMs: int = field(default=3000, metadata=check(positive))
 
     def __post_init__(self) -> None:
         if isinstance(self.brokerRole, str):

@@ -109,6 +109,7 @@ class DLedgerDriver:
         self._next_rid = 1
         self._task: asyncio.Task | None = None
         self._connecting: set[str] = set()
+        self._replicate_scheduled = False
 
     @staticmethod
     def _now() -> int:
@@ -212,10 +213,18 @@ class DLedgerDriver:
         committed by a quorum)."""
         rid = self._next_rid
         self._next_rid += 1
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         self.waiters[rid] = fut
-        self.execute(self.node.propose(rid, data, self._now()))
+        self.execute(self.node.propose(rid, data, self._now(), dispatch=False))
+        if not self._replicate_scheduled:  # appends of one loop iteration share a push
+            self._replicate_scheduled = True
+            loop.call_soon(self._replicate)
         return fut
+
+    def _replicate(self) -> None:
+        self._replicate_scheduled = False
+        self.execute(self.node.replicate(self._now()))
 
     @property
     def is_leader(self) -> bool:

@@ -15,7 +15,7 @@ import struct
 from pathlib import Path
 
 from ..replication.raft import Entry
-from ..store import MessageStore, StoreError
+from ..store import FlushDiskType, MessageStore, StoreError
 from ..store.checkpoint import fsync_dir
 
 _REC = struct.Struct(">qqq")
@@ -138,9 +138,14 @@ class StoreRaftLog:
             self.store.truncate(keep_end)
 
     def sync(self) -> None:
-        self.store.commitlog.flush()
+        """Make appended entries durable before they are acknowledged. Under SYNC_FLUSH
+        that is an fsync; under ASYNC_FLUSH (as RocketMQ's DLedger store) the bytes are in
+        the page cache, which survives a process crash, and the flush thread writes them
+        out within flushIntervalCommitLog."""
         self._index.flush()
-        os.fsync(self._index.fileno())
+        if self.store.config.flushDiskType is FlushDiskType.SYNC_FLUSH:
+            self.store.commitlog.flush()
+            os.fsync(self._index.fileno())
 
     def close(self) -> None:
         self._index.close()

@@ -112,7 +112,7 @@ class RaftNode:
                 self._become_follower(self.term, None, now, out)
                 return out
             for peer in self.peers:
-                self._dispatch(peer, now, out)
+                self._dispatch(peer, now, out, housekeeping=True)
             self._expire_waiters(now, out)
         elif now >= self.election_deadline:
             self._start_pre_vote(now, out)
@@ -120,8 +120,12 @@ class RaftNode:
             self._check_gaps(now, out)
         return out
 
-    def propose(self, request_id: int, data: bytes, now: int) -> list[Action]:
-        """A client append: completes (Complete action) once committed, or with an error."""
+    def propose(self, request_id: int, data: bytes, now: int,
+                dispatch: bool = True) -> list[Action]:
+        """A client append: completes (Complete action) once committed, or with an error.
+
+        With dispatch=False the entry waits for the next `replicate` (or tick), so that
+        appends arriving together travel in one push."""
         if self.role is not Role.LEADER or self.transfer_to is not None:
             return [Complete(request_id, Code.NOT_LEADER)]
         entry = Entry(self.end + 1, self.term, data)
@@ -129,8 +133,17 @@ class RaftNode:
         out: list[Action] = [AppendEntries((entry,))]
         self.waiters[request_id] = (entry.index, self.term, now + self.cfg.quorum_ack_timeout_ms)
         self._advance_commit(out)  # a group of one commits at once
-        for peer in self.peers:
-            self._dispatch(peer, now, out)
+        if dispatch:
+            for peer in self.peers:
+                self._dispatch(peer, now, out)
+        return out
+
+    def replicate(self, now: int) -> list[Action]:
+        """Push what is new to every peer."""
+        out: list[Action] = []
+        if self.role is Role.LEADER:
+            for peer in self.peers:
+                self._dispatch(peer, now, out)
         return out
 
     def transfer_leadership(self, target: str, now: int) -> list[Action]:
@@ -278,7 +291,8 @@ class RaftNode:
         return Send(Push(self.id, peer, self.term, kind, index, entries, self.commit,
                          prev.term if prev else -1))
 
-    def _dispatch(self, peer: str, now: int, out: list[Action]) -> None:
+    def _dispatch(self, peer: str, now: int, out: list[Action],
+                  housekeeping: bool = False) -> None:
         d = self.dispatchers[peer]
         if d.state in (PushType.COMPARE, PushType.TRUNCATE) and not self.log:
             if now - d.last_push_ms >= self.cfg.heartbeat_ms:  # nothing to compare yet
@@ -300,18 +314,21 @@ class RaftNode:
                 out.append(self._push(peer, PushType.TRUNCATE, d.compare_index,
                                       (self.entry(d.compare_index),)))
             return
-        # APPEND: the leak check, then re-pushes, then new pushes up to maxPendingSize
-        mark = self.watermarks.get(self.term, {}).get(peer, -1)
-        if len(d.pending) >= self.cfg.max_pending_size or \
-                now - d.last_leak_check_ms > self.cfg.check_leak_interval_ms:
-            for first in [f for f, (last, _) in d.pending.items() if last <= mark]:
-                del d.pending[first]
-            d.last_leak_check_ms = now
-        for first, (last, sent) in sorted(d.pending.items()):
-            if now - sent >= self.cfg.max_push_timeout_ms:
-                d.pending[first] = (last, now)
-                d.last_push_ms = now
-                out.append(self._push(peer, PushType.APPEND, first, self.entries(first, last)))
+        # APPEND: the leak check and re-pushes (on ticks), then new pushes up to
+        # maxPendingSize
+        if housekeeping or len(d.pending) >= self.cfg.max_pending_size:
+            mark = self.watermarks.get(self.term, {}).get(peer, -1)
+            if len(d.pending) >= self.cfg.max_pending_size or \
+                    now - d.last_leak_check_ms > self.cfg.check_leak_interval_ms:
+                for first in [f for f, (last, _) in d.pending.items() if last <= mark]:
+                    del d.pending[first]
+                d.last_leak_check_ms = now
+            for first, (last, sent) in sorted(d.pending.items()):
+                if now - sent >= self.cfg.max_push_timeout_ms:
+                    d.pending[first] = (last, now)
+                    d.last_push_ms = now
+                    out.append(self._push(peer, PushType.APPEND, first,
+                                          self.entries(first, last)))
         while d.write_index <= self.end and len(d.pending) < self.cfg.max_pending_size:
             last = min(self.end, d.write_index + self.cfg.max_batch_entries - 1)
             d.pending[d.write_index] = (last, now)

@@ -1,0 +1,126 @@
+"""A 3-replica DLedger group against NATS JetStream replicas=3, in the same run (JSON rows).
+
+    python bench/dledger_bench.py [--quick] [--no-anchor] [--trials 10]
+
+Workloads (100-byte messages, Python client, everything on the same 2 cores): pipelined
+single sends (1,000 in flight), batch sends of 100, sync sends one at a time (p50/p99),
+consume everything; then failover: kill -9 of the leader to the first SEND_OK on the new
+leader, `--trials` times (the killed node is restarted and caught up between trials).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.anchor import by_phase, run_anchor  # noqa: E402
+from bench.single_node_bench import (  # noqa: E402
+    arun, pct, ratio, w_batch, w_consume, w_pipelined, w_sync,
+)
+from ledgermq import Message, MQClientError, Producer  # noqa: E402
+from ledgermq.cluster import down, restart, status, up  # noqa: E402
+from ledgermq.remoting import RemotingError  # noqa: E402
+
+
+def leader(d: Path, timeout: float = 20.0) -> dict:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        ls = [p for p in status(d)["processes"] if p.get("role") == "LEADER" and p["alive"]]
+        if len(ls) == 1:
+            return ls[0]
+        time.sleep(0.1)
+    raise RuntimeError("no leader")
+
+
+async def first_ok_after_kill(ns: str, victim_pid: int) -> float:
+    async with Producer("failover", ns, retry_times=0, send_timeout=1) as p:
+        await p.send(Message("Failover", b"warm"))
+        os.kill(victim_pid, signal.SIGKILL)
+        t0 = time.perf_counter()
+        while True:
+            try:
+                r = await p.send(Message("Failover", b"probe"))
+                if r.status.value == "SEND_OK":
+                    return time.perf_counter() - t0
+            except (MQClientError, RemotingError):
+                await asyncio.sleep(0.01)
+            if time.perf_counter() - t0 > 30:
+                raise RuntimeError("no SEND_OK within 30 s of the kill")
+
+
+def caught_up(d: Path, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        ps = [p for p in status(d)["processes"] if p["name"] != "namesrv"]
+        if all(p["alive"] and "commit" in p for p in ps) and \
+                len({p["commit"] for p in ps}) == 1:
+            return
+        time.sleep(0.2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-anchor", action="store_true")
+    ap.add_argument("--trials", type=int, default=10)
+    args = ap.parse_args()
+    na, nb = (1000, 20000) if args.quick else (10000, 100000)
+    anchor = {}
+    if not args.no_anchor:
+        anchor = by_phase(run_anchor(3, "a,b,d", nb=nb, na=na))
+        for r in anchor.values():
+            print(json.dumps({"bench": "anchor nats-jetstream replicas=3", **r}), flush=True)
+    with tempfile.TemporaryDirectory(prefix="ledgermq-dledger-") as tmp:
+        d = Path(tmp) / "group"
+        state = up("dledger", 3, d)
+        ns = state["namesrv"]
+        try:
+            leader(d)
+            rows = []
+            ra = arun(w_sync(ns, na))
+            ra.update({"anchor_p50_ms": anchor.get("a", {}).get("p50_ms"),
+                       "target": "p50 <= 1.0x anchor"})
+            ra["p50_ratio"] = round(ra["p50_ms"] / ra["anchor_p50_ms"], 2) \
+                if ra["anchor_p50_ms"] else None
+            rb = arun(w_pipelined(ns, nb, "BenchB"))
+            rb2 = arun(w_pipelined(ns, nb, "BenchB2", linger_ms=1))
+            for r in (rb, rb2):
+                r.update({"anchor_msgs_per_s": anchor.get("b", {}).get("msgs_per_s"),
+                          "ratio": ratio(r, anchor.get("b")), "target": ">= 2x anchor b"})
+            rc = arun(w_batch(ns, nb))
+            rc.update({"anchor_msgs_per_s": anchor.get("b", {}).get("msgs_per_s"),
+                       "ratio": ratio(rc, anchor.get("b")), "target": ">= 10x anchor b"})
+            rd = arun(w_consume(ns, "BenchB", nb + 1))
+            rd.update({"anchor_msgs_per_s": anchor.get("d", {}).get("msgs_per_s"),
+                       "ratio": ratio(rd, anchor.get("d")), "target": ">= 5x anchor d"})
+            rows += [ra, rb, rb2, rc, rd]
+            for r in rows:
+                r["bench"] = "dledger replicas=3"
+                print(json.dumps(r), flush=True)
+            times = []
+            for _ in range(args.trials):
+                victim = leader(d)
+                times.append(arun(first_ok_after_kill(ns, victim["pid"])))
+                restart(d, victim["name"])
+                caught_up(d)
+            print(json.dumps({"bench": "dledger replicas=3", "workload": "failover: kill -9 "
+                              "leader -> first SEND_OK", "trials": len(times),
+                              "p50_s": round(sorted(times)[len(times) // 2], 3),
+                              "max_s": round(max(times), 3),
+                              "all_s": [round(t, 3) for t in times],
+                              "target": "p50 <= 1 s, max <= 3 s"}), flush=True)
+        finally:
+            down(d)
+
+
+if __name__ == "__main__":
+    main()
