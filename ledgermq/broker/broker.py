@@ -83,7 +83,9 @@ class Broker:
                                  config.autoCreateTopicEnable)
         self.offsets = ConsumerOffsets(root / "consumerOffset.json")
         self.schedule = ScheduleService(self.store, config.delay_levels_ms,
-                                        root / "delayOffset.json")
+                                        root / "delayOffset.json",
+                                        append=self._append_for_schedule,
+                                        active=lambda: self.dledger is None or self.dledger.is_leader)
         self.consumers = ConsumerManager(config.clientChannelMaxIdleTimeSeconds)
         self.server = RemotingServer(self.handle, config.bindAddress, config.listenPort,
                                      max_frame=config.maxFrameSize,
@@ -156,11 +158,9 @@ class Broker:
             self.store.store_host = self.store_host = pack_host(self.config.brokerIP1,
                                                                 self.server.port)
         await self.register_now()  # routes exist once start() returns
-        loops = [self._register_loop(), self._housekeeping()]
+        loops = [self._register_loop(), self._housekeeping(), self.schedule.run()]
         if self.dledger is not None:
             loops.append(self._sync_from_master_loop())
-        if self.dledger is None:  # delayed delivery is not replicated yet: off in DLedger mode
-            loops.append(self.schedule.run())
         self._tasks = [asyncio.create_task(t) for t in loops]
         log.info("broker %s (%s) listening on %s", self.config.brokerName,
                  self.config.brokerRole.value, self.address)
@@ -410,20 +410,38 @@ class Broker:
             return self._send_response(cmd, qid, result)
         return self._after_flush(cmd, qid, result, wait)
 
+    def _append_replicated(self, encoded):
+        """The leader's write in DLedger mode: append locally, then the batch's bytes become
+        one Raft entry. Returns (result, future of the entry's Complete or None)."""
+        start = self.store.commitlog.max_offset
+        result = self.store.append(encoded)
+        if not result.ok:
+            return result, None
+        fut = self.dledger.propose(
+            struct.pack(">q", start) + self.dledger.log.read_span(start, result.end_offset))
+        if fut.done() and fut.result().code is not Code.SUCCESS:
+            self.store.truncate(start)  # not taken into the log: leave no stray bytes
+        return result, fut
+
+    def _append_for_schedule(self, encoded):
+        """Delayed delivery writes through Raft in DLedger mode (fire and forget: a batch
+        lost with a leadership change is delivered again by the next leader)."""
+        if self.dledger is None:
+            return self.store.append(encoded)
+        result, fut = self._append_replicated(encoded)
+        if fut is not None and fut.done() and fut.result().code is not Code.SUCCESS:
+            result.status = PutStatus.SERVICE_NOT_AVAILABLE
+        return result
+
     def _put_replicated(self, cmd, qid, encoded):
-        """DLedger mode: the leader appends locally, then the batch's bytes become one Raft
-        entry; SEND_OK only once a quorum holds it."""
+        """DLedger mode: SEND_OK only once a quorum holds the batch."""
         d = self.dledger
         if not d.is_leader:
             return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
                                 f"{d.self_id} is not the DLedger leader (leader: {d.node.leader})")
-        start = self.store.commitlog.max_offset
-        result = self.store.append(encoded)
-        if not result.ok:
+        result, fut = self._append_replicated(encoded)
+        if fut is None:
             return self._send_response(cmd, qid, result)
-        fut = d.propose(struct.pack(">q", start) + d.log.read_span(start, result.end_offset))
-        if fut.done() and fut.result().code is not Code.SUCCESS:
-            self.store.truncate(start)  # not taken into the log: leave no stray bytes
         return self._after_quorum(cmd, qid, result, fut)
 
     async def _after_quorum(self, cmd, qid, result, fut) -> RemotingCommand:

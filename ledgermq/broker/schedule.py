@@ -23,8 +23,12 @@ log = logging.getLogger(__name__)
 
 class ScheduleService:
     def __init__(self, store: MessageStore, delays_ms: list[int], path: Path,
-                 poll_interval_s: float = 0.1):
+                 poll_interval_s: float = 0.1, append=None, active=None):
         self.store = store
+        # how a due message is written (the broker replicates it in DLedger mode) and
+        # whether this broker delivers at all (only a writable one does)
+        self.append = append or store.append
+        self.active = active or (lambda: True)
         self.delays_ms = delays_ms
         self.path = path
         self.poll_interval_s = poll_interval_s
@@ -37,6 +41,9 @@ class ScheduleService:
 
     async def run(self) -> None:
         while True:
+            if not self.active():
+                await asyncio.sleep(self.poll_interval_s)
+                continue
             try:
                 moved = self.deliver_due(int(time.time() * 1000))
             except Exception:
@@ -83,7 +90,7 @@ class ScheduleService:
                                   sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
                                   born_host=msg.born_host, reconsume_times=msg.reconsume_times,
                                   index_keys=[index_keys(raw)])
-        result = self.store.append(batch)
+        result = self.append(batch)
         if not result.ok:
             log.warning("delayed delivery to %s refused: %s", topic, result.error)
         return result.ok

@@ -127,3 +127,37 @@ def test_frozen_leader_does_not_split_the_brain(group):
     terms = {p["name"]: p["term"] for p in st if "term" in p}
     assert len(set(terms.values())) == 1  # everyone agrees on the term
     check_nothing_lost(acked, asyncio.run(read_all(ns)))
+
+
+def test_retries_are_delivered_in_dledger_mode(tmp_path):
+    """Failed messages go back through %RETRY% via the (replicated) delay queue."""
+    from ledgermq import ConsumeStatus, PushConsumer
+    d = tmp_path / "g"
+    state = up("dledger", 3, d, {"messageDelayLevel": " ".join(["0.2s"] * 18)})
+    try:
+        leader_of(d)
+        seen: list[int] = []
+
+        async def main():
+            async def listener(msgs):
+                seen.extend(m.reconsume_times for m in msgs)
+                return ConsumeStatus.RECONSUME_LATER if len(seen) < 2 else \
+                    ConsumeStatus.CONSUME_SUCCESS
+            async with Producer("p", state["namesrv"]) as p:
+                await p.send(Message("RetryRaft", b"create"))
+                c = PushConsumer("rr", state["namesrv"], pull_suspend_ms=300,
+                                 consume_from="CONSUME_FROM_LAST_OFFSET")
+                c.subscribe("RetryRaft")
+                c.register_listener(listener)
+                await c.start()
+                await asyncio.sleep(1)
+                await p.send(Message("RetryRaft", b"once-more"))
+                for _ in range(100):
+                    if len(seen) >= 2:
+                        break
+                    await asyncio.sleep(0.1)
+                await c.shutdown()
+        asyncio.run(main())
+        assert seen[:2] == [0, 1]  # first delivery, then the retry
+    finally:
+        down(d)
