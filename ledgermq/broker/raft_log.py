@@ -68,6 +68,14 @@ class StoreRaftLog:
         """Commit-log offset just past the last entry."""
         return self.ends[-1] if self.ends else self.store.commitlog.min_offset
 
+    def bytes_after(self, index: int) -> int:
+        """Commit-log bytes above entry `index` (how far behind a peer at `index` is)."""
+        if not self.ends:
+            return 0
+        base = self.ends[index] if 0 <= index < len(self.ends) else \
+            (self.starts[0] if self.starts else 0)
+        return self.ends[-1] - base
+
     def entry(self, index: int) -> Entry | None:
         if index < 0 or index > self.end:
             return None

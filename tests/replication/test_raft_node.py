@@ -149,3 +149,24 @@ def test_client_answers():
     h.apply(leader.propose(2, b"lonely", h.now))
     h.run(CFG.quorum_ack_timeout_ms + 50)
     assert h.done[2].code in (Code.WAIT_QUORUM_ACK_TIMEOUT, Code.TERM_CHANGED)
+
+
+def test_a_far_behind_follower_is_fed_under_the_quota():
+    cfg = RaftConfig(election_timeout_ms=100, heartbeat_ms=20, max_batch_entries=1,
+                     max_pending_size=1000, peer_push_quota=10_000,
+                     peer_push_throttle_point=20_000)
+    leader = RaftNode("l", ["l", "f", "g"], cfg, term=1,
+                      log=[Entry(i, 1, b"x" * 1000) for i in range(100)], rng=random.Random(1))
+    leader.tick(1000)  # pre-vote; fake the votes to make it leader
+    leader._start_election(1000, [])
+    leader._become_leader(1000, [])
+    d = leader.dispatchers["f"]
+    leader._set_state(d, PushType.APPEND, -1)  # as if COMPARE found an empty follower
+    out = []
+    leader._dispatch("f", 1000, out)
+    pushed = sum(len(a.msg.entries[0].data) for a in out if isinstance(a, Send) and
+                 a.msg.kind is PushType.APPEND)
+    assert 10_000 <= pushed <= 11_000  # one second's quota, not the whole 100 KB
+    out = []
+    leader._dispatch("f", 2000, out)  # the next second: the next slice
+    assert any(isinstance(a, Send) and a.msg.kind is PushType.APPEND for a in out)

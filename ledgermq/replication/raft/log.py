@@ -10,7 +10,9 @@ from .types import Entry
 
 class MemoryLog:
     def __init__(self, entries: Iterable[Entry] = ()):
-        self._entries: list[Entry] = list(entries)
+        self._entries: list[Entry] = []
+        self._cum: list[int] = []  # bytes of data up to and including each entry
+        self.append(entries)
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -41,10 +43,21 @@ class MemoryLog:
         return tuple(self._entries[lo - self.begin:hi - self.begin + 1]) if lo <= hi else ()
 
     def append(self, entries: Iterable[Entry]) -> None:
-        self._entries.extend(entries)
+        for e in entries:
+            self._entries.append(e)
+            self._cum.append((self._cum[-1] if self._cum else 0) + len(e.data))
 
     def truncate_after(self, index: int) -> None:
-        del self._entries[max(0, index + 1 - self.begin):]
+        keep = max(0, index + 1 - self.begin)
+        del self._entries[keep:], self._cum[keep:]
 
     def reset(self, entry: Entry) -> None:
-        self._entries = [entry]
+        self._entries, self._cum = [], []
+        self.append((entry,))
+
+    def bytes_after(self, index: int) -> int:
+        """Bytes of entry data above `index` (how far behind a peer at `index` is)."""
+        if not self._cum:
+            return 0
+        k = index - self.begin
+        return self._cum[-1] - (self._cum[k] if 0 <= k < len(self._cum) else 0)

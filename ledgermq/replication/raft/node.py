@@ -44,6 +44,8 @@ class Dispatcher:
     inflight_control: int = -1  # send time of an unanswered COMPARE/TRUNCATE, -1 if none
     last_push_ms: int = -10**9
     last_leak_check_ms: int = 0
+    quota_second: int = -1  # the second the quota counts bytes for
+    quota_used: int = 0
 
 
 class RaftNode:
@@ -331,6 +333,8 @@ class RaftNode:
                                           self.entries(first, last)))
         while d.write_index <= self.end and len(d.pending) < self.cfg.max_pending_size:
             last = min(self.end, d.write_index + self.cfg.max_batch_entries - 1)
+            if self._over_quota(peer, d, last, now):
+                break
             d.pending[d.write_index] = (last, now)
             d.last_push_ms = now
             out.append(self._push(peer, PushType.APPEND, d.write_index,
@@ -339,6 +343,21 @@ class RaftNode:
         if now - d.last_push_ms >= self.cfg.heartbeat_ms:
             d.last_push_ms = now  # a stand-alone COMMIT doubles as the heartbeat
             out.append(self._push(peer, PushType.COMMIT, -1, ()))
+
+    def _over_quota(self, peer: str, d: Dispatcher, last: int, now: int) -> bool:
+        """S0-5: a peer further behind than peer_push_throttle_point gets at most
+        peer_push_quota bytes a second, so catching it up cannot starve the others."""
+        mark = self.watermarks.get(self.term, {}).get(peer, -1)
+        if self.log.bytes_after(mark) <= self.cfg.peer_push_throttle_point:
+            return False
+        second = now // 1000
+        if second != d.quota_second:
+            d.quota_second, d.quota_used = second, 0
+        size = self.log.bytes_after(d.write_index - 1) - self.log.bytes_after(last)
+        if d.quota_used + size > self.cfg.peer_push_quota and d.quota_used > 0:
+            return True
+        d.quota_used += size
+        return False
 
     def _set_state(self, d: Dispatcher, state: PushType, index: int) -> None:
         d.state = state

@@ -158,4 +158,6 @@ class RaftConfig:
     max_batch_entries: int = 64  # entries per APPEND push
     quorum_ack_timeout_ms: int = 3000  # client append -> WAIT_QUORUM_ACK_TIMEOUT
     check_leak_interval_ms: int = 1000
+    peer_push_quota: int = 20 * 1024 * 1024  # bytes/s to a peer behind the throttle point
+    peer_push_throttle_point: int = 300 * 1024 * 1024  # bytes behind
     bugs: frozenset[str] = field(default_factory=frozenset)  # test-only: known bugs on
