@@ -7,6 +7,7 @@ import re
 import struct
 from dataclasses import dataclass
 
+from ..store.scan import index_keys_of as index_keys  # noqa: F401 (re-exported)
 from ..store.message import (
     NAME_VALUE_SEPARATOR, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, PROPERTY_SEPARATOR, MessageFormatError,
@@ -139,15 +140,6 @@ def split_batch_body(body: bytes, extra_props: bytes = b"") -> BatchBody:
     keys = [([k for k in keys_at[i].split(" ") if k] if i in keys_at else []) +
             ([uniq_at[i]] if i in uniq_at else []) for i in range(n)]
     return BatchBody(bodies, props, flags, tags, keys)
-
-
-def index_keys(props: bytes) -> list[str]:
-    keys = property_value(props, PROPERTY_KEYS)
-    out = [k for k in keys.split(" ") if k] if keys else []
-    uniq = property_value(props, PROPERTY_UNIQ_KEY)
-    if uniq:
-        out.append(uniq)
-    return out
 
 
 def tags_of(props: bytes) -> str | None:

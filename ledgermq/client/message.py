@@ -16,7 +16,7 @@ from ..store.message import (
     MAGIC_CODE_V2, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_RETRY_TOPIC,
     PROPERTY_TAGS, PROPERTY_UNIQ_KEY, SYSFLAG_BORNHOST_V6, SYSFLAG_COMPRESSED,
     SYSFLAG_STOREHOST_V6, StoredMessage,
-    decode_message, decode_properties, encode_properties, offset_msg_id,
+    _PropertyAccess, decode_message, decode_properties, encode_properties, offset_msg_id,
 )
 
 
@@ -73,7 +73,7 @@ _I8 = struct.Struct(">q")
 _I2 = struct.Struct(">h")
 
 
-class MessageExt:
+class MessageExt(_PropertyAccess):
     """A received message, decoded lazily from its stored bytes: a consumer that only
     reads bodies never pays for parsing properties."""
 
@@ -134,14 +134,6 @@ class MessageExt:
             except zlib.error:
                 return raw  # not what the flag claims: hand over the bytes as stored
         return raw
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
 
     @property
     def queue_id(self) -> int:
