@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.anchor import by_phase, run_anchor  # noqa: E402
 from bench.single_node_bench import (  # noqa: E402
-    arun, pct, ratio, w_batch, w_consume, w_pipelined, w_sync,
+    arun, ratio, w_batch, w_consume, w_pipelined, w_sync,
 )
 from ledgermq import Message, MQClientError, Producer  # noqa: E402
 from ledgermq.cluster import down, restart, status, up  # noqa: E402

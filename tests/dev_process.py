@@ -1,6 +1,5 @@
 """Real `ledgermq dev` processes on 127.0.0.1 with ephemeral ports, for tests."""
 import json
-import os
 import signal
 import subprocess
 import sys

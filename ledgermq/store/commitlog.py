@@ -17,7 +17,7 @@ import numpy as np
 from .batch import EncodedBatch, fill_positions
 from .mapped_file import MappedFile, MappedFileQueue, StoreError, fsync_dir
 from .message import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MessageFormatError
-from .scan import BLANK, CORRUPT, END, LIMIT, ScannedMessage, walk
+from .scan import BLANK, CORRUPT, LIMIT, ScannedMessage, walk
 
 log = logging.getLogger(__name__)
 

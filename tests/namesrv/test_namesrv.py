@@ -1,7 +1,6 @@
 """Name server over real sockets on 127.0.0.1: registration, routes, expiry, bad input."""
 import asyncio
 import json
-import socket
 import struct
 
 import pytest

@@ -3,7 +3,7 @@ import random
 from collections import deque
 
 from ledgermq.replication.raft import (
-    AppendEntries, Code, Complete, Entry, Push, PushResponse, PushType, RaftConfig, RaftNode,
+    Code, Complete, Entry, Push, PushType, RaftConfig, RaftNode,
     Role, SaveMeta, Send, VoteRequest,
 )
 

@@ -1,7 +1,6 @@
 """Stored-message layout: the batch encoder, the reference encoder and the decoder agree."""
 import zlib
 
-import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from ledgermq.store.batch import encode_batch, fill_positions

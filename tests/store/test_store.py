@@ -3,7 +3,6 @@ import os
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from ledgermq.store import GetStatus, Message, MessageStore, PutStatus, decode_message
