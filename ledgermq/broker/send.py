@@ -2,12 +2,11 @@
 retries and dead letters."""
 from __future__ import annotations
 
-import bisect
-import re
 import struct
 from dataclasses import dataclass
 
 from ..store.scan import index_keys_of as index_keys  # noqa: F401 (re-exported)
+from ..store.scan_batch import property_per_message
 from ..store.message import (
     NAME_VALUE_SEPARATOR, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, PROPERTY_SEPARATOR, MessageFormatError,
@@ -87,22 +86,6 @@ class BatchBody:
     index_keys: list[list[str]]
 
 
-def _property_per_message(raw: bytes, starts: list[int], ends: list[int],
-                          key: bytes) -> dict[int, str]:
-    """{message index: value} of one property, found with one regex pass over the body.
-
-    A hit counts only inside a message's properties, at the start of a pair."""
-    out: dict[int, str] = {}
-    for m in re.finditer(re.escape(key) + rb"\x01([^\x02]*)", raw):
-        at = m.start()
-        i = bisect.bisect_right(starts, at) - 1
-        if i < 0 or at >= ends[i] or (at != starts[i] and raw[at - 1] != 2):
-            continue
-        value = raw[m.start(1):min(m.end(1), ends[i])]
-        out[i] = value.decode("utf-8", "replace")
-    return out
-
-
 def split_batch_body(body: bytes, extra_props: bytes = b"") -> BatchBody:
     """Messages of a SEND_BATCH_MESSAGE body, each as MessageDecoder.encodeMessage lays it
     out: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, body length + body, properties length
@@ -133,7 +116,7 @@ def split_batch_body(body: bytes, extra_props: bytes = b"") -> BatchBody:
         props = [bytes(x) + extra_props for x in props]
     raw = bytes(body)
     tags_at, keys_at, uniq_at = (
-        _property_per_message(raw, prop_starts, prop_ends, k.encode())
+        property_per_message(raw, prop_starts, prop_ends, k.encode())
         for k in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
     n = len(bodies)
     tags = [tags_at.get(i) for i in range(n)]

@@ -18,6 +18,7 @@ from .batch import EncodedBatch, fill_positions
 from .mapped_file import MappedFile, MappedFileQueue, StoreError, fsync_dir
 from .message import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MessageFormatError
 from .scan import BLANK, CORRUPT, LIMIT, ScannedMessage, walk
+from .scan_batch import ScannedBatch, walk_batch
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class CommitLog:
         struct.pack_into(">ii", seg.mm, pos, seg.size - pos, BLANK_MAGIC_CODE)
         self.max_offset = seg.end
 
-    def append_raw(self, offset: int, data) -> list[ScannedMessage]:
+    def append_raw(self, offset: int, data) -> list[ScannedBatch]:
         """Append already-encoded messages at `offset` (the replica path).
 
         The range must start at our max offset and hold whole messages as the primary
@@ -127,13 +128,15 @@ class CommitLog:
         if offset != self.max_offset:
             raise StoreError(f"replica append at {offset}, but the log ends at {self.max_offset}")
         data = memoryview(data).cast("B")
-        out: list[ScannedMessage] = []
+        out: list[ScannedBatch] = []
         pieces: list[tuple[int, memoryview, bool]] = []
         cur = offset
         while data:
             room = self.file_size - cur % self.file_size
             chunk = data[:room]
-            stop, reason, detail = walk(chunk, 0, len(chunk), cur, room, out=out)
+            stop, reason, detail, batch = walk_batch(chunk, 0, len(chunk), cur, room)
+            if len(batch):
+                out.append(batch)
             blank = reason == BLANK
             if not blank and (reason != LIMIT or stop != len(chunk)):
                 raise StoreError(f"replica data at {cur + stop} is not a whole message "

@@ -34,6 +34,7 @@ from .message import (
 )
 from .results import GetResult, GetStatus, PutResult, PutStatus
 from .scan import ScannedMessage
+from .scan_batch import ScannedBatch, batch_from_messages
 
 log = logging.getLogger(__name__)
 
@@ -93,27 +94,29 @@ class DispatchRun:
                 part(slice(k, None), self.first_queue_offset + k))
 
 
-def runs_from_scan(msgs: Sequence[ScannedMessage]) -> list[DispatchRun]:
-    """Group scanned messages into runs of one queue with consecutive queue offsets."""
-    runs: list[DispatchRun] = []
-    i, n = 0, len(msgs)
-    while i < n:
-        m = msgs[i]
-        j = i + 1
-        while (j < n and msgs[j].queue_id == m.queue_id and msgs[j].topic == m.topic
-               and msgs[j].queue_offset == m.queue_offset + (j - i)):
-            j += 1
-        group = msgs[i:j]
-        keys = [g.index_keys for g in group]
-        runs.append(DispatchRun(
-            m.topic, m.queue_id, m.queue_offset,
-            np.fromiter((g.phys for g in group), np.int64, j - i),
-            np.fromiter((g.size for g in group), np.int64, j - i),
-            np.fromiter((g.tag_code for g in group), np.int64, j - i),
-            np.fromiter((g.store_timestamp for g in group), np.int64, j - i),
-            keys if any(keys) else None))
-        i = j
+def runs_from_batch(b: ScannedBatch) -> list[DispatchRun]:
+    """Split scanned messages into runs of one queue with consecutive queue offsets."""
+    n = len(b)
+    if n == 0:
+        return []
+    if b.topics.count(b.topics[0]) == n:
+        topic_change = np.zeros(n - 1, bool)
+    else:
+        topic_change = np.fromiter((b.topics[i] != b.topics[i + 1] for i in range(n - 1)),
+                                   bool, n - 1)
+    breaks = np.nonzero(topic_change | (b.queue_ids[1:] != b.queue_ids[:-1]) |
+                        (b.queue_offsets[1:] != b.queue_offsets[:-1] + 1))[0] + 1
+    runs = []
+    for lo, hi in zip([0, *breaks.tolist()], [*breaks.tolist(), n]):
+        keys = b.index_keys[lo:hi]
+        runs.append(DispatchRun(b.topics[lo], int(b.queue_ids[lo]), int(b.queue_offsets[lo]),
+                                b.phys[lo:hi], b.sizes[lo:hi], b.tag_codes[lo:hi],
+                                b.store_timestamps[lo:hi], keys if any(keys) else None))
     return runs
+
+
+def runs_from_scan(msgs: Sequence[ScannedMessage]) -> list[DispatchRun]:
+    return runs_from_batch(batch_from_messages(list(msgs)))
 
 
 class MessageStore:
@@ -335,8 +338,8 @@ class MessageStore:
     def append_raw(self, offset: int, data) -> int:
         """Append replicated bytes at `offset`; returns the new end of the log."""
         with self._lock:
-            msgs = self.commitlog.append_raw(offset, data)
-            for run in runs_from_scan(msgs):
+            batches = self.commitlog.append_raw(offset, data)
+            for run in (r for b in batches for r in runs_from_batch(b)):
                 key = (run.topic, run.queue_id)
                 self._next_queue_offset[key] = max(self._next_queue_offset.get(key, 0),
                                                    run.first_queue_offset + len(run.phys))

@@ -102,7 +102,10 @@ def test_push_consumers_share_queues_and_rebalance(dev):
                 if len(seen["a"]) + len(seen["b"]) >= 201:
                     break
                 await asyncio.sleep(0.1)
-            assert sorted(seen["a"] + seen["b"]) == sorted(sent + [b"warm-up"])
+            # at-least-once: a queue changing hands may redeliver what was in flight, but
+            # nothing is lost and every message sent after the handover arrives once
+            assert set(seen["a"] + seen["b"]) == set(sent + [b"warm-up"])
+            assert sorted(x for x in seen["a"] + seen["b"] if x != b"warm-up") == sorted(sent)
             assert seen["a"] and seen["b"]
             # b leaves: a takes all four queues and keeps consuming
             await b.shutdown()
