@@ -5,6 +5,11 @@
     python cpp_client_worker.py NAMESRV batch TOPIC N
     python cpp_client_worker.py NAMESRV push TOPIC GROUP EXPECTED TIMEOUT_S
     python cpp_client_worker.py NAMESRV pull TOPIC GROUP
+    python cpp_client_worker.py NAMESRV oneway TOPIC N
+    python cpp_client_worker.py NAMESRV delay TOPIC N        (delay level 1)
+    python cpp_client_worker.py NAMESRV pushorderly TOPIC GROUP EXPECTED TIMEOUT_S
+    python cpp_client_worker.py NAMESRV retry TOPIC GROUP EXPECTED TIMEOUT_S
+        (the first delivery of every message fails, so each comes back once)
 """
 import json
 import sys
@@ -31,7 +36,7 @@ def received(msg):
 def main():
     ns, mode, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     out = {"mode": mode}
-    if mode in ("produce", "orderly", "batch"):
+    if mode in ("produce", "orderly", "batch", "oneway", "delay"):
         n = int(sys.argv[4])
         p = Producer("PID-compat-" + mode, timeout=5000)
         p.set_namesrv_addr(ns)
@@ -45,20 +50,37 @@ def main():
             for i in range(n):
                 r = p.send_orderly(message(topic, i, "ordered"), 7)
                 results.append([int(r.status), r.msg_id, r.offset])
+        elif mode == "oneway":
+            for i in range(n):
+                p.send_oneway(message(topic, i, "oneway"))
+            time.sleep(0.5)  # one-way: give the frames time to leave
+        elif mode == "delay":
+            for i in range(n):
+                m = message(topic, i, "delayed")
+                m.set_delay_time_level(1)
+                r = p.send_sync(m)
+                results.append([int(r.status), r.msg_id, r.offset, time.time()])
         else:
             for start in range(0, n, 10):
                 r = p.send_batch([message(topic, i, "batched") for i in range(start, min(n, start + 10))])
                 results.append([int(r.status), r.msg_id, r.offset])
         p.shutdown()
         out["results"] = results
-    elif mode == "push":
+    elif mode in ("push", "pushorderly", "retry"):
         group, expected, timeout = sys.argv[4], int(sys.argv[5]), float(sys.argv[6])
-        got, lock = [], threading.Lock()
+        got, lock, failed_once = [], threading.Lock(), set()
 
         def on_message(msg):
             with lock:
-                got.append(received(msg))  # returning normally acknowledges
-        c = PushConsumer(group)
+                body = msg.body
+                if mode == "retry" and body not in failed_once:
+                    failed_once.add(body)
+                    raise RuntimeError("first delivery fails")  # -> RECONSUME_LATER
+                item = received(msg)
+                item["reconsume_times"] = msg.reconsume_times
+                item["at"] = time.time()
+                got.append(item)  # returning normally acknowledges
+        c = PushConsumer(group, orderly=(mode == "pushorderly"))
         c.set_namesrv_addr(ns)
         c.subscribe(topic, on_message)
         c.start()

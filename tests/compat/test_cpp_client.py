@@ -1,5 +1,6 @@
 """RocketMQ's own C++ client (rocketmq==0.4.4) against `ledgermq dev`."""
 import asyncio
+import time
 from collections import defaultdict
 
 from ledgermq import Message, Producer, PullConsumer, PullStatus
@@ -71,3 +72,41 @@ def test_python_and_cpp_clients_interoperate(dev, cpp):
     bodies = asyncio.run(consume())
     assert sorted(bodies) == sorted((b"body-%d" % i, [f"key-{i}"], f"tag-{i % 3}")
                                     for i in range(30))
+
+
+def test_cpp_oneway_delay_orderly_and_retry(dev, cpp):
+    d = dev()
+    cpp(d.namesrv, "oneway", "CppOneway", 20)
+    got = cpp(d.namesrv, "pull", "CppOneway", "OnewayReader")["messages"]
+    assert sorted(m["body"] for m in got) == sorted(f"body-{i}" for i in range(20))
+
+    sent = cpp(d.namesrv, "delay", "CppDelay", 5)["results"]
+    assert all(status == 0 for status, *_ in sent)
+    time.sleep(1.0)
+    delayed = cpp(d.namesrv, "pull", "CppDelay", "DelayReader")["messages"]
+    # delay level 1 (0.2 s in the test broker): the messages reach the topic only later
+    assert sorted(m["body"] for m in delayed) == sorted(f"body-{i}" for i in range(5))
+
+    cpp(d.namesrv, "orderly", "CppOrderly2", 30)
+    ordered = cpp(d.namesrv, "pushorderly", "CppOrderly2", "OrderlyGroup", 30, 60)["messages"]
+    assert [m["body"] for m in ordered] == [f"body-{i}" for i in range(30)]
+
+    cpp(d.namesrv, "produce", "CppRetry", 10)
+
+    async def retry_topic():  # clients look up routes every 30 s: have it before they start
+        from ledgermq.client.admin import Admin
+        async with Admin(d.namesrv) as a:
+            await a.update_topic("%RETRY%RetryGroup", cluster="DefaultCluster",
+                                 read_queues=1, write_queues=1)
+    asyncio.run(retry_topic())
+    retried = cpp(d.namesrv, "retry", "CppRetry", "RetryGroup", 10, 30)["messages"]
+    assert retried and all(m["reconsume_times"] == 1 for m in retried)
+
+    async def sent_back():  # every failed delivery came back to the broker for retry
+        async with PullConsumer("check-retry", d.namesrv) as c:
+            out = []
+            for q in await c.fetch_queues("%RETRY%RetryGroup"):
+                r = await c.pull(q, 0, 100)
+                out += [m.body for m in r.messages]
+            return out
+    assert sorted(asyncio.run(sent_back())) == sorted(b"body-%d" % i for i in range(10))
