@@ -1,0 +1,66 @@
+"""The `ledgermq` commands a user types, against a real `ledgermq dev`."""
+import json
+import subprocess
+import sys
+
+
+def cli(*args, check=True):
+    p = subprocess.run([sys.executable, "-m", "ledgermq", *map(str, args)], capture_output=True,
+                       text=True, timeout=60)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_produce_consume_and_admin_commands(dev):
+    d = dev()
+    ns = ["-n", d.namesrv]
+    sent = json.loads(cli("produce", *ns, "-t", "CliTopic", "--count", 6, "--body", "hello {i}",
+                          "--tags", "t", "--keys", "k{i}", "--json").stdout)
+    assert sent["sent"] == 6 and {r["status"] for r in sent["results"]} == {"SEND_OK"}
+    lines = cli("consume", *ns, "-t", "CliTopic", "-g", "cg", "--from-beginning",
+                "--json").stdout.splitlines()
+    assert sorted(json.loads(x)["body"] for x in lines) == [f"hello {i}" for i in range(6)]
+    progress = json.loads(cli("admin", "consumerProgress", *ns, "-g", "cg", "--json").stdout)
+    assert sum(r["diff"] for r in progress) == 0 and sum(r["brokerOffset"] for r in progress) == 6
+    assert "CliTopic" in json.loads(cli("admin", "topicList", *ns, "--json").stdout)
+    cli("admin", "updateTopic", *ns, "-t", "Made", "-c", "DefaultCluster", "-r", 2, "-w", 2)
+    route = json.loads(cli("admin", "topicRoute", *ns, "-t", "Made").stdout)
+    assert route["queueDatas"][0]["writeQueueNums"] == 2
+    by_key = json.loads(cli("admin", "queryMsgByKey", *ns, "-t", "CliTopic", "-k", "k3",
+                            "--json").stdout)
+    assert [m["body"] for m in by_key] == ["hello 3"]
+    offset_id = sent["results"][0]["offsetMsgId"]
+    by_id = json.loads(cli("admin", "queryMsgById", *ns, "-i", offset_id, "--json").stdout)
+    assert by_id["body"] == "hello 0"
+    status = json.loads(cli("admin", "brokerStatus", *ns, "-b", d.broker, "--json").stdout)
+    assert status["brokerName"] == "broker-a"
+    direct = cli("consume", "-t", "CliTopic", "--broker", d.broker, "--from-beginning",
+                 "--count", 2, "--json").stdout.splitlines()
+    assert len(direct) == 2
+
+
+def test_bad_input_gives_clear_errors(dev, tmp_path):
+    d = dev()
+    bad = cli("admin", "queryMsgById", "-n", d.namesrv, "-i", "zz", check=False)
+    assert bad.returncode != 0 and "not hex" in bad.stderr
+    missing = cli("admin", "topicRoute", "-n", d.namesrv, "-t", "Nope", check=False)
+    assert missing.returncode != 0 and "TOPIC_NOT_EXIST" in missing.stderr
+    conf = tmp_path / "broker.conf"
+    conf.write_text("flushDiskType=SOMETIMES\n")
+    wrong = cli("broker", "-c", conf, check=False)
+    assert wrong.returncode == 2 and "flushDiskType" in wrong.stderr
+    down = cli("produce", "-n", "127.0.0.1:1", "-t", "X", "--body", "x", check=False)
+    assert down.returncode != 0 and "name server" in down.stderr.lower()
+
+
+def test_sim_command_reports_and_replays():
+    ok = json.loads(cli("sim", "--seeds", 3, "--steps", 1500, "--json").stdout)
+    assert ok["failures"] == 0 and ok["seeds_run"] == 3
+    caught = cli("sim", "--seeds", 50, "--steps", 3000, "--inject-bug", "commit-past-end",
+                 "--json", check=False)
+    assert caught.returncode == 1
+    failure = json.loads(caught.stdout)["failed"][0]
+    assert failure["trace"] and "--inject-bug commit-past-end" in failure["replay"]
+    listed = cli("sim", "--list-bugs").stdout
+    assert "commit-old-term" in listed
