@@ -1,0 +1,124 @@
+"""Sending and reading messages: produce, consume."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from . import NAMESRV_OPT, _aio, _emit, _progress, main
+
+
+@main.command()
+@NAMESRV_OPT
+@click.option("-t", "--topic", required=True)
+@click.option("--count", default=1, show_default=True, help="Messages to send.")
+@click.option("--body", default=None, help="Body text ({i} is replaced by the index); "
+              "default: read lines from stdin.")
+@click.option("--tags", default=None)
+@click.option("--keys", default=None, help="Keys ({i} is replaced by the index).")
+@click.option("--batch", default=1, show_default=True, help="Messages per batch send.")
+@click.option("--group", default="ledgermq-cli-producer", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def produce(namesrv, topic, count, body, tags, keys, batch, group, as_json):
+    """Send messages to a topic."""
+    from ..client import Message, Producer
+
+    if body is None:
+        lines = [line.rstrip("\n") for line in sys.stdin]
+        make = lambda i: lines[i]  # noqa: E731
+        count = len(lines)
+    else:
+        make = lambda i: body.replace("{i}", str(i))  # noqa: E731
+
+    def message(i):
+        return Message(topic, make(i).encode(), tags=tags,
+                       keys=keys.replace("{i}", str(i)) if keys else None)
+
+    async def go():
+        results, t0 = [], time.perf_counter()
+        async with Producer(group, namesrv) as p:
+            with _progress(f"sending to {topic}") as bar:
+                task = bar.add_task("send", total=count)
+                for start in range(0, count, batch):
+                    msgs = [message(i) for i in range(start, min(count, start + batch))]
+                    r = await (p.send(msgs[0]) if len(msgs) == 1 else p.send_batch(msgs))
+                    results.append({"status": r.status.value, "msgId": r.msg_id,
+                                    "offsetMsgId": r.offset_msg_id, "queueId": r.queue.queue_id,
+                                    "broker": r.queue.broker_name, "queueOffset": r.queue_offset})
+                    bar.advance(task, len(msgs))
+        return results, time.perf_counter() - t0
+
+    results, took = _aio(go())
+    summary = {"topic": topic, "sent": count, "seconds": round(took, 3),
+               "msgs_per_s": round(count / took) if took else None, "results": results}
+    _emit(summary, as_json, lambda s: click.echo(
+        "\n".join(f"{r['status']} msgId={r['msgId']} queue={r['broker']}:{r['queueId']} "
+                  f"offset={r['queueOffset']}" for r in s["results"][-10:])
+        + f"\nsent {s['sent']} in {s['seconds']}s"))
+
+
+@main.command()
+@NAMESRV_OPT
+@click.option("-t", "--topic", required=True)
+@click.option("-g", "--group", default="ledgermq-cli-consumer", show_default=True)
+@click.option("--broker", default=None, help="Read this broker directly (host:port), "
+              "without the name server.")
+@click.option("--tags", "expression", default="*", show_default=True,
+              help="Tag filter, e.g. 'a || b'.")
+@click.option("--from-beginning", is_flag=True, help="Start at each queue's first offset "
+              "instead of the group's committed offset.")
+@click.option("--count", default=0, help="Stop after this many messages (0: all there is).")
+@click.option("--commit/--no-commit", default=True, show_default=True,
+              help="Commit the group's progress to the broker.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
+def consume(namesrv, topic, group, broker, expression, from_beginning, count, commit, as_json):
+    """Read the messages a topic holds (pulling every queue until it is drained)."""
+    from ..client import MessageQueue, PullConsumer, PullStatus
+    from ..remoting import RemotingCommand, RequestCode
+
+    async def queues(c):
+        if broker is None:
+            return await c.fetch_queues(topic)
+        resp = await c.instance.broker_request(broker, RemotingCommand(
+            RequestCode.GET_ALL_TOPIC_CONFIG))
+        tc = json.loads(resp.body)["topicConfigTable"].get(topic)
+        if tc is None:
+            raise click.ClickException(f"broker {broker} has no topic {topic}")
+        name = "direct"
+        c.instance.routes["__direct__"] = _direct_route(topic, name, broker, tc["readQueueNums"])
+        return [MessageQueue(topic, name, q) for q in range(tc["readQueueNums"])]
+
+    async def go():
+        n = 0
+        async with PullConsumer(group, namesrv if broker is None else broker) as c:
+            for q in await queues(c):
+                offset = 0 if from_beginning else (await c.query_offset(q) or 0)
+                while not count or n < count:
+                    r = await c.pull(q, offset, 256, expression)
+                    for m in r.messages[:count - n if count else None]:
+                        n += 1
+                        line = {"topic": m.topic, "queueId": m.queue_id,
+                                "queueOffset": m.queue_offset, "msgId": m.msg_id,
+                                "tags": m.tags, "keys": m.keys,
+                                "body": m.body.decode("utf-8", "replace")}
+                        click.echo(json.dumps(line) if as_json else
+                                   f"[{m.queue_id}:{m.queue_offset}] {line['body']}")
+                    if r.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
+                        break
+                    offset = r.next_begin_offset
+                if commit and broker is None:
+                    await c.commit(q, offset)
+        return n
+
+    n = _aio(go())
+    if not as_json:
+        click.echo(f"-- {n} messages", err=True)
+
+
+def _direct_route(topic, name, addr, queues):
+    from ..client.instance import TopicRoute
+    return TopicRoute(topic, [{"brokerName": name, "readQueueNums": queues,
+                               "writeQueueNums": queues, "perm": 6}],
+                      [{"cluster": "", "brokerName": name, "brokerAddrs": {"0": addr}}])

@@ -1,0 +1,56 @@
+"""Local replica groups: ledgermq cluster up|status|down."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from . import _emit, main
+
+
+@main.group()
+def cluster() -> None:
+    """A name server and a replica group as local processes (127.0.0.1)."""
+
+
+@cluster.command("up")
+@click.option("--mode", type=click.Choice(["dledger"]), default="dledger", show_default=True)
+@click.option("--replicas", default=3, show_default=True)
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def cluster_up(mode, replicas, directory, as_json):
+    """Start the group; prints the name server and each node's name, pid and ports."""
+    from ..cluster import up
+    if replicas < 1:
+        raise click.BadParameter("--replicas must be at least 1")
+    try:
+        state = up(mode, replicas, directory)
+    except (RuntimeError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    _emit(state, as_json, lambda s: click.echo(
+        f"namesrv {s['namesrv']}\n" + "\n".join(
+            f"{p['name']:8} pid={p['pid']} port={p['port']}" +
+            (f" raft={p['raftPort']}" if "raftPort" in p else "") for p in s["processes"])))
+
+
+@cluster.command("status")
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def cluster_status(directory, as_json):
+    """Each process: alive or not, and (DLedger) role, term, leader, commit."""
+    from ..cluster import status
+    state = status(directory)
+    _emit(state, as_json, lambda s: click.echo("\n".join(
+        f"{p['name']:8} pid={p['pid']} {'up' if p['alive'] else 'DOWN'} "
+        f"{p.get('role', '')} term={p.get('term', '')} commit={p.get('commit', '')}"
+        for p in s["processes"])))
+
+
+@cluster.command("down")
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def cluster_down(directory, as_json):
+    """Stop every process of the group (by the pids `up` recorded)."""
+    from ..cluster import down
+    state = down(directory)
+    _emit(state, as_json, lambda s: click.echo(f"stopped {len(s['processes'])} processes"))

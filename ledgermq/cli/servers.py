@@ -1,0 +1,155 @@
+"""Running servers: dev, namesrv, broker (and the store demo)."""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+from . import main
+
+
+@main.command("store-demo")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Store directory (default: a temporary one).")
+@click.option("--messages", default=100_000, show_default=True, help="Messages to append.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def store_demo(data: Path | None, messages: int, as_json: bool) -> None:
+    """Append messages to a store, read them back through the consume queue, and report."""
+    from ..store import MessageStore, StoreConfig
+    from ..store.message import decode_message
+
+    root = data or Path(tempfile.mkdtemp(prefix="ledgermq-demo-"))
+    cfg = StoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=64 << 20,
+                      maxHashSlotNum=10_000, maxIndexNum=40_000)
+    store = MessageStore(cfg)
+    report = store.open()
+    topic, batch = "DemoTopic", 1000
+    t0 = time.perf_counter()
+    sent = 0
+    while sent < messages:
+        n = min(batch, messages - sent)
+        bodies = [b"message %08d " % (sent + i) + b"." * 80 for i in range(n)]
+        result = store.put(store.encode(topic, 0, bodies, b"TAGS\x01demo\x02", "demo"))
+        if not result.ok:
+            raise click.ClickException(f"append failed: {result.status.value} {result.error}")
+        sent += n
+    wrote = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    offset, read, last = store.min_offset_in_queue(topic, 0), 0, None
+    while True:
+        got = store.get_messages(topic, 0, offset, max_count=1000, max_bytes=1 << 30)
+        if not got.message_count:
+            break
+        read += got.message_count
+        offset = got.next_begin_offset
+        last = got.messages()[-1]
+    last = decode_message(last) if last is not None else None
+    readt = time.perf_counter() - t0
+    summary = {"store": str(root), "recovered_from_crash": report.crashed,
+               "appended": sent, "append_msgs_per_s": round(sent / wrote),
+               "read": read, "read_msgs_per_s": round(read / readt) if readt else None,
+               "queue_max_offset": store.max_offset_in_queue(topic, 0),
+               "last_body": last.body.decode() if last else None}
+    store.close()
+    click.echo(json.dumps(summary, indent=None if as_json else 2))
+
+
+def _broker_settings(conf: Path | None, overrides: dict[str, str]):
+    from ..broker import load_broker_config
+    return load_broker_config(conf, {k: v for k, v in overrides.items() if v is not None})
+
+
+def _ready(what: dict, as_json: bool) -> None:
+    """One line on stdout once listening: scripts and tests wait for it."""
+    if as_json:
+        click.echo(json.dumps({"ready": True, **what}))
+    else:
+        click.echo("ready: " + " ".join(f"{k}={v}" for k, v in what.items()))
+    sys.stdout.flush()
+
+
+@main.command()
+@click.option("-c", "--config", "conf", type=click.Path(exists=True, dir_okay=False,
+                                                         path_type=Path),
+              help="A broker.conf (RocketMQ properties format).")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Store directory (storePathRootDir); default ~/.ledgermq/dev.")
+@click.option("--namesrv-port", default=9876, show_default=True)
+@click.option("--port", default=None, type=int, help="Broker port (listenPort; default 10911).")
+@click.option("--json", "as_json", is_flag=True, help="Print the ready line as JSON.")
+def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | None,
+        as_json: bool) -> None:
+    """Name server + broker in one process on 127.0.0.1 (the embedded default)."""
+    from ..broker import Broker
+    from ..namesrv import NamesrvConfig, NameServer
+    from ..server import run, serve_until
+
+    data = data or Path.home() / ".ledgermq" / "dev"
+    bcfg, scfg, _ = _broker_settings(conf, {"storePathRootDir": str(data),
+                                            "listenPort": None if port is None else str(port)})
+    if conf is None or not bcfg.namesrvAddr:
+        bcfg.namesrvAddr = f"127.0.0.1:{namesrv_port}"
+    namesrv = NameServer(NamesrvConfig(listenPort=namesrv_port))
+
+    async def main_(stop):
+        broker = Broker(bcfg, scfg)
+        await namesrv.start()
+        try:
+            if namesrv_port == 0:
+                broker.config.namesrvAddr = namesrv.address
+            await broker.start()
+            _ready({"namesrv": namesrv.address, "broker": broker.address,
+                    "store": str(scfg.root)}, as_json)
+            await serve_until(stop)
+            await broker.stop()
+        finally:
+            await namesrv.stop()
+
+    run(main_)
+
+
+@main.command()
+@click.option("--port", default=9876, show_default=True, help="listenPort")
+@click.option("--bind", default="127.0.0.1", show_default=True, help="bindAddress")
+@click.option("--json", "as_json", is_flag=True)
+def namesrv(port: int, bind: str, as_json: bool) -> None:
+    """Run a name server."""
+    from ..namesrv import NamesrvConfig, NameServer
+    from ..server import run, serve_until
+
+    ns = NameServer(NamesrvConfig(listenPort=port, bindAddress=bind))
+
+    async def main_(stop):
+        await ns.start()
+        _ready({"namesrv": ns.address}, as_json)
+        await serve_until(stop)
+        await ns.stop()
+
+    run(main_)
+
+
+@main.command()
+@click.option("-c", "--config", "conf", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-n", "--namesrv", "namesrv_addr", default=None, help="namesrvAddr override")
+@click.option("--json", "as_json", is_flag=True)
+def broker(conf: Path, namesrv_addr: str | None, as_json: bool) -> None:
+    """Run a broker from a broker.conf."""
+    from ..broker import Broker
+    from ..server import run, serve_until
+
+    bcfg, scfg, unknown = _broker_settings(conf, {"namesrvAddr": namesrv_addr})
+    b = Broker(bcfg, scfg)
+
+    async def main_(stop):
+        await b.start()
+        _ready({"broker": b.address, "brokerName": bcfg.brokerName,
+                "unknownKeys": ",".join(unknown)}, as_json)
+        await serve_until(stop)
+        await b.stop()
+
+    run(main_)
