@@ -6,10 +6,10 @@ import struct
 from dataclasses import dataclass
 
 from ..store.scan import index_keys_of as index_keys  # noqa: F401 (re-exported)
-from ..store.scan_batch import property_per_message
+from ..store.scan_batch import tags_and_keys
 from ..store.message import (
-    NAME_VALUE_SEPARATOR, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, PROPERTY_SEPARATOR, MessageFormatError,
+    NAME_VALUE_SEPARATOR, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC, PROPERTY_TAGS, PROPERTY_SEPARATOR, MessageFormatError,
     decode_properties, encode_properties, property_value,
 )
 
@@ -114,14 +114,7 @@ def split_batch_body(body: bytes, extra_props: bytes = b"") -> BatchBody:
         raise MessageFormatError("empty batch")
     if extra_props:
         props = [bytes(x) + extra_props for x in props]
-    raw = bytes(body)
-    tags_at, keys_at, uniq_at = (
-        property_per_message(raw, prop_starts, prop_ends, k.encode())
-        for k in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
-    n = len(bodies)
-    tags = [tags_at.get(i) for i in range(n)]
-    keys = [([k for k in keys_at[i].split(" ") if k] if i in keys_at else []) +
-            ([uniq_at[i]] if i in uniq_at else []) for i in range(n)]
+    tags, keys = tags_and_keys(bytes(body), prop_starts, prop_ends)
     return BatchBody(bodies, props, flags, tags, keys)
 
 

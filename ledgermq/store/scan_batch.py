@@ -67,6 +67,18 @@ def property_per_message(raw: bytes, starts: list[int], ends: list[int],
     return out
 
 
+def tags_and_keys(raw: bytes, starts: list[int],
+                  ends: list[int]) -> tuple[list[str | None], list[list[str]]]:
+    """Per message: its TAGS, and the keys the index files it under (KEYS, then UNIQ_KEY),
+    from property regions [starts[i], ends[i]) of `raw`."""
+    tags_at, keys_at, uniq_at = (property_per_message(raw, starts, ends, k.encode())
+                                 for k in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
+    n = len(starts)
+    keys = [([k for k in keys_at[i].split(" ") if k] if i in keys_at else []) +
+            ([uniq_at[i]] if i in uniq_at else []) for i in range(n)]
+    return [tags_at.get(i) for i in range(n)], keys
+
+
 def walk_batch(view: memoryview, pos: int, limit: int, base: int,
                seg_end: int) -> tuple[int, str, str, ScannedBatch]:
     """As scan.walk (same stop position, reason and detail), returning arrays."""
@@ -127,12 +139,8 @@ def walk_batch(view: memoryview, pos: int, limit: int, base: int,
     raw = bytes(view[positions[0]:p])
     starts = (props_at - positions[0]).tolist()
     ends = (P + sizes - positions[0]).tolist()
-    tags_at, keys_at, uniq_at = (property_per_message(raw, starts, ends, k.encode())
-                                 for k in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
-    n = len(P)
-    tag_codes = np.fromiter((tag_hash(tags_at.get(i)) for i in range(n)), np.int64, n)
-    keys = [([k for k in keys_at[i].split(" ") if k] if i in keys_at else []) +
-            ([uniq_at[i]] if i in uniq_at else []) for i in range(n)]
+    tags, keys = tags_and_keys(raw, starts, ends)
+    tag_codes = np.fromiter(map(tag_hash, tags), np.int64, len(tags))
     batch = ScannedBatch(base + P, sizes, get_be(u8, P + 12, 4), get_be(u8, P + 20, 8),
                          get_be(u8, P + 56, 8), tag_codes, topics, keys)
     return p, reason, detail, batch
