@@ -23,9 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.anchor import by_phase, run_anchor  # noqa: E402
-from bench.single_node_bench import (  # noqa: E402
-    arun, ratio, w_batch, w_consume, w_pipelined, w_sync,
-)
+from bench.single_node_bench import arun, workloads  # noqa: E402
 from ledgermq import Message, MQClientError, Producer  # noqa: E402
 from ledgermq.cluster import down, restart, status, up  # noqa: E402
 from ledgermq.remoting import RemotingError  # noqa: E402
@@ -85,24 +83,7 @@ def main() -> None:
         ns = state["namesrv"]
         try:
             leader(d)
-            rows = []
-            ra = arun(w_sync(ns, na))
-            ra.update({"anchor_p50_ms": anchor.get("a", {}).get("p50_ms"),
-                       "target": "p50 <= 1.0x anchor"})
-            ra["p50_ratio"] = round(ra["p50_ms"] / ra["anchor_p50_ms"], 2) \
-                if ra["anchor_p50_ms"] else None
-            rb = arun(w_pipelined(ns, nb, "BenchB"))
-            rb2 = arun(w_pipelined(ns, nb, "BenchB2", linger_ms=1))
-            for r in (rb, rb2):
-                r.update({"anchor_msgs_per_s": anchor.get("b", {}).get("msgs_per_s"),
-                          "ratio": ratio(r, anchor.get("b")), "target": ">= 2x anchor b"})
-            rc = arun(w_batch(ns, nb))
-            rc.update({"anchor_msgs_per_s": anchor.get("b", {}).get("msgs_per_s"),
-                       "ratio": ratio(rc, anchor.get("b")), "target": ">= 10x anchor b"})
-            rd = arun(w_consume(ns, "BenchB", nb + 1))
-            rd.update({"anchor_msgs_per_s": anchor.get("d", {}).get("msgs_per_s"),
-                       "ratio": ratio(rd, anchor.get("d")), "target": ">= 5x anchor d"})
-            rows += [ra, rb, rb2, rc, rd]
+            rows = workloads(ns, na, nb, anchor)
             for r in rows:
                 r["bench"] = "dledger replicas=3"
                 print(json.dumps(r), flush=True)

@@ -136,6 +136,33 @@ def ratio(ours, anchor, key="msgs_per_s"):
     return round(ours[key] / anchor[key], 2)
 
 
+def compare(row: dict, anchor_row: dict | None, target: str) -> dict:
+    """Add the anchor's figure from the same run, the ratio and the target to a row."""
+    anchor_row = anchor_row or {}
+    if "p50_ms" in row and row["workload"].startswith("a "):
+        row["anchor_p50_ms"] = anchor_row.get("p50_ms")
+        row["p50_ratio"] = round(row["p50_ms"] / row["anchor_p50_ms"], 2) \
+            if row["anchor_p50_ms"] else None
+    else:
+        row["anchor_msgs_per_s"] = anchor_row.get("msgs_per_s")
+        row["ratio"] = ratio(row, anchor_row)
+    row["target"] = target
+    return row
+
+
+def workloads(ns: str, na: int, nb: int, anchor: dict) -> list[dict]:
+    """Workloads a-d against a running ledgermq (single node or group), each beside the
+    anchor's matching phase."""
+    return [
+        compare(arun(w_sync(ns, na)), anchor.get("a"), "p50 <= 1.0x anchor"),
+        compare(arun(w_pipelined(ns, nb, "BenchB")), anchor.get("b"), ">= 2x anchor b"),
+        compare(arun(w_pipelined(ns, nb, "BenchB2", linger_ms=1)), anchor.get("b"),
+                ">= 2x anchor b"),
+        compare(arun(w_batch(ns, nb)), anchor.get("b"), ">= 10x anchor b"),
+        compare(arun(w_consume(ns, "BenchB", nb + 1)), anchor.get("d"), ">= 5x anchor d"),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -152,27 +179,8 @@ def main() -> None:
         dev = DevProcess(Path(d), {"flushDiskType": args.flush,
                                    "mappedFileSizeCommitLog": str(1 << 30)}).start()
         try:
-            ra = arun(w_sync(dev.namesrv, na))
-            ra["anchor_p50_ms"] = anchor.get("a", {}).get("p50_ms")
-            ra["p50_ratio"] = round(ra["p50_ms"] / ra["anchor_p50_ms"], 2) \
-                if ra["anchor_p50_ms"] else None
-            ra["target"] = "p50 <= 1.0x anchor"
-            rows = [ra]
-            rb = arun(w_pipelined(dev.namesrv, nb, "BenchB"))
-            rb2 = arun(w_pipelined(dev.namesrv, nb, "BenchB2", linger_ms=1))
-            for r in (rb, rb2):
-                r["anchor_msgs_per_s"] = anchor.get("b", {}).get("msgs_per_s")
-                r["ratio"] = ratio(r, anchor.get("b"))
-                r["target"] = ">= 2x anchor b"
-            rc = arun(w_batch(dev.namesrv, nb))
-            rc["anchor_msgs_per_s"] = anchor.get("b", {}).get("msgs_per_s")
-            rc["ratio"] = ratio(rc, anchor.get("b"))
-            rc["target"] = ">= 10x anchor b"
-            rd = arun(w_consume(dev.namesrv, "BenchB", nb + 1))
-            rd["anchor_msgs_per_s"] = anchor.get("d", {}).get("msgs_per_s")
-            rd["ratio"] = ratio(rd, anchor.get("d"))
-            rd["target"] = ">= 5x anchor d"
-            for r in rows + [rb, rb2, rc, rd]:
+            rows = workloads(dev.namesrv, na, nb, anchor)
+            for r in rows:
                 r["flushDiskType"] = args.flush
                 print(json.dumps(r), flush=True)
         finally:
