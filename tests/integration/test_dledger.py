@@ -73,18 +73,27 @@ def check_nothing_lost(acked, stored):
         assert positions == sorted(positions), f"queue {qid}: order changed"
 
 
+def under_load(ns, seconds, prefix, fault_at, *signals) -> list:
+    """Send for `seconds`; at `fault_at` deliver `signals` (pid, signal, pause after) to
+    processes. Returns what was acknowledged as (queue id, body)."""
+    acked: list = []
+
+    async def scenario():
+        sender = asyncio.create_task(send_for(ns, seconds, acked, prefix))
+        await asyncio.sleep(fault_at)
+        for pid, sig, pause in signals:
+            os.kill(pid, sig)
+            await asyncio.sleep(pause)
+        await sender
+    asyncio.run(scenario())
+    return acked
+
+
 def test_kill9_leader_under_load_loses_nothing(group):
     d, state = group
     ns = state["namesrv"]
     first = leader_of(d)
-    acked: list = []
-
-    async def scenario():
-        sender = asyncio.create_task(send_for(ns, 6, acked, "a"))
-        await asyncio.sleep(2)
-        os.kill(first["pid"], signal.SIGKILL)
-        await sender
-    asyncio.run(scenario())
+    acked = under_load(ns, 6, "a", 2, (first["pid"], signal.SIGKILL, 0))
     second = leader_of(d, not_name=first["name"])
     assert second["term"] > first["term"]
     assert len(acked) > 50
@@ -109,16 +118,9 @@ def test_frozen_leader_does_not_split_the_brain(group):
     d, state = group
     ns = state["namesrv"]
     first = leader_of(d)
-    acked: list = []
-
-    async def scenario():
-        sender = asyncio.create_task(send_for(ns, 7, acked, "s"))
-        await asyncio.sleep(1.5)
-        os.kill(first["pid"], signal.SIGSTOP)
-        await asyncio.sleep(3)  # longer than the election timeout
-        os.kill(first["pid"], signal.SIGCONT)
-        await sender
-    asyncio.run(scenario())
+    # frozen for longer than the election timeout, then thawed
+    acked = under_load(ns, 7, "s", 1.5, (first["pid"], signal.SIGSTOP, 3),
+                       (first["pid"], signal.SIGCONT, 0))
     time.sleep(2)
     st = status(d)["processes"]
     leaders = [p for p in st if p.get("role") == "LEADER"]
