@@ -10,7 +10,10 @@ from . import _emit, _progress, main
 
 
 @main.command()
-@click.option("--protocol", type=click.Choice(["raft"]), default="raft", show_default=True)
+@click.option("--protocol", type=click.Choice(["raft", "sync", "async", "checkpoint"]),
+              default="raft", show_default=True, help="raft: DLedger mode (S0); sync / async: "
+              "classic HA with a SYNC_ / ASYNC_MASTER (S2); checkpoint: consistent checkpoint "
+              "and control node (S3).")
 @click.option("--seeds", default=100, show_default=True, help="How many seeds to run.")
 @click.option("--seed", "first_seed", default=0, show_default=True, help="The first seed.")
 @click.option("--steps", default=4000, show_default=True, help="Simulated events per seed.")
@@ -18,14 +21,18 @@ from . import _emit, _progress, main
               "(test-only), to see the checker catch it.")
 @click.option("--list-bugs", is_flag=True, help="List the bugs --inject-bug knows.")
 @click.option("--profile", type=click.Choice(["random", "nemesis"]), default="random",
-              show_default=True, help="Fault profile: drawn per seed, or worst-moment faults.")
+              show_default=True, help="Fault profile (raft): drawn per seed, or worst-moment "
+              "faults.")
 @click.option("--stop-on-failure/--keep-going", default=True, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def sim(protocol, seeds, first_seed, steps, bugs, list_bugs, profile, stop_on_failure,
         as_json):
     """Run the replication protocol in the deterministic simulator under random faults."""
-    from ..replication.raft import BUGS
-    from ..sim import PROFILES, RaftSim
+    from ..replication.raft import BUGS as RAFT_BUGS
+    from ..sim import PROFILES, HASim, RaftSim
+    from ..sim.ha import BUGS as HA_BUGS
+
+    BUGS = RAFT_BUGS if protocol == "raft" else HA_BUGS
 
     if list_bugs:
         _emit(BUGS, as_json, lambda b: click.echo("\n".join(f"{k:22} {v}" for k, v in b.items())))
@@ -37,7 +44,11 @@ def sim(protocol, seeds, first_seed, steps, bugs, list_bugs, profile, stop_on_fa
     with _progress(f"{protocol} seeds") as bar:
         task = bar.add_task("sim", total=seeds)
         for seed in range(first_seed, first_seed + seeds):
-            r = RaftSim(seed, steps=steps, bugs=frozenset(bugs), profile=PROFILES[profile]).run()
+            if protocol == "raft":
+                r = RaftSim(seed, steps=steps, bugs=frozenset(bugs),
+                            profile=PROFILES[profile]).run()
+            else:
+                r = HASim(seed, mode=protocol, steps=steps, bugs=frozenset(bugs)).run()
             runs += 1
             bar.advance(task)
             if not r.ok:

@@ -1,5 +1,6 @@
 """Deterministic simulation of the replication protocols under faults."""
-from .raft import PROFILES, RaftSim, SimResult
-from .world import Violation, World
+from .ha import HASim
+from .raft import PROFILES, RaftSim
+from .world import SimResult, Violation, World
 
-__all__ = ["PROFILES", "RaftSim", "SimResult", "Violation", "World"]
+__all__ = ["PROFILES", "HASim", "RaftSim", "SimResult", "Violation", "World"]

@@ -12,7 +12,7 @@ from ..replication.raft import (
     SaveMeta, Send, TruncateAfter,
 )
 from ..replication.raft.types import PERSIST_ACTIONS
-from .world import Violation, World
+from .world import SimResult, Violation, World
 
 TICK_MS = 20
 
@@ -125,17 +125,6 @@ class Checker:
         prev = self.acked.setdefault(index, (data, term))
         if prev[0] != data:
             raise Violation(f"two different appends acknowledged at index {index}")
-
-
-@dataclass
-class SimResult:
-    seed: int
-    ok: bool
-    steps: int
-    virtual_ms: int
-    violation: str = ""
-    trace: list[str] = field(default_factory=list)
-    stats: dict = field(default_factory=dict)
 
 
 class RaftSim:

@@ -13,6 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
+@dataclass
+class SimResult:
+    seed: int
+    ok: bool
+    steps: int
+    virtual_ms: int
+    violation: str = ""
+    trace: list[str] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+
+
 class Violation(Exception):
     """An invariant the checker found broken."""
 

@@ -1,0 +1,128 @@
+"""A broker's role in a checkpoint-mode group (S3), sans-IO: it turns the control node's
+views and promotions into role changes for its driver.
+
+A broker writes only while the control node names it master of the current epoch, and
+follows only the master the control node names, after truncating to the takeover offset
+of every failover it missed (S3-6). With no view yet, or a failover under way, it WAITs:
+neither writes nor follows.
+
+Promotion is crash-safe: the takeover offset is persisted before the first cached message
+is replayed, and the replay's outcome after it, so a broker restarted mid-promotion
+truncates back to the takeover and replays again, or repeats its answer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .control import Promote, View
+
+
+@dataclass(frozen=True)
+class Promotion:
+    epoch: int
+    takeover: int
+    replayed: tuple[tuple[int, int, int], ...] | None = None  # (old offset, new, new end)
+    log_end: int = 0
+
+
+@dataclass(frozen=True)
+class Truncate:
+    offset: int
+
+
+@dataclass(frozen=True)
+class Follow:
+    master_addr: str
+    slot: int
+
+
+@dataclass(frozen=True)
+class Lead:
+    epoch: int
+    checkpoint: int
+    members: tuple[tuple[int, int], ...]
+    slot: int
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Append, in order, each cached entry that lies at or past `takeover`; then call
+    `replayed` with where each landed."""
+
+    promote: Promote
+    takeover: int
+
+
+@dataclass(frozen=True)
+class AnswerPromotion:
+    promotion: Promotion
+
+
+@dataclass(frozen=True)
+class Stand:
+    reason: str  # neither write nor follow
+
+
+@dataclass(frozen=True)
+class SaveRole:
+    epoch: int
+    promotion: Promotion | None
+
+
+class CheckpointReplica:
+    def __init__(self, epoch: int = 0, promotion: Promotion | None = None):
+        self.epoch = epoch
+        self.promotion = promotion
+        self.role = "WAIT"
+        self.master_addr: str | None = None
+        self.slot = 0
+
+    def _save(self) -> SaveRole:
+        return SaveRole(self.epoch, self.promotion)
+
+    def on_view(self, view: View, log_end: int) -> list:
+        self.slot = view.slot
+        p = self.promotion
+        if p is not None and view.epoch < p.epoch:
+            return []  # promoting: older views (sent before the promotion) do not count
+        if view.role == "WAIT" or view.epoch < self.epoch:
+            if self.role in ("MASTER", "SLAVE") and view.role == "WAIT":
+                self.role, self.master_addr = "WAIT", None
+                return [Stand("the control node has no master for the group now")]
+            return []
+        out: list = []
+        if view.role == "MASTER":
+            if self.role == "MASTER" and self.epoch == view.epoch:
+                return []
+            self.role, self.epoch, self.master_addr = "MASTER", view.epoch, None
+            self.promotion = None
+            return [self._save(), Lead(view.epoch, view.checkpoint, view.members, view.slot)]
+        if self.role == "SLAVE" and self.epoch == view.epoch \
+                and self.master_addr == view.master_addr and p is None:
+            return []
+        if self.role == "MASTER":
+            out.append(Stand(f"deposed: epoch {view.epoch} has master {view.master_addr}"))
+        cut = [t for t in (view.truncate_to, p.takeover if p else None) if t is not None]
+        if cut and min(cut) < log_end:
+            out.append(Truncate(min(cut)))
+        self.role, self.epoch, self.master_addr = "SLAVE", view.epoch, view.master_addr
+        self.promotion = None
+        return out + [self._save(), Follow(view.master_addr, view.slot)]
+
+    def on_promote(self, promote: Promote, log_end: int) -> list:
+        p = self.promotion
+        if p is not None and p.epoch == promote.epoch:
+            if p.replayed is not None:
+                return [AnswerPromotion(p)]
+            out: list = [Truncate(p.takeover)] if log_end > p.takeover else []
+            return out + [Replay(promote, p.takeover)]
+        if promote.epoch <= self.epoch:
+            return []
+        self.role, self.master_addr = "PROMOTING", None
+        self.promotion = Promotion(promote.epoch, log_end)
+        return [Stand("promoting"), self._save(), Replay(promote, log_end)]
+
+    def replayed(self, moved: list[tuple[int, int, int]], log_end: int) -> list:
+        p = self.promotion
+        self.promotion = Promotion(p.epoch, p.takeover, tuple(moved), log_end)
+        return [self._save(), AnswerPromotion(self.promotion)]

@@ -1,0 +1,192 @@
+"""The master side of classic HA (S2) and of the consistent checkpoint (S3), sans-IO.
+
+Links are the driver's connection ids. Each link has a push pointer (the next byte to
+send) and an acked offset (the slave's last report). Bytes are pushed as far as
+`window` past the ack, in chunks that never cross a segment end.
+
+S2 (SYNC_MASTER): a sync request completes OK once any slave acked its end offset;
+SLAVE_NOT_AVAILABLE at once with no slave or the best slave behind by more than
+`fallbehind_max`; TIMEOUT after `sync_timeout_ms`.
+
+S3 (checkpoint): the consistent checkpoint is the minimum acked offset over the member
+slaves. A slave becomes a member (persisted with the checkpoint) once it has acked the
+current checkpoint, and stays one while it is away: the checkpoint waits for it rather
+than leave behind a slave that may be chosen as the next master. It never moves back.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from .types import (
+    Close, Complete, HAConfig, Heartbeat, PublishCheckpoint, SaveCheckpoint, SyncStatus,
+    Transfer,
+)
+
+# Known bugs the simulator must catch (`--inject-bug`).
+BUGS = {
+    "ack-on-master-write": "SYNC_MASTER answers OK after the master's own write",
+    "checkpoint-max": "the consistent checkpoint is the max, not the min, of the slave acks",
+}
+
+
+@dataclass
+class Link:
+    heard_at: int
+    sent_at: int
+    push: int | None = None  # next byte to send; None until the first report
+    base: int = 0  # where pushing started
+    acked: int = -1
+    slave_id: int | None = None
+
+
+class HAMaster:
+    def __init__(self, config: HAConfig, log_end: int, now: int, *, checkpoint: int = 0,
+                 members: dict[int, int] | None = None, bug: str | None = None):
+        self.config = config
+        self.log_end = log_end
+        self.links: dict[int, Link] = {}
+        self.waiters: deque[tuple[int, int, int]] = deque()  # (end, deadline, request id)
+        self.checkpoint = checkpoint
+        self.members: dict[int, int] = dict(members or {})
+        self.bug = bug
+        self.now = now
+
+    # ---- links --------------------------------------------------------------------
+    def connected(self, link: int, now: int) -> list:
+        self.links[link] = Link(heard_at=now, sent_at=now)
+        return []
+
+    def disconnected(self, link: int) -> list:
+        self.links.pop(link, None)
+        return []
+
+    def report(self, link: int, offset: int, now: int, slave_id: int | None = None) -> list:
+        """A slave's max-offset report (its heartbeat and its ack)."""
+        self.now = now
+        ln = self.links.get(link)
+        if ln is None:
+            return []
+        ln.heard_at = now
+        if offset > self.log_end or offset < 0:
+            self.links.pop(link)
+            return [Close(link, f"slave reports offset {offset} but the master's log ends at "
+                                f"{self.log_end}: it holds data the master does not")]
+        if ln.push is None:
+            seg = self.config.segment_size
+            ln.push = ln.base = self.log_end - self.log_end % seg if offset == 0 else offset
+            ln.slave_id = slave_id
+        ln.acked = max(ln.acked, offset)
+        out: list = []
+        if self.config.checkpoint and ln.slave_id is not None:
+            out += self._advance_checkpoint(ln)
+        out += self._complete_covered()
+        out += self._push(link, ln, now)
+        return out
+
+    # ---- local writes -------------------------------------------------------------
+    def appended(self, end: int, now: int) -> list:
+        """The master's log now ends at `end`: push to every slave that is waiting."""
+        self.log_end = end
+        self.now = now
+        out: list = []
+        for link, ln in self.links.items():
+            out += self._push(link, ln, now)
+        return out
+
+    def sync(self, request_id: int, end: int, now: int) -> list:
+        """Wait until the write ending at `end` is covered (see the module doc)."""
+        self.now = now
+        if self.bug == "ack-on-master-write":
+            return [Complete(request_id, SyncStatus.OK)]
+        if self._covered() >= end:
+            return [Complete(request_id, SyncStatus.OK)]
+        if not self.config.checkpoint and not self._slave_ok():
+            return [Complete(request_id, SyncStatus.SLAVE_NOT_AVAILABLE)]
+        self.waiters.append((end, now + self.config.sync_timeout_ms, request_id))
+        return []
+
+    def _slave_ok(self) -> bool:
+        acks = [ln.acked for ln in self.links.values() if ln.acked >= 0]
+        return bool(acks) and self.log_end - max(acks) <= self.config.fallbehind_max
+
+    def _covered(self) -> int:
+        if self.config.checkpoint:
+            return self.checkpoint
+        return max((ln.acked for ln in self.links.values()), default=-1)
+
+    def _complete_covered(self) -> list:
+        covered = self._covered()
+        out = []
+        while self.waiters and self.waiters[0][0] <= covered:
+            out.append(Complete(self.waiters.popleft()[2], SyncStatus.OK))
+        return out
+
+    # ---- S3 checkpoint ------------------------------------------------------------
+    def _advance_checkpoint(self, ln: Link) -> list:
+        sid = ln.slave_id
+        if sid not in self.members and ln.acked < self.checkpoint:
+            return []  # catching up: joins once it holds everything the checkpoint covers
+        self.members[sid] = max(self.members.get(sid, 0), ln.acked)
+        acks = self.members.values()
+        new = max(acks) if self.bug == "checkpoint-max" else min(acks)
+        if new <= self.checkpoint and len(self.members) == self._saved_members:
+            return []
+        self.checkpoint = max(self.checkpoint, new)
+        self._saved_members = len(self.members)
+        out: list = [SaveCheckpoint(self.checkpoint, tuple(sorted(self.members.items())))]
+        out += [PublishCheckpoint(link, self.checkpoint) for link, other in self.links.items()
+                if other.slave_id is not None]
+        return out
+
+    _saved_members = -1
+
+    def remove_member(self, slave_id: int) -> list:
+        """An operator retires a slave for good: the checkpoint stops waiting for it."""
+        if self.members.pop(slave_id, None) is None:
+            return []
+        self._saved_members = -1
+        if not self.members:
+            return [SaveCheckpoint(self.checkpoint, ())]
+        self.checkpoint = max(self.checkpoint, min(self.members.values()))
+        return [SaveCheckpoint(self.checkpoint, tuple(sorted(self.members.items())))] + \
+            self._complete_covered()
+
+    # ---- pushing and time ---------------------------------------------------------
+    def _push(self, link: int, ln: Link, now: int) -> list:
+        if ln.push is None:
+            return []
+        out = []
+        cfg = self.config
+        limit = min(self.log_end, max(ln.acked, ln.base) + cfg.window)
+        while ln.push < limit:
+            seg_end = ln.push - ln.push % cfg.segment_size + cfg.segment_size
+            size = min(cfg.transfer_batch, seg_end - ln.push, limit - ln.push)
+            out.append(Transfer(link, ln.push, size))
+            ln.push += size
+            ln.sent_at = now
+        return out
+
+    def tick(self, now: int) -> list:
+        self.now = now
+        cfg = self.config
+        out: list = []
+        for link, ln in list(self.links.items()):
+            if now - ln.heard_at >= cfg.housekeeping_ms:
+                del self.links[link]
+                out.append(Close(link, f"no report from the slave for {cfg.housekeeping_ms} ms"))
+            elif ln.push is not None and now - ln.sent_at >= cfg.heartbeat_ms:
+                ln.sent_at = now
+                out.append(Heartbeat(link, ln.push))
+                if cfg.checkpoint and ln.slave_id is not None:
+                    out.append(PublishCheckpoint(link, self.checkpoint))
+        while self.waiters and self.waiters[0][1] <= now:
+            out.append(Complete(self.waiters.popleft()[2], SyncStatus.TIMEOUT))
+        return out
+
+    def status(self) -> dict:
+        return {"logEnd": self.log_end, "checkpoint": self.checkpoint,
+                "members": {str(k): v for k, v in self.members.items()},
+                "slaves": [{"link": k, "acked": ln.acked, "push": ln.push,
+                            "slaveId": ln.slave_id} for k, ln in self.links.items()],
+                "waiting": len(self.waiters)}

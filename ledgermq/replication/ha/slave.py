@@ -1,0 +1,99 @@
+"""The slave side of classic HA (S2/S3), sans-IO.
+
+The master streams raw bytes; a chunk may end in the middle of a message. The slave keeps
+the unfinished tail and asks its driver to append the longest whole-message prefix, so
+the store only ever holds whole messages. Positions: `max_offset` is the end of what the
+store holds, `expect` the next byte the master will send. They differ by the pending tail,
+or (after an end-of-segment blank) the store may be ahead of `expect` by padding bytes,
+which are skipped as they arrive.
+"""
+from __future__ import annotations
+
+from .types import (
+    CHECKPOINT_FRAME, Append, Connect, Disconnect, HAConfig, Report, StartAt, StoreCheckpoint,
+)
+
+
+class HASlave:
+    def __init__(self, config: HAConfig, max_offset: int, now: int, *,
+                 reconnect_ms: int = 1000):
+        self.config = config
+        self.max_offset = max_offset
+        self.expect = max_offset
+        self.pending = b""
+        self.connected_now = False
+        self.heard_at = self.reported_at = now
+        self.down_since = now - reconnect_ms
+        self.reconnect_ms = reconnect_ms
+        self.checkpoint = 0
+
+    def connected(self, now: int) -> list:
+        self.connected_now = True
+        self.heard_at = now
+        self.expect, self.pending = self.max_offset, b""
+        return [self._report(now)]
+
+    def disconnected(self, now: int) -> list:
+        self.connected_now = False
+        self.down_since = now
+        self.expect, self.pending = self.max_offset, b""
+        return []
+
+    def _report(self, now: int) -> Report:
+        self.reported_at = now
+        return Report(self.max_offset)
+
+    def frame(self, offset: int, size: int, body, now: int) -> list:
+        """A header (and body) from the master."""
+        self.heard_at = now
+        if size == CHECKPOINT_FRAME:
+            if offset > self.checkpoint:
+                self.checkpoint = offset
+                return [StoreCheckpoint(offset)]
+            return []
+        out: list = []
+        if self.max_offset == 0 and self.expect == 0 and offset > 0:
+            # an empty slave starts where the master began sending (its last segment)
+            if offset % self.config.segment_size:
+                return self._drop(f"first chunk at {offset} is not at a segment start")
+            self.max_offset = self.expect = offset
+            out.append(StartAt(offset))
+        if offset != self.expect:
+            return self._drop(f"master sent offset {offset}, slave expected {self.expect}")
+        if size == 0:
+            return out
+        body = bytes(body)
+        self.expect = offset + len(body)
+        skip = max(0, self.max_offset - offset - len(self.pending))
+        if skip >= len(body) and not self.pending:
+            return out + [self._report(now)]  # padding of a segment we have finished
+        self.pending = self.pending + body[skip:]
+        out.append(Append(self.max_offset, self.pending))
+        return out
+
+    def appended(self, new_max: int, now: int) -> list:
+        """The driver appended whole messages up to `new_max` (from Append)."""
+        used = new_max - self.max_offset
+        self.pending = self.pending[used:] if used < len(self.pending) else b""
+        self.max_offset = new_max
+        return [self._report(now)]
+
+    def _drop(self, reason: str) -> list:
+        self.connected_now = False
+        self.expect, self.pending = self.max_offset, b""
+        return [Disconnect(reason)]
+
+    def tick(self, now: int) -> list:
+        cfg = self.config
+        if not self.connected_now:
+            if now - self.down_since >= self.reconnect_ms:
+                self.down_since = now
+                return [Connect()]
+            return []
+        if now - self.heard_at >= cfg.housekeeping_ms:
+            self.connected_now = False
+            self.down_since = now
+            return [Disconnect(f"nothing from the master for {cfg.housekeeping_ms} ms")]
+        if now - self.reported_at >= cfg.heartbeat_ms:
+            return [self._report(now)]
+        return []

@@ -1,0 +1,113 @@
+"""Wire format and the actions the classic-HA cores (S2, and S3's checkpoint on top) ask
+their driver to perform.
+
+Wire (the seed's, RocketMQ's HA port):
+- slave -> master: the slave's max commit-log offset, 8 bytes big-endian, as a heartbeat
+  every `haSendHeartbeatInterval` and after every write. In checkpoint mode (S3) the report
+  is 16 bytes: max offset, then the slave's brokerId (the master keeps the checkpoint over
+  named slaves, so a slave must say who it is).
+- master -> slave: a 12-byte header (physical offset 8, body size 4) and `size` raw
+  commit-log bytes; size 0 is a heartbeat. Size -1 (S3 only, no body) publishes the
+  consistent checkpoint: the header's offset is the checkpoint.
+
+Driver contract: execute a step's actions in order. `Append` is answered by calling the
+slave core's `appended(new_max_offset)` before anything else is fed to it.
+"""
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+REPORT = struct.Struct(">q")
+REPORT_WITH_ID = struct.Struct(">qq")
+HEADER = struct.Struct(">qi")
+CHECKPOINT_FRAME = -1
+
+
+class SyncStatus(enum.Enum):
+    OK = "OK"  # covered by the slave ack (S2) or the consistent checkpoint (S3)
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # no slave, or too far behind: answered at once
+    TIMEOUT = "TIMEOUT"  # not covered within syncFlushTimeout
+
+
+@dataclass(frozen=True)
+class HAConfig:
+    segment_size: int
+    heartbeat_ms: int = 5000  # haSendHeartbeatInterval
+    housekeeping_ms: int = 20_000  # haHousekeepingInterval
+    sync_timeout_ms: int = 5000  # syncFlushTimeout
+    fallbehind_max: int = 256 << 20  # haSlaveFallbehindMax
+    transfer_batch: int = 256 << 10  # bytes per chunk
+    window: int = 8 << 20  # bytes pushed to a slave beyond what it acknowledged
+    checkpoint: bool = False  # S3: OK means covered by min over member slaves
+
+
+# ---- master actions ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Transfer:
+    link: int
+    offset: int
+    size: int  # never crosses a segment end nor the log end
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    link: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class PublishCheckpoint:
+    link: int
+    checkpoint: int
+
+
+@dataclass(frozen=True)
+class Close:
+    link: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Complete:
+    request_id: int
+    status: SyncStatus
+
+
+@dataclass(frozen=True)
+class SaveCheckpoint:
+    checkpoint: int
+    members: tuple[tuple[int, int], ...]  # (slave brokerId, acked offset)
+
+
+# ---- slave actions -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Report:
+    offset: int
+
+
+@dataclass(frozen=True)
+class Append:
+    offset: int
+    data: bytes  # append its longest whole-message prefix, then call appended()
+
+
+@dataclass(frozen=True)
+class StartAt:
+    offset: int  # an empty log starts at this (segment-aligned) offset
+
+
+@dataclass(frozen=True)
+class Disconnect:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Connect:
+    pass
+
+
+@dataclass(frozen=True)
+class StoreCheckpoint:
+    checkpoint: int  # the master's consistent checkpoint, as propagated (S3)
