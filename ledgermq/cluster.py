@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-MODES = ("dledger",)
+MODES = ("dledger", "sync", "async", "checkpoint")
 
 
 def free_ports(n: int) -> list[int]:
@@ -47,14 +47,25 @@ def _wait_ready(workdir: Path, proc: subprocess.Popen, timeout: float = 30) -> d
     raise RuntimeError(f"no ready line from {workdir} within {timeout}s")
 
 
-def broker_conf(i: int, n: int, ports: dict, d: Path, extra: dict[str, str]) -> str:
-    peers = ";".join(f"n{k}-127.0.0.1:{ports['raft'][k]}" for k in range(n))
+def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str, str]) -> str:
     conf = {"brokerClusterName": "DefaultCluster", "brokerName": "broker-a",
             "listenPort": ports["broker"][i], "namesrvAddr": f"127.0.0.1:{ports['namesrv']}",
-            "storePathRootDir": str(d / f"n{i}" / "store"), "enableDLegerCommitLog": "true",
-            "dLegerGroup": "broker-a", "dLegerPeers": peers, "dLegerSelfId": f"n{i}",
+            "storePathRootDir": str(d / f"n{i}" / "store"),
             "mappedFileSizeCommitLog": str(64 << 20), "maxHashSlotNum": "100000",
-            "maxIndexNum": "400000", **extra}
+            "maxIndexNum": "400000"}
+    if mode == "dledger":
+        peers = ";".join(f"n{k}-127.0.0.1:{ports['repl'][k]}" for k in range(n))
+        conf.update(enableDLegerCommitLog="true", dLegerGroup="broker-a", dLegerPeers=peers,
+                    dLegerSelfId=f"n{i}")
+    else:
+        master_role = "ASYNC_MASTER" if mode == "async" else "SYNC_MASTER"
+        conf.update(brokerId=str(i), brokerRole=master_role if i == 0 else "SLAVE",
+                    haListenPort=str(ports["repl"][i]), haSendHeartbeatInterval="1000",
+                    haHousekeepingInterval="5000")
+        if mode == "checkpoint":
+            conf.update(enableConsistentCheckpoint="true",
+                        controlNodeAddr=f"127.0.0.1:{ports['control']}")
+    conf.update(extra)
     return "".join(f"{k}={v}\n" for k, v in conf.items())
 
 
@@ -65,32 +76,45 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None) -
     if (d / "cluster.json").exists() and any(_alive(p["pid"]) for p in
                                              json.loads((d / "cluster.json").read_text())["processes"]):
         raise RuntimeError(f"a cluster is already running in {d}; `ledgermq cluster down` first")
-    got = free_ports(1 + 2 * replicas)
-    ports = {"namesrv": got[0], "broker": got[1:1 + replicas], "raft": got[1 + replicas:]}
+    got = free_ports(2 + 2 * replicas)
+    ports = {"namesrv": got[0], "broker": got[1:1 + replicas],
+             "repl": got[1 + replicas:1 + 2 * replicas], "control": got[-1]}
     ns = _spawn(["namesrv", "--port", str(ports["namesrv"]), "--json"], d / "namesrv")
     _wait_ready(d / "namesrv", ns)
     procs = [{"name": "namesrv", "pid": ns.pid, "port": ports["namesrv"]}]
+    if mode == "checkpoint":
+        ctl = _spawn(["controlnode", "--port", str(ports["control"]), "--dir",
+                      str(d / "control" / "data"), "--json"], d / "control")
+        _wait_ready(d / "control", ctl)
+        procs.append({"name": "control", "pid": ctl.pid, "port": ports["control"],
+                      "args": ["controlnode", "--port", str(ports["control"]), "--dir",
+                               str(d / "control" / "data"), "--json"]})
     brokers = []
     for i in range(replicas):
         conf = d / f"n{i}" / "broker.conf"
         conf.parent.mkdir(parents=True, exist_ok=True)
-        conf.write_text(broker_conf(i, replicas, ports, d, extra or {}))
+        conf.write_text(broker_conf(mode, i, replicas, ports, d, extra or {}))
         brokers.append(_spawn(["broker", "-c", str(conf), "--json"], d / f"n{i}"))
     for i, b in enumerate(brokers):
         _wait_ready(d / f"n{i}", b)
         procs.append({"name": f"n{i}", "pid": b.pid, "port": ports["broker"][i],
-                      "raftPort": ports["raft"][i], "conf": str(d / f"n{i}" / "broker.conf")})
+                      "replPort": ports["repl"][i],
+                      "args": ["broker", "-c", str(d / f"n{i}" / "broker.conf"), "--json"]})
     state = {"mode": mode, "namesrv": f"127.0.0.1:{ports['namesrv']}", "processes": procs}
+    if mode == "checkpoint":
+        state["controlNode"] = f"127.0.0.1:{ports['control']}"
     (d / "cluster.json").write_text(json.dumps(state, indent=1))
     return state
 
 
 def restart(d: Path, name: str) -> dict:
-    """Start one broker of the cluster again (after a kill)."""
+    """Start one process of the cluster again (after a kill)."""
     state = json.loads((d / "cluster.json").read_text())
     p = next(p for p in state["processes"] if p["name"] == name)
+    if _alive(p["pid"]):
+        raise RuntimeError(f"{name} (pid {p['pid']}) is still running")
     (d / name / "stdout").unlink(missing_ok=True)
-    proc = _spawn(["broker", "-c", p["conf"], "--json"], d / name)
+    proc = _spawn(p["args"], d / name)
     _wait_ready(d / name, proc)
     p["pid"] = proc.pid
     (d / "cluster.json").write_text(json.dumps(state, indent=1))
@@ -132,6 +156,10 @@ def status(d: Path) -> dict:
     for p in state["processes"]:
         p["alive"] = _alive(p["pid"])
         info = infos.get(p["name"], {})
+        if "brokerRole" in info:
+            p["role"] = info["brokerRole"]
+        if "ha" in info:
+            p["ha"] = json.loads(info["ha"])
         if "dledger" in info:
             st = json.loads(info["dledger"])
             p.update({"role": st["role"], "term": st["term"], "leader": st["leader"],

@@ -23,9 +23,11 @@ from ..store.message import (
 )
 from ..store.store import check_topic
 from ..namesrv.routes import PERM_READ, PERM_WRITE
+from ..replication.ha import HAConfig, SyncStatus
 from ..replication.raft import Code, RaftConfig
 from .config import BrokerConfig, BrokerRole
 from .dledger import DLedgerDriver, parse_peers
+from .ha import HAMasterDriver, HASlaveDriver
 from .consumers import ConsumerManager, parse_subscription
 from .long_poll import PullHolds
 from .schedule import ScheduleService
@@ -78,6 +80,9 @@ class Broker:
         self.store = MessageStore(store_config, store_host=self.store_host,
                                   dispatch_follows_log=not config.enableDLegerCommitLog)
         self.dledger: DLedgerDriver | None = None
+        self.ha_master: HAMasterDriver | None = None
+        self.ha_slave: HASlaveDriver | None = None
+        self._learned_ha_master = ""  # the master's HA address, from the name server
         root = store_config.root / "config"
         self.topics = TopicTable(root / "topics.json", config.defaultTopicQueueNums,
                                  config.autoCreateTopicEnable)
@@ -157,6 +162,8 @@ class Broker:
             self.config.listenPort = self.server.port
             self.store.store_host = self.store_host = pack_host(self.config.brokerIP1,
                                                                 self.server.port)
+        if self.dledger is None and not self.config.enableConsistentCheckpoint:
+            await self._start_classic_ha()
         await self.register_now()  # routes exist once start() returns
         loops = [self._register_loop(), self._housekeeping(), self.schedule.run()]
         if self.dledger is not None:
@@ -173,6 +180,7 @@ class Broker:
         await self.server.stop()
         if self.dledger is not None:
             await self.dledger.stop()
+        await self._stop_ha()
         await self.namesrv_client.close()
         self.offsets.save()
         self.schedule.save()
@@ -187,6 +195,44 @@ class Broker:
             except Exception:
                 log.exception("housekeeping failed")
 
+    # ---- classic HA (S2) ------------------------------------------------------------
+    def ha_config(self, checkpoint: bool = False) -> HAConfig:
+        c = self.config
+        return HAConfig(segment_size=self.store.config.mappedFileSizeCommitLog,
+                        heartbeat_ms=c.haSendHeartbeatInterval,
+                        housekeeping_ms=c.haHousekeepingInterval,
+                        sync_timeout_ms=self.store.config.syncFlushTimeout,
+                        fallbehind_max=c.haSlaveFallbehindMax,
+                        transfer_batch=c.haTransferBatchSize, checkpoint=checkpoint)
+
+    @property
+    def ha_port(self) -> int:
+        return self.ha_master.port if self.ha_master is not None else self.config.ha_port
+
+    async def _start_classic_ha(self) -> None:
+        if self.config.brokerRole is BrokerRole.SLAVE:
+            self.ha_slave = HASlaveDriver(self.store, self.ha_config(), self._ha_master_addr)
+            await self.ha_slave.start()
+        else:
+            self.ha_master = HAMasterDriver(self.store, self.ha_config(),
+                                            self.config.bindAddress, self.config.ha_port)
+            await self.ha_master.start()
+            log.info("HA port %d (%s)", self.ha_master.port, self.config.brokerRole.value)
+
+    async def _ha_master_addr(self) -> str | None:
+        """haMasterAddress, else what the name server says (asked again while unknown)."""
+        if self.config.haMasterAddress:
+            return self.config.haMasterAddress
+        if not self._learned_ha_master:
+            await self.register_now()
+        return self._learned_ha_master or None
+
+    async def _stop_ha(self) -> None:
+        for d in (self.ha_master, self.ha_slave):
+            if d is not None:
+                await d.stop()
+        self.ha_master = self.ha_slave = None
+
     # ---- name server ----------------------------------------------------------------
     def _namesrvs(self) -> list[str]:
         return [a.strip() for a in self.config.namesrvAddr.split(";") if a.strip()]
@@ -196,7 +242,7 @@ class Broker:
         SlaveSynchronize), so a new leader knows the topics and the groups' progress."""
         while True:
             await asyncio.sleep(self.config.slaveSyncInterval / 1000)
-            if self.dledger is None or self.dledger.is_leader:
+            if not self.is_slave:
                 continue
             try:
                 await self.sync_from_master()
@@ -232,6 +278,13 @@ class Broker:
                         self.offsets.commit(topic, group, int(qid), int(off))
 
     @property
+    def is_slave(self) -> bool:
+        """Copies another broker's log (a DLedger follower, a classic or checkpoint slave)."""
+        if self.dledger is not None:
+            return not self.dledger.is_leader
+        return self.ha_slave is not None
+
+    @property
     def broker_id(self) -> int:
         """In DLedger mode the leader is the master (0), followers are slaves."""
         if self.dledger is None:
@@ -252,7 +305,7 @@ class Broker:
         return RemotingCommand(RequestCode.REGISTER_BROKER, ext={
             "brokerAddr": self.address, "brokerName": self.config.brokerName,
             "clusterName": self.config.brokerClusterName, "brokerId": str(self.broker_id),
-            "haServerAddr": f"{self.config.brokerIP1}:{self.server.port + 1}",
+            "haServerAddr": f"{self.config.brokerIP1}:{self.ha_port}",
             "compressed": "false"}, body=json_body(body))
 
     async def register_now(self) -> None:
@@ -261,6 +314,8 @@ class Broker:
                 r = await self.namesrv_client.invoke(addr, self._register_request(), 3.0)
                 if r.code != ResponseCode.SUCCESS:
                     log.warning("name server %s refused registration: %s", addr, r.remark)
+                elif r.ext.get("haServerAddr"):
+                    self._learned_ha_master = r.ext["haServerAddr"]
             except RemotingError as e:
                 log.warning("cannot register with name server %s: %s", addr, e)
 
@@ -327,6 +382,17 @@ class Broker:
             return None
         n = max(1, min(queue_nums or template.writeQueueNums, template.writeQueueNums))
         return self._create_topic(TopicConfig(topic, n, n))
+
+    def _replicated_topic(self, topic: str) -> TopicConfig | None:
+        """A slave may hold a topic's messages before it has copied the topic's config
+        from the master: its queues are proof enough to serve reads."""
+        qids = self.store.queue_ids(topic) if self.is_slave else []
+        if not qids:
+            return None
+        n = max(qids) + 1
+        tc = TopicConfig(topic, n, n)
+        self.topics.put(tc)
+        return tc
 
     def _retry_topic(self, group: str) -> TopicConfig:
         name = RETRY_PREFIX + group
@@ -406,6 +472,10 @@ class Broker:
             return self._put_replicated(cmd, qid, encoded)
         result = self.store.append(encoded)
         wait = self.store.durable_wait(result)
+        if self.ha_master is not None and result.ok:
+            self.ha_master.appended()
+            if self.config.brokerRole is BrokerRole.SYNC_MASTER:
+                return self._after_slave(cmd, qid, result, wait)
         if wait is None:
             return self._send_response(cmd, qid, result)
         return self._after_flush(cmd, qid, result, wait)
@@ -454,6 +524,22 @@ class Broker:
             return self._send_response(cmd, qid, result)
         return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
                             f"{done.code.value}: leadership changed before the batch committed")
+
+    async def _after_slave(self, cmd, qid, result, wait) -> RemotingCommand:
+        """SYNC_MASTER (S2): SEND_OK once a slave acknowledged the batch's end."""
+        synced = self.ha_master.sync(result.end_offset)
+        if wait is not None and not await wait:
+            self.store.mark_flush_timeout(result)
+        status = await synced
+        if result.status is PutStatus.PUT_OK and status is not SyncStatus.OK:
+            if status is SyncStatus.SLAVE_NOT_AVAILABLE:
+                result.status = PutStatus.SLAVE_NOT_AVAILABLE
+                result.error = "no slave is connected, or it is too far behind"
+            else:
+                result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+                result.error = (f"no slave acknowledged within syncFlushTimeout="
+                                f"{self.store.config.syncFlushTimeout} ms")
+        return self._send_response(cmd, qid, result)
 
     async def _after_flush(self, cmd, qid, result, wait) -> RemotingCommand:
         if not await wait:
@@ -508,7 +594,7 @@ class Broker:
         qid, offset = int(ext["queueId"]), int(ext["queueOffset"])
         max_nums = max(1, min(int(ext.get("maxMsgNums", 32)), self.config.pullBatchMaxMessages))
         sys_flag = int(ext.get("sysFlag", 0))
-        tc = self.topics.get(topic)
+        tc = self.topics.get(topic) or self._replicated_topic(topic)
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
                                 f"topic[{topic}] not exist, apply first please!")
@@ -711,6 +797,10 @@ class Broker:
                      "consumerGroups": str(len(self.consumers.groups)),
                      "heldPulls": str(self.holds.held if self.holds else 0),
                      "connections": str(len(self.server.connections))})
+        if self.ha_master is not None:
+            info["ha"] = json.dumps(self.ha_master.status())
+        if self.ha_slave is not None:
+            info["ha"] = json.dumps(self.ha_slave.status())
         if self.dledger is not None:
             info["brokerRole"] = "LEADER" if self.dledger.is_leader else "FOLLOWER"
             info["brokerId"] = str(self.broker_id)

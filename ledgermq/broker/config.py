@@ -70,6 +70,18 @@ class BrokerConfig:
     clientChannelMaxIdleTimeSeconds: float = field(default=120.0, metadata=check(positive))
     pullBatchMaxMessages: int = field(default=4096, metadata=check(positive))
     pullBatchMaxBytes: int = field(default=8 << 20, metadata=check(positive))
+    # classic HA (S2): the master's HA port and the slave's view of it
+    haListenPort: int = field(default=-1, metadata=check(lambda v: None if -1 <= v < 65536
+                                                           else "must be a TCP port or -1"))
+    haMasterAddress: str = ""  # host:port of the master's HA port (else from the name server)
+    haSendHeartbeatInterval: int = field(default=5000, metadata=check(positive))  # ms
+    haHousekeepingInterval: int = field(default=20_000, metadata=check(positive))  # ms
+    haSlaveFallbehindMax: int = field(default=256 << 20, metadata=check(positive))  # bytes
+    haTransferBatchSize: int = field(default=256 << 10, metadata=check(positive))  # bytes
+    # consistent checkpoint + control node (S3)
+    enableConsistentCheckpoint: bool = False
+    controlNodeAddr: str = ""
+    controlNodeHeartbeatInterval: int = field(default=200, metadata=check(positive))  # ms
     # DLedger (Raft) commit log: RocketMQ's switches
     enableDLegerCommitLog: bool = False
     dLegerGroup: str = ""
@@ -90,6 +102,13 @@ class BrokerConfig:
                 raise ConfigError(f"brokerRole={self.brokerRole!r} is not one of "
                                   f"{', '.join(r.name for r in BrokerRole)}") from None
 
+        if self.enableConsistentCheckpoint:
+            if self.enableDLegerCommitLog:
+                raise ConfigError("enableConsistentCheckpoint and enableDLegerCommitLog are "
+                                  "two different replication designs: choose one")
+            if not self.controlNodeAddr:
+                raise ConfigError("enableConsistentCheckpoint=true needs controlNodeAddr "
+                                  "(host:port of `ledgermq controlnode`)")
         if self.enableDLegerCommitLog:
             from .dledger import parse_peers
             try:
@@ -99,6 +118,13 @@ class BrokerConfig:
             if self.dLegerSelfId not in peers:
                 raise ConfigError(f"dLegerSelfId={self.dLegerSelfId!r} is not one of the "
                                   f"dLegerPeers ids {sorted(peers)}")
+
+    @property
+    def ha_port(self) -> int:
+        """haListenPort, by default listenPort + 1 (as RocketMQ); 0 when listenPort is 0."""
+        if self.haListenPort >= 0:
+            return self.haListenPort
+        return self.listenPort + 1 if self.listenPort else 0
 
     @property
     def address(self) -> str:

@@ -14,7 +14,10 @@ def cluster() -> None:
 
 
 @cluster.command("up")
-@click.option("--mode", type=click.Choice(["dledger"]), default="dledger", show_default=True)
+@click.option("--mode", type=click.Choice(["dledger", "sync", "async", "checkpoint"]),
+              default="dledger", show_default=True,
+              help="dledger: Raft group (S0); sync / async: a SYNC_ / ASYNC_MASTER and slaves "
+              "(S2); checkpoint: consistent checkpoint with a control node (S3).")
 @click.option("--replicas", default=3, show_default=True)
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
@@ -30,19 +33,21 @@ def cluster_up(mode, replicas, directory, as_json):
     _emit(state, as_json, lambda s: click.echo(
         f"namesrv {s['namesrv']}\n" + "\n".join(
             f"{p['name']:8} pid={p['pid']} port={p['port']}" +
-            (f" raft={p['raftPort']}" if "raftPort" in p else "") for p in s["processes"])))
+            (f" replication={p['replPort']}" if "replPort" in p else "")
+            for p in s["processes"])))
 
 
 @cluster.command("status")
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
 def cluster_status(directory, as_json):
-    """Each process: alive or not, and (DLedger) role, term, leader, commit."""
+    """Each process: alive or not, its role, and (DLedger) term and commit."""
     from ..cluster import status
     state = status(directory)
     _emit(state, as_json, lambda s: click.echo("\n".join(
         f"{p['name']:8} pid={p['pid']} {'up' if p['alive'] else 'DOWN'} "
-        f"{p.get('role', '')} term={p.get('term', '')} commit={p.get('commit', '')}"
+        f"{p.get('role', '')}" + (f" term={p['term']} commit={p['commit']}" if "term" in p
+                                  else "")
         for p in s["processes"])))
 
 

@@ -57,10 +57,11 @@ class _Base:
         self.instance = instance or ClientInstance(namesrv, on_request=on_request)
 
     async def _broker_for(self, mq: MessageQueue) -> str:
+        """The queue's master, or a slave while the master is down (reads only)."""
         addr = self.instance.master_addr(mq.broker_name)
         if addr is None:
             await self.instance.route(mq.topic, refresh=True)
-            addr = self.instance.master_addr(mq.broker_name)
+            addr = self.instance.read_addr(mq.broker_name)
         if addr is None:
             raise RemotingError(f"no address for broker {mq.broker_name}")
         return addr

@@ -53,6 +53,14 @@ class TopicRoute:
                 return bd["brokerAddrs"].get(str(broker_id))
         return None
 
+    def read_addr(self, broker_name: str) -> str | None:
+        """Where to read a broker's queues: its master, or a slave while it has none."""
+        for bd in self.broker_datas:
+            if bd["brokerName"] == broker_name and bd["brokerAddrs"]:
+                addrs = {int(k): v for k, v in bd["brokerAddrs"].items()}
+                return addrs.get(MASTER_ID) or addrs[min(addrs)]
+        return None
+
     def brokers(self) -> dict[str, dict[int, str]]:
         return {bd["brokerName"]: {int(k): v for k, v in bd["brokerAddrs"].items()}
                 for bd in self.broker_datas}
@@ -153,6 +161,11 @@ class ClientInstance:
             if addr:
                 return addr
         return None
+
+    def read_addr(self, broker_name: str) -> str | None:
+        """The master's address, or a slave's while the master is gone (reads only)."""
+        return self.master_addr(broker_name) or next(
+            (a for r in self.routes.values() if (a := r.read_addr(broker_name))), None)
 
     async def heartbeat(self, producers: list[str], consumers: list[dict]) -> None:
         body = json.dumps({"clientID": self.client_id,

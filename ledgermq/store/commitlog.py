@@ -117,13 +117,25 @@ class CommitLog:
         struct.pack_into(">ii", seg.mm, pos, seg.size - pos, BLANK_MAGIC_CODE)
         self.max_offset = seg.end
 
-    def append_raw(self, offset: int, data) -> list[ScannedBatch]:
+    def start_at(self, offset: int) -> None:
+        """An empty log begins at `offset` (a segment start): a new slave that copies
+        only the master's last segment."""
+        if self.files.files or self.max_offset:
+            raise StoreError(f"the commit log is not empty (it ends at {self.max_offset})")
+        if offset % self.file_size:
+            raise StoreError(f"start offset {offset} is not a multiple of {self.file_size}")
+        self.files.ensure(offset)
+        self.max_offset = self.flushed_offset = offset
+
+    def append_raw(self, offset: int, data, *, partial_tail: bool = False
+                   ) -> list[ScannedBatch]:
         """Append already-encoded messages at `offset` (the replica path).
 
         The range must start at our max offset and hold whole messages as the primary
-        wrote them; after a blank marker it continues at the next segment (the blank's
-        padding may be included or left out). Nothing is written unless all of it
-        validates. Returns what was appended, for dispatch.
+        wrote them (with `partial_tail`, an unfinished last message is left out: the
+        caller keeps it for later); after a blank marker it continues at the next segment
+        (the blank's padding may be included or left out). Nothing is written unless all
+        of it validates. Returns what was appended, for dispatch.
         """
         if offset != self.max_offset:
             raise StoreError(f"replica append at {offset}, but the log ends at {self.max_offset}")
@@ -138,6 +150,9 @@ class CommitLog:
             if len(batch):
                 out.append(batch)
             blank = reason == BLANK
+            if partial_tail and reason == LIMIT and stop < len(chunk):
+                pieces.append((cur, chunk[:stop], False))
+                break
             if not blank and (reason != LIMIT or stop != len(chunk)):
                 raise StoreError(f"replica data at {cur + stop} is not a whole message "
                                  f"({reason}{': ' + detail if detail else ''})")

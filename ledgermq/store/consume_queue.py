@@ -32,6 +32,8 @@ class ConsumeQueue:
     # ---- writes ---------------------------------------------------------------------
     def put(self, first: int, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray) -> None:
         """Write entries for queue offsets first, first+1, ... (overwrites are idempotent)."""
+        if first > self.max_offset == self.min_offset:
+            self.min_offset = first  # a replica that began mid-stream: nothing before this
         n = len(phys)
         if n == 1:
             at = first * ENTRY_SIZE

@@ -335,10 +335,19 @@ class MessageStore:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, str(e))
         return self.put(batch)
 
-    def append_raw(self, offset: int, data) -> int:
-        """Append replicated bytes at `offset`; returns the new end of the log."""
+    def start_at(self, offset: int) -> None:
+        """An empty store's log begins at `offset` (see CommitLog.start_at)."""
         with self._lock:
-            batches = self.commitlog.append_raw(offset, data)
+            self.commitlog.start_at(offset)
+            self.dispatch_bound = self.dispatched_offset = offset
+            self._flush_dispatch_and_checkpoint()
+
+    def append_raw(self, offset: int, data, *, partial_tail: bool = False) -> int:
+        """Append replicated bytes at `offset`; returns the new end of the log. With
+        `partial_tail`, an unfinished last message is left out (the HA stream splits
+        messages anywhere)."""
+        with self._lock:
+            batches = self.commitlog.append_raw(offset, data, partial_tail=partial_tail)
             for run in (r for b in batches for r in runs_from_batch(b)):
                 key = (run.topic, run.queue_id)
                 self._next_queue_offset[key] = max(self._next_queue_offset.get(key, 0),

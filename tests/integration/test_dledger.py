@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from ledgermq import Message, MQClientError, Producer, PullConsumer, PullStatus
+from ledgermq import Message, Producer
 from ledgermq.cluster import down, restart, status, up
-from ledgermq.remoting import RemotingError
+
+from .load import check_nothing_lost, read_all, under_load
 
 
 @pytest.fixture
@@ -30,63 +31,6 @@ def leader_of(d, timeout=15.0, not_name=None):
             return leaders[0]
         time.sleep(0.2)
     raise AssertionError(f"no single leader within {timeout}s: {status(d)['processes']}")
-
-
-async def send_for(namesrv, seconds, acked, prefix, stop_event=None):
-    """Send one message at a time for `seconds`; record every SEND_OK body."""
-    async with Producer("p-" + prefix, namesrv, retry_times=3, send_timeout=3) as p:
-        end = time.monotonic() + seconds
-        i = 0
-        while time.monotonic() < end:
-            body = f"{prefix}-{i}".encode()
-            try:
-                r = await p.send(Message("Replicated", body))
-                if r.status.value == "SEND_OK":
-                    acked.append((r.queue.queue_id, body))
-            except (MQClientError, RemotingError):
-                await asyncio.sleep(0.1)
-            i += 1
-
-
-async def read_all(namesrv):
-    async with PullConsumer("reader", namesrv) as c:
-        out = {}
-        for q in await c.fetch_queues("Replicated"):
-            offset, got = 0, []
-            while True:
-                r = await c.pull(q, offset, 500)
-                if r.status is not PullStatus.FOUND:
-                    break
-                got += [m.body for m in r.messages]
-                offset = r.next_begin_offset
-            out[q.queue_id] = got
-        return out
-
-
-def check_nothing_lost(acked, stored):
-    for qid in {q for q, _ in acked}:
-        mine = [b for q, b in acked if q == qid]
-        have = stored.get(qid, [])
-        missing = [b for b in mine if b not in set(have)]
-        assert not missing, f"queue {qid}: {len(missing)} acknowledged messages lost"
-        positions = [have.index(b) for b in mine]
-        assert positions == sorted(positions), f"queue {qid}: order changed"
-
-
-def under_load(ns, seconds, prefix, fault_at, *signals) -> list:
-    """Send for `seconds`; at `fault_at` deliver `signals` (pid, signal, pause after) to
-    processes. Returns what was acknowledged as (queue id, body)."""
-    acked: list = []
-
-    async def scenario():
-        sender = asyncio.create_task(send_for(ns, seconds, acked, prefix))
-        await asyncio.sleep(fault_at)
-        for pid, sig, pause in signals:
-            os.kill(pid, sig)
-            await asyncio.sleep(pause)
-        await sender
-    asyncio.run(scenario())
-    return acked
 
 
 def test_kill9_leader_under_load_loses_nothing(group):

@@ -1,0 +1,299 @@
+"""Classic HA (S2) on a broker: the asyncio drivers of the HAMaster and HASlave cores over
+the HA port (the seed's wire format, see replication/ha/types.py).
+
+The master streams commit-log bytes straight from the mapped segments; the slave appends
+whole messages with the store's append-as-replica and dispatches its own consume queues.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from ..replication.ha import (
+    CHECKPOINT_FRAME, HEADER, REPORT, REPORT_WITH_ID, Append, Close, Complete, Disconnect,
+    HAConfig, HAMaster, HASlave, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint, StartAt,
+    StoreCheckpoint, SyncStatus, Transfer,
+)
+from ..store import FlushDiskType, MessageStore, StoreError
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.02
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def write_small_file(path: Path, data: bytes) -> None:
+    """Replace a small state file atomically (a reader sees the old or the new one)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+class CheckpointFile:
+    """The consistent checkpoint and its member slaves (S3), as the master last saved it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def load(self) -> tuple[int, int, dict[int, int]]:
+        """(epoch, checkpoint, members)"""
+        try:
+            d = json.loads(self.path.read_text())
+            return d["epoch"], d["checkpoint"], {int(k): v for k, v in d["members"].items()}
+        except (OSError, ValueError, KeyError):
+            return -1, 0, {}
+
+    def save(self, epoch: int, checkpoint: int, members) -> None:
+        write_small_file(self.path, json.dumps({"epoch": epoch, "checkpoint": checkpoint,
+                                                "members": dict(members)}).encode())
+
+
+class HAMasterDriver:
+    """Serves slaves on the HA port; answers sync requests (SYNC_MASTER, checkpoint)."""
+
+    def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int, *,
+                 checkpoint: int = 0, members: dict[int, int] | None = None,
+                 on_checkpoint: Callable[[int, tuple], None] | None = None):
+        self.store = store
+        self.core = HAMaster(config, store.commitlog.max_offset, now_ms(),
+                             checkpoint=checkpoint, members=members)
+        self.host, self.port = host, port
+        self.on_checkpoint = on_checkpoint
+        self.writers: dict[int, asyncio.StreamWriter] = {}
+        self.waiters: dict[int, asyncio.Future] = {}
+        self._next_id = 1
+        self._server: asyncio.base_events.Server | None = None
+        self._ticker: asyncio.Task | None = None
+        self._push_scheduled = False
+        self._conn_tasks: set[asyncio.Task] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ticker = asyncio.create_task(self._tick_loop())
+
+    async def stop(self) -> None:
+        if self._ticker:
+            self._ticker.cancel()
+        if self._server:
+            self._server.close()
+        for w in list(self.writers.values()):
+            w.close()
+        for t in list(self._conn_tasks):
+            t.cancel()
+        for fut in self.waiters.values():
+            if not fut.done():
+                fut.set_result(SyncStatus.TIMEOUT)
+        self.waiters.clear()
+        if self._server:
+            await self._server.wait_closed()
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                self.execute(self.core.tick(now_ms()))
+            except Exception:
+                log.exception("HA master tick failed")
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._conn_tasks.add(asyncio.current_task())
+        link = self._next_id
+        self._next_id += 1
+        self.writers[link] = writer
+        peer = writer.get_extra_info("peername")
+        log.info("HA: slave %s connected", peer)
+        checkpoint = self.core.config.checkpoint
+        size = REPORT_WITH_ID.size if checkpoint else REPORT.size
+        try:
+            self.execute(self.core.connected(link, now_ms()))
+            while link in self.writers:
+                raw = await reader.readexactly(size)
+                if checkpoint:
+                    offset, slave_id = REPORT_WITH_ID.unpack(raw)
+                else:
+                    offset, slave_id = REPORT.unpack(raw)[0], None
+                self.execute(self.core.report(link, offset, now_ms(), slave_id))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        finally:
+            self._conn_tasks.discard(asyncio.current_task())
+            self.writers.pop(link, None)
+            self.execute(self.core.disconnected(link))
+            writer.close()
+            log.info("HA: slave %s disconnected", peer)
+
+    def execute(self, actions: list) -> None:
+        for a in actions:
+            if isinstance(a, Transfer):
+                w = self.writers.get(a.link)
+                if w is None:
+                    continue
+                try:
+                    data = self.store.commitlog.read(a.offset, a.size)
+                except StoreError as e:  # e.g. removed by retention meanwhile
+                    log.warning("HA: cannot send %d+%d: %s", a.offset, a.size, e)
+                    self.execute([Close(a.link, str(e))])
+                    continue
+                w.write(HEADER.pack(a.offset, a.size))
+                w.write(data)
+            elif isinstance(a, Heartbeat):
+                w = self.writers.get(a.link)
+                if w is not None:
+                    w.write(HEADER.pack(a.offset, 0))
+            elif isinstance(a, PublishCheckpoint):
+                w = self.writers.get(a.link)
+                if w is not None:
+                    w.write(HEADER.pack(a.checkpoint, CHECKPOINT_FRAME))
+            elif isinstance(a, Close):
+                log.warning("HA: closing slave link: %s", a.reason)
+                w = self.writers.pop(a.link, None)
+                if w is not None:
+                    w.close()
+            elif isinstance(a, Complete):
+                fut = self.waiters.pop(a.request_id, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(a.status)
+            elif isinstance(a, SaveCheckpoint):
+                if self.on_checkpoint is not None:
+                    self.on_checkpoint(a.checkpoint, a.members)
+
+    def appended(self) -> None:
+        """The log grew: push to slaves once per loop iteration (many sends share it)."""
+        if not self._push_scheduled:
+            self._push_scheduled = True
+            asyncio.get_running_loop().call_soon(self._push)
+
+    def _push(self) -> None:
+        self._push_scheduled = False
+        self.execute(self.core.appended(self.store.commitlog.max_offset, now_ms()))
+
+    def sync(self, end_offset: int) -> "asyncio.Future[SyncStatus]":
+        """A future of how the write ending at `end_offset` got covered (see HAMaster)."""
+        rid = self._next_id
+        self._next_id += 1
+        fut = asyncio.get_running_loop().create_future()
+        self.waiters[rid] = fut
+        if self._push_scheduled:  # the write must be offered to slaves before waiting
+            self._push()
+        self.execute(self.core.sync(rid, end_offset, now_ms()))
+        return fut
+
+    def status(self) -> dict:
+        return self.core.status()
+
+
+class HASlaveDriver:
+    """Follows a master's HA port: appends its stream, reports the max offset."""
+
+    def __init__(self, store: MessageStore, config: HAConfig,
+                 master_addr: Callable[[], Awaitable[str | None]], *, slave_id: int = 0,
+                 on_checkpoint: Callable[[int], None] | None = None):
+        self.store = store
+        self.config = config
+        self.master_addr = master_addr
+        self.slave_id = slave_id
+        self.on_checkpoint = on_checkpoint
+        self.core = HASlave(config, store.commitlog.max_offset, now_ms())
+        self.writer: asyncio.StreamWriter | None = None
+        self._task: asyncio.Task | None = None
+        self._ticker: asyncio.Task | None = None
+        self.connected_to: str | None = None
+        self.sync_flush = store.config.flushDiskType is FlushDiskType.SYNC_FLUSH
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+        self._ticker = asyncio.create_task(self._tick_loop())
+
+    async def stop(self) -> None:
+        for t in (self._task, self._ticker):
+            if t is not None:
+                t.cancel()
+        await asyncio.gather(*(t for t in (self._task, self._ticker) if t),
+                             return_exceptions=True)
+        if self.writer is not None:
+            self.writer.close()
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            if self.writer is not None:
+                self.execute(self.core.tick(now_ms()))
+
+    async def _run(self) -> None:
+        while True:
+            addr = None
+            try:
+                addr = await self.master_addr()
+                if addr:
+                    await self._follow(addr)
+            except (OSError, asyncio.IncompleteReadError, ValueError) as e:
+                log.info("HA: connection to master %s ended: %s", addr, e)
+            except Exception:
+                log.exception("HA: following master %s failed", addr)
+            finally:
+                if self.writer is not None:
+                    self.writer.close()
+                    self.writer = None
+                    self.connected_to = None
+                    self.core.disconnected(now_ms())
+            await asyncio.sleep(1.0)
+
+    async def _follow(self, addr: str) -> None:
+        host, port = addr.rsplit(":", 1)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3)
+        self.writer, self.connected_to = writer, addr
+        self.core = HASlave(self.config, self.store.commitlog.max_offset, now_ms())
+        log.info("HA: following master %s from offset %d", addr, self.core.max_offset)
+        self.execute(self.core.connected(now_ms()))
+        while self.writer is writer:
+            offset, size = HEADER.unpack(await reader.readexactly(HEADER.size))
+            if size < CHECKPOINT_FRAME or size > (64 << 20):
+                raise ValueError(f"bad HA header: offset {offset}, size {size}")
+            body = await reader.readexactly(size) if size > 0 else b""
+            self.execute(self.core.frame(offset, size, body, now_ms()))
+
+    def execute(self, actions: list) -> None:
+        for a in actions:
+            if isinstance(a, Append):
+                try:
+                    end = self.store.append_raw(a.offset, a.data, partial_tail=True)
+                except StoreError as e:
+                    log.error("HA: the master's bytes at %d do not append: %s", a.offset, e)
+                    self._drop()
+                    return
+                if self.sync_flush:  # a report is an ack: make it mean flushed
+                    self.store.commitlog.flush()
+                self.execute(self.core.appended(end, now_ms()))
+            elif isinstance(a, Report):
+                if self.writer is not None:
+                    if self.config.checkpoint:
+                        self.writer.write(REPORT_WITH_ID.pack(a.offset, self.slave_id))
+                    else:
+                        self.writer.write(REPORT.pack(a.offset))
+            elif isinstance(a, StartAt):
+                self.store.start_at(a.offset)
+                log.info("HA: empty log starts at the master's last segment, %d", a.offset)
+            elif isinstance(a, Disconnect):
+                log.warning("HA: leaving master %s: %s", self.connected_to, a.reason)
+                self._drop()
+            elif isinstance(a, StoreCheckpoint):
+                if self.on_checkpoint is not None:
+                    self.on_checkpoint(a.checkpoint)
+
+    def _drop(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def status(self) -> dict:
+        return {"master": self.connected_to, "maxOffset": self.store.commitlog.max_offset,
+                "checkpoint": self.core.checkpoint}

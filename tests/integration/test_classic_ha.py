@@ -1,0 +1,90 @@
+"""Classic master/slave HA (S2) as real processes: kill -9 the SYNC_MASTER under load and
+read every SEND_OK message from the slave; a slave killed, paused or cut off under load;
+an ASYNC_MASTER that does not wait for its slave."""
+import asyncio
+import signal
+import time
+
+import pytest
+
+from ledgermq.cluster import down, restart, status, up
+
+from .load import check_nothing_lost, read_all, under_load
+
+
+def procs(d):
+    return {p["name"]: p for p in status(d)["processes"]}
+
+
+def wait_caught_up(d, timeout=15.0):
+    """Until the slave's log ends where the master's does."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        st = procs(d)
+        m, s = st["n0"].get("ha", {}), st["n1"].get("ha", {})
+        if m and s and s.get("maxOffset") == m.get("logEnd") and s.get("master"):
+            return m["logEnd"]
+        time.sleep(0.2)
+    raise AssertionError(f"slave did not catch up: {procs(d)}")
+
+
+@pytest.fixture
+def sync_group(tmp_path):
+    d = tmp_path / "sync"
+    state = up("sync", 2, d, {"syncFlushTimeout": "1000", "haHousekeepingInterval": "3000"})
+    wait_caught_up(d)
+    yield d, state
+    down(d)
+
+
+def test_kill9_sync_master_every_send_ok_is_on_the_slave(sync_group):
+    d, state = sync_group
+    statuses: dict = {}
+    acked = under_load(state["namesrv"], 4, "k", 2, (procs(d)["n0"]["pid"], signal.SIGKILL, 0),
+                       statuses=statuses)
+    assert len(acked) > 30, statuses
+    stored = asyncio.run(read_all(state["namesrv"]))  # served by the slave now
+    check_nothing_lost(acked, stored)
+    assert procs(d)["n1"]["role"] == "SLAVE"
+
+
+def test_slave_killed_and_restarted_under_load(sync_group):
+    d, state = sync_group
+    statuses: dict = {}
+    acked = under_load(state["namesrv"], 3, "r", 1, (procs(d)["n1"]["pid"], signal.SIGKILL, 0),
+                       statuses=statuses)
+    assert statuses.get("SLAVE_NOT_AVAILABLE", 0) > 0, statuses  # said at once, not hidden
+    restart(d, "n1")
+    wait_caught_up(d)
+    more = under_load(state["namesrv"], 1.5, "r2", 0.1, statuses={})
+    assert len(more) > 10  # SEND_OK again once the slave is back
+    check_nothing_lost(acked + more, asyncio.run(read_all(state["namesrv"])))
+
+
+def test_paused_slave_times_out_then_is_dropped_then_catches_up(sync_group):
+    d, state = sync_group
+    slave = procs(d)["n1"]["pid"]
+    statuses: dict = {}
+    # paused longer than syncFlushTimeout (1 s) and haHousekeepingInterval (3 s)
+    under_load(state["namesrv"], 6, "p", 0.5, (slave, signal.SIGSTOP, 4.5),
+               (slave, signal.SIGCONT, 0), statuses=statuses)
+    assert statuses.get("FLUSH_SLAVE_TIMEOUT", 0) > 0, statuses
+    assert statuses.get("SLAVE_NOT_AVAILABLE", 0) > 0, statuses
+    wait_caught_up(d)
+
+
+def test_async_master_does_not_wait_for_its_slave(tmp_path):
+    d = tmp_path / "async"
+    state = up("async", 2, d)
+    try:
+        wait_caught_up(d)
+        slave = procs(d)["n1"]["pid"]
+        statuses: dict = {}
+        acked = under_load(state["namesrv"], 2, "a", 0.2, (slave, signal.SIGSTOP, 1.5),
+                           (slave, signal.SIGCONT, 0), statuses=statuses)
+        assert set(statuses) == {"SEND_OK"} and len(acked) > 30, statuses
+        end = wait_caught_up(d)
+        assert end > 0
+        check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
+    finally:
+        down(d)
