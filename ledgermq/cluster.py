@@ -76,15 +76,29 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None) -
     if (d / "cluster.json").exists() and any(_alive(p["pid"]) for p in
                                              json.loads((d / "cluster.json").read_text())["processes"]):
         raise RuntimeError(f"a cluster is already running in {d}; `ledgermq cluster down` first")
+    started: list[subprocess.Popen] = []
+    try:
+        return _up(mode, replicas, d, extra, started)
+    except BaseException:
+        for proc in started:  # leave nothing running behind a failed start
+            proc.kill()
+            proc.wait()
+        raise
+
+
+def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
+        started: list) -> dict:
     got = free_ports(2 + 2 * replicas)
     ports = {"namesrv": got[0], "broker": got[1:1 + replicas],
              "repl": got[1 + replicas:1 + 2 * replicas], "control": got[-1]}
     ns = _spawn(["namesrv", "--port", str(ports["namesrv"]), "--json"], d / "namesrv")
+    started.append(ns)
     _wait_ready(d / "namesrv", ns)
     procs = [{"name": "namesrv", "pid": ns.pid, "port": ports["namesrv"]}]
     if mode == "checkpoint":
         ctl = _spawn(["controlnode", "--port", str(ports["control"]), "--dir",
                       str(d / "control" / "data"), "--json"], d / "control")
+        started.append(ctl)
         _wait_ready(d / "control", ctl)
         procs.append({"name": "control", "pid": ctl.pid, "port": ports["control"],
                       "args": ["controlnode", "--port", str(ports["control"]), "--dir",
@@ -95,6 +109,7 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None) -
         conf.parent.mkdir(parents=True, exist_ok=True)
         conf.write_text(broker_conf(mode, i, replicas, ports, d, extra or {}))
         brokers.append(_spawn(["broker", "-c", str(conf), "--json"], d / f"n{i}"))
+        started.append(brokers[-1])
     for i, b in enumerate(brokers):
         _wait_ready(d / f"n{i}", b)
         procs.append({"name": f"n{i}", "pid": b.pid, "port": ports["broker"][i],
@@ -111,6 +126,9 @@ def restart(d: Path, name: str) -> dict:
     """Start one process of the cluster again (after a kill)."""
     state = json.loads((d / "cluster.json").read_text())
     p = next(p for p in state["processes"] if p["name"] == name)
+    deadline = time.monotonic() + 5  # a process just killed may take a moment to go
+    while _alive(p["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
     if _alive(p["pid"]):
         raise RuntimeError(f"{name} (pid {p['pid']}) is still running")
     (d / name / "stdout").unlink(missing_ok=True)

@@ -27,6 +27,7 @@ from ..replication.ha import HAConfig, SyncStatus
 from ..replication.raft import Code, RaftConfig
 from .config import BrokerConfig, BrokerRole
 from .dledger import DLedgerDriver, parse_peers
+from .checkpoint import CheckpointDriver
 from .ha import HAMasterDriver, HASlaveDriver
 from .consumers import ConsumerManager, parse_subscription
 from .long_poll import PullHolds
@@ -83,6 +84,7 @@ class Broker:
         self.ha_master: HAMasterDriver | None = None
         self.ha_slave: HASlaveDriver | None = None
         self._learned_ha_master = ""  # the master's HA address, from the name server
+        self.checkpoint: CheckpointDriver | None = None  # S3 mode
         root = store_config.root / "config"
         self.topics = TopicTable(root / "topics.json", config.defaultTopicQueueNums,
                                  config.autoCreateTopicEnable)
@@ -128,6 +130,7 @@ class Broker:
             RequestCode.GET_ALL_CONSUMER_OFFSET: self._all_consumer_offsets,
             RequestCode.GET_ALL_DELAY_OFFSET: self._all_delay_offsets,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self._consumer_connections,
+            RequestCode.CONTROL_PROMOTE: self._promote,
         }
 
     @property
@@ -162,11 +165,14 @@ class Broker:
             self.config.listenPort = self.server.port
             self.store.store_host = self.store_host = pack_host(self.config.brokerIP1,
                                                                 self.server.port)
-        if self.dledger is None and not self.config.enableConsistentCheckpoint:
+        if self.config.enableConsistentCheckpoint:
+            self.checkpoint = CheckpointDriver(self)
+            await self.checkpoint.start()
+        elif self.dledger is None:
             await self._start_classic_ha()
         await self.register_now()  # routes exist once start() returns
         loops = [self._register_loop(), self._housekeeping(), self.schedule.run()]
-        if self.dledger is not None:
+        if self.dledger is not None or self.ha_slave is not None or self.checkpoint is not None:
             loops.append(self._sync_from_master_loop())
         self._tasks = [asyncio.create_task(t) for t in loops]
         log.info("broker %s (%s) listening on %s", self.config.brokerName,
@@ -180,6 +186,8 @@ class Broker:
         await self.server.stop()
         if self.dledger is not None:
             await self.dledger.stop()
+        if self.checkpoint is not None:
+            await self.checkpoint.stop()
         await self._stop_ha()
         await self.namesrv_client.close()
         self.offsets.save()
@@ -285,8 +293,13 @@ class Broker:
         return self.ha_slave is not None
 
     @property
-    def broker_id(self) -> int:
-        """In DLedger mode the leader is the master (0), followers are slaves."""
+    def broker_id(self) -> int | None:
+        """In DLedger mode the leader is the master (0), followers are slaves. In
+        checkpoint mode the master is 0 and a slave its control-node slot (None: waiting)."""
+        if self.checkpoint is not None:
+            if self.checkpoint.is_master:
+                return 0
+            return self.checkpoint.slot if self.ha_slave is not None else None
         if self.dledger is None:
             return self.config.brokerId
         if self.dledger.is_leader:
@@ -309,6 +322,8 @@ class Broker:
             "compressed": "false"}, body=json_body(body))
 
     async def register_now(self) -> None:
+        if self.broker_id is None:
+            return  # no role yet: clients should not see this broker
         for addr in self._namesrvs():
             try:
                 r = await self.namesrv_client.invoke(addr, self._register_request(), 3.0)
@@ -383,10 +398,16 @@ class Broker:
         n = max(1, min(queue_nums or template.writeQueueNums, template.writeQueueNums))
         return self._create_topic(TopicConfig(topic, n, n))
 
-    def _replicated_topic(self, topic: str) -> TopicConfig | None:
+    def adopt_stored_topics(self) -> None:
+        """A slave that becomes master serves every topic its log holds, config or not."""
+        for topic in self.store.topics():
+            if self.topics.get(topic) is None:
+                self._replicated_topic(topic, True)
+
+    def _replicated_topic(self, topic: str, force: bool = False) -> TopicConfig | None:
         """A slave may hold a topic's messages before it has copied the topic's config
         from the master: its queues are proof enough to serve reads."""
-        qids = self.store.queue_ids(topic) if self.is_slave else []
+        qids = self.store.queue_ids(topic) if self.is_slave or force else []
         if not qids:
             return None
         n = max(qids) + 1
@@ -402,7 +423,13 @@ class Broker:
     def _send(self, cmd: RemotingCommand, conn: Connection):
         """A send request: answered at once when nothing needs waiting for (ASYNC_FLUSH),
         else through a coroutine that waits for durability."""
-        if self.config.brokerRole is BrokerRole.SLAVE:
+        if self.checkpoint is not None:
+            if not self.checkpoint.is_master:
+                return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                    f"broker {self.address} is not the master of "
+                                    f"{self.config.brokerName} now "
+                                    f"({self.checkpoint.replica.role}): not writable")
+        elif self.config.brokerRole is BrokerRole.SLAVE:
             return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
                                 f"broker {self.config.brokerName} is a slave: not writable")
         h = parse_send_header(cmd.ext)
@@ -474,8 +501,12 @@ class Broker:
         wait = self.store.durable_wait(result)
         if self.ha_master is not None and result.ok:
             self.ha_master.appended()
+            if self.checkpoint is not None:
+                return self._after_checkpoint(cmd, qid, result, wait,
+                                              self.ha_master.sync(result.end_offset))
             if self.config.brokerRole is BrokerRole.SYNC_MASTER:
-                return self._after_slave(cmd, qid, result, wait)
+                return self._after_slave(cmd, qid, result, wait,
+                                         self.ha_master.sync(result.end_offset))
         if wait is None:
             return self._send_response(cmd, qid, result)
         return self._after_flush(cmd, qid, result, wait)
@@ -525,9 +556,8 @@ class Broker:
         return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
                             f"{done.code.value}: leadership changed before the batch committed")
 
-    async def _after_slave(self, cmd, qid, result, wait) -> RemotingCommand:
+    async def _after_slave(self, cmd, qid, result, wait, synced) -> RemotingCommand:
         """SYNC_MASTER (S2): SEND_OK once a slave acknowledged the batch's end."""
-        synced = self.ha_master.sync(result.end_offset)
         if wait is not None and not await wait:
             self.store.mark_flush_timeout(result)
         status = await synced
@@ -540,6 +570,38 @@ class Broker:
                 result.error = (f"no slave acknowledged within syncFlushTimeout="
                                 f"{self.store.config.syncFlushTimeout} ms")
         return self._send_response(cmd, qid, result)
+
+    async def _after_checkpoint(self, cmd, qid, result, wait, synced) -> RemotingCommand:
+        """Checkpoint mode (S3-3): SEND_OK once the consistent checkpoint covers the batch,
+        or once the control node holds it; otherwise SEND_PENDING for the producer to
+        resolve (Producer.resolve)."""
+        if wait is not None and not await wait:
+            self.store.mark_flush_timeout(result)
+        if await synced is SyncStatus.OK:
+            return self._send_response(cmd, qid, result)
+        start = int(result.phys_offsets[0])
+        epoch = self.checkpoint.master_epoch
+        msg_id = f"{epoch}-{start}"
+        try:
+            data = b"".join(bytes(self.store.commitlog.read(int(o), self.store.commitlog.size_at(
+                int(o)))) for o in result.phys_offsets)
+        except StoreError:  # rolled back meanwhile: it is not ours to keep
+            data = b""
+        if data and await self.checkpoint.cache(start, result.end_offset, msg_id, data):
+            return self._send_response(cmd, qid, result)
+        resp = self._send_response(cmd, qid, result)
+        resp.code = ResponseCode.SEND_PENDING
+        resp.remark = ("not yet covered by the consistent checkpoint and not cached by the "
+                       "control node: resolve before resending")
+        resp.ext.update(pendingEpoch=str(epoch), pendingEnd=str(result.end_offset),
+                        pendingId=msg_id, controlNodeAddr=self.config.controlNodeAddr,
+                        brokerName=self.config.brokerName)
+        return resp
+
+    async def _promote(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        if self.checkpoint is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "this broker is not in checkpoint mode")
+        return await self.checkpoint.promote(cmd)
 
     async def _after_flush(self, cmd, qid, result, wait) -> RemotingCommand:
         if not await wait:
@@ -801,6 +863,10 @@ class Broker:
             info["ha"] = json.dumps(self.ha_master.status())
         if self.ha_slave is not None:
             info["ha"] = json.dumps(self.ha_slave.status())
+        if self.checkpoint is not None:
+            st = self.checkpoint.status()
+            info["brokerRole"] = st["role"]
+            info["checkpoint"] = json.dumps(st)
         if self.dledger is not None:
             info["brokerRole"] = "LEADER" if self.dledger.is_leader else "FOLLOWER"
             info["brokerId"] = str(self.broker_id)

@@ -153,3 +153,33 @@ def broker(conf: Path, namesrv_addr: str | None, as_json: bool) -> None:
         await b.stop()
 
     run(main_)
+
+
+@main.command()
+@click.option("--port", default=9880, show_default=True, help="Where brokers and producers "
+              "reach it (the brokers' controlNodeAddr).")
+@click.option("--bind", default="127.0.0.1", show_default=True)
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
+              default=Path.home() / ".ledgermq" / "controlnode", show_default=True,
+              help="Where its state and message cache live (survive a restart).")
+@click.option("--master-timeout", default=1500, show_default=True,
+              help="ms without a master heartbeat before a slave takes over.")
+@click.option("--json", "as_json", is_flag=True)
+def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
+                as_json: bool) -> None:
+    """Run the control node of checkpoint-mode broker groups (S3)."""
+    from ..controlnode import ControlNode
+    from ..replication.checkpoint import ControlConfig
+    from ..server import run, serve_until
+
+    if master_timeout <= 0:
+        raise click.BadParameter("--master-timeout must be positive")
+    node = ControlNode(directory, bind, port, ControlConfig(master_timeout_ms=master_timeout))
+
+    async def main_(stop):
+        await node.start()
+        _ready({"controlNode": f"{bind}:{node.port}", "dir": str(directory)}, as_json)
+        await serve_until(stop)
+        await node.stop()
+
+    run(main_)

@@ -56,6 +56,18 @@ class SendStatus(enum.Enum):
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    PENDING = "PENDING"  # checkpoint mode (S3): resolve it (Producer.resolve) before resending
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What a checkpoint-mode broker says about a send it could not yet vouch for."""
+
+    broker_name: str
+    epoch: int  # the master's epoch when it stored the message
+    end: int  # commit-log offset just past the message(s)
+    msg_id: str  # the control node's name for it
+    control_node: str
 
 
 @dataclass
@@ -65,6 +77,7 @@ class SendResult:
     offset_msg_id: str  # the broker's store-host + offset id; comma-joined for a batch
     queue: MessageQueue
     queue_offset: int
+    pending: Pending | None = None
 
 
 _FIXED = struct.Struct(">iiiiiqqiq")  # through BORNTIMESTAMP

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import time
 import zlib
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -16,7 +18,8 @@ from ..store.batch import put_be
 from ..store.message import PROPERTY_UNIQ_KEY
 from .instance import AUTO_CREATE_TOPIC, ClientInstance, MQClientError, periodic
 from .message import (
-    Message, MessageQueue, SendResult, SendStatus, UniqueIdGenerator, properties_string,
+    Message, MessageQueue, Pending, SendResult, SendStatus, UniqueIdGenerator,
+    properties_string,
 )
 
 log = logging.getLogger(__name__)
@@ -24,7 +27,18 @@ log = logging.getLogger(__name__)
 _STATUS = {ResponseCode.SUCCESS: SendStatus.SEND_OK,
            ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
            ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-           ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
+           ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+           ResponseCode.SEND_PENDING: SendStatus.PENDING}
+
+
+def _send_result(status: SendStatus, uniq: str, resp, q: MessageQueue) -> SendResult:
+    ext = resp.ext
+    pending = None
+    if status is SendStatus.PENDING:
+        pending = Pending(ext.get("brokerName", q.broker_name), int(ext["pendingEpoch"]),
+                          int(ext["pendingEnd"]), ext["pendingId"], ext["controlNodeAddr"])
+    return SendResult(status, uniq, ext.get("msgId", ""), q, int(ext.get("queueOffset", -1)),
+                      pending)
 _RETRY_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
                 ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION, ResponseCode.SYSTEM_BUSY}
 
@@ -72,7 +86,8 @@ class Producer:
     def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv: str = "127.0.0.1:9876", *,
                  send_timeout: float = 3.0, retry_times: int = 2,
                  default_topic_queue_nums: int = 4, linger_ms: float = 0,
-                 batch_max_messages: int = 256, instance: ClientInstance | None = None):
+                 batch_max_messages: int = 256, instance: ClientInstance | None = None,
+                 resolve_pending: bool = True, resolve_timeout: float = 60.0):
         self.group = group
         self.instance = instance or ClientInstance(namesrv)
         self.send_timeout = send_timeout
@@ -80,6 +95,8 @@ class Producer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self.linger_ms = linger_ms
         self.batch_max_messages = batch_max_messages
+        self.resolve_pending = resolve_pending  # settle PENDING sends before answering
+        self.resolve_timeout = resolve_timeout
         self._ids = UniqueIdGenerator()
         self._rr = itertools.count()
         self._tasks: list[asyncio.Task] = []
@@ -201,8 +218,13 @@ class Producer:
                 resp = f.result()
                 status = _STATUS.get(resp.code)
             if status is not None:
-                out.set_result(SendResult(status, uniq, resp.ext.get("msgId", ""), q,
-                                          int(resp.ext.get("queueOffset", -1))))
+                result = _send_result(status, uniq, resp, q)
+                if status is SendStatus.PENDING and self.resolve_pending:
+                    settle = asyncio.ensure_future(self._settle(result, msg, queue))
+                    settle.add_done_callback(lambda r: out.set_exception(r.exception())
+                                             if r.exception() else out.set_result(r.result()))
+                else:
+                    out.set_result(result)
             else:  # retry the slow way (another queue or broker)
                 retry = asyncio.ensure_future(self._send_slow(msg, queue))
                 retry.add_done_callback(lambda r: out.set_exception(r.exception())
@@ -212,6 +234,37 @@ class Producer:
         except RemotingError:
             return asyncio.ensure_future(self._send_slow(msg, queue))
         return out
+
+    # ---- PENDING (checkpoint mode, S3-4) -------------------------------------------
+    async def resolve(self, result: SendResult, timeout: float | None = None) -> str:
+        """Ask the control node what became of a PENDING send until it knows: "DONE" (it
+        is in the log, safely) or "RESEND" (it is not: send it again)."""
+        p = result.pending
+        if p is None:
+            raise ValueError(f"a {result.status.value} result has nothing to resolve")
+        deadline = time.monotonic() + (timeout or self.resolve_timeout)
+        cmd = RemotingCommand(RequestCode.CONTROL_RESOLVE, ext={
+            "brokerName": p.broker_name, "epoch": str(p.epoch), "end": str(p.end),
+            "msgId": p.msg_id})
+        while time.monotonic() < deadline:
+            try:
+                r = await self.instance.broker_request(p.control_node, cmd, 3.0)
+                if r.code == ResponseCode.SUCCESS:
+                    answer = json.loads(r.body)["resolution"]
+                    if answer in ("DONE", "RESEND"):
+                        return answer
+            except RemotingError as e:
+                log.debug("control node %s: %s", p.control_node, e)
+            await asyncio.sleep(0.2)
+        raise MQClientError(ResponseCode.SYSTEM_ERROR, f"send {result.msg_id} still PENDING "
+                            f"after {timeout or self.resolve_timeout}s: the control node "
+                            f"{p.control_node} could not tell")
+
+    async def _settle(self, result: SendResult, msg: Message,
+                      queue: MessageQueue | None) -> SendResult:
+        if await self.resolve(result) == "DONE":
+            return replace(result, status=SendStatus.SEND_OK, pending=None)
+        return await self._send_slow(msg, queue)
 
     async def send_orderly(self, msg: Message, sharding_key) -> SendResult:
         """All messages with the same key go to one queue, in order."""
@@ -274,9 +327,13 @@ class Producer:
                 await self.instance.route(topic, refresh=True)
                 continue
             status = _STATUS.get(resp.code)
+            if status is SendStatus.PENDING and self.resolve_pending:
+                result = _send_result(status, uniq, resp, q)
+                if await self.resolve(result) == "DONE":
+                    return replace(result, status=SendStatus.SEND_OK, pending=None)
+                continue  # RESEND: it is not in the log; send it again
             if status is not None:
-                return SendResult(status, uniq, resp.ext.get("msgId", ""), q,
-                                  int(resp.ext.get("queueOffset", -1)))
+                return _send_result(status, uniq, resp, q)
             last = MQClientError(resp.code, resp.remark)
             if resp.code not in _RETRY_CODES or selector is not None:
                 raise last

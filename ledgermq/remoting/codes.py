@@ -60,6 +60,12 @@ class RequestCode(enum.IntEnum):
     SEND_BATCH_MESSAGE = 320
     QUERY_CONSUME_QUEUE = 321
     QUERY_DATA_VERSION = 322
+    # ledgermq's own: the control node of checkpoint mode (S3)
+    CONTROL_HEARTBEAT = 9910
+    CONTROL_CACHE = 9911
+    CONTROL_RESOLVE = 9912
+    CONTROL_STATUS = 9913
+    CONTROL_PROMOTE = 9914
 
 
 class ResponseCode(enum.IntEnum):
@@ -88,6 +94,9 @@ class ResponseCode(enum.IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    # ledgermq's own (S3): stored, replicated to no checkpoint and not cached by the
+    # control node; the producer resolves it (see Producer.resolve)
+    SEND_PENDING = 9920
 
 
 class LanguageCode(enum.IntEnum):

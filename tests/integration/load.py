@@ -28,10 +28,21 @@ async def send_for(namesrv, seconds, acked, prefix, statuses=None):
             i += 1
 
 
-async def read_all(namesrv):
+async def read_all(namesrv, settle_s=10.0):
+    """Every message of every queue. A broker that just became master may not have
+    re-registered its routes yet: asked again for up to `settle_s`."""
     async with PullConsumer("reader", namesrv) as c:
         out = {}
-        for q in await c.fetch_queues("Replicated"):
+        end = time.monotonic() + settle_s
+        while True:
+            try:
+                queues = await c.fetch_queues("Replicated")
+                break
+            except MQClientError:
+                if time.monotonic() > end:
+                    raise
+                await asyncio.sleep(0.2)
+        for q in queues:
             offset, got = 0, []
             while True:
                 r = await c.pull(q, offset, 500)

@@ -1,0 +1,4 @@
+"""The control node of checkpoint mode (S3): `ledgermq controlnode`."""
+from .server import ControlNode
+
+__all__ = ["ControlNode"]

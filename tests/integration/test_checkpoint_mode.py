@@ -1,0 +1,162 @@
+"""Checkpoint mode (S3) as real processes: a master, two slaves and a control node. Kill -9
+the master under load: a slave takes over by itself and every SEND_OK message is
+consumable from it; PENDING sends resolve DONE or RESEND as the log says; the control node
+keeps its cache across a crash, even one it shares with the master; the old master comes
+back as a slave."""
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+from ledgermq import Message, Producer, SendStatus
+from ledgermq.cluster import down, restart, status, up
+
+from .load import check_nothing_lost, read_all, under_load
+
+
+def procs(d):
+    return {p["name"]: p for p in status(d)["processes"]}
+
+
+def wait_for_master(d, not_name=None, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        masters = [p for p in procs(d).values() if p.get("role") == "MASTER" and p["alive"]
+                   and p["name"] != not_name]
+        if len(masters) == 1:
+            return masters[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no single master within {timeout}s: {procs(d)}")
+
+
+def wait_slave_caught_up(d, name, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        st = procs(d)
+        master = next((p for p in st.values() if p.get("role") == "MASTER"), None)
+        me = st[name]
+        if master and me.get("role") == "SLAVE" and \
+                me.get("ha", {}).get("maxOffset") == master["ha"]["logEnd"]:
+            return me
+        time.sleep(0.2)
+    raise AssertionError(f"{name} did not catch up as a slave: {procs(d)}")
+
+
+@pytest.fixture
+def group(tmp_path):
+    d = tmp_path / "cp"
+    state = up("checkpoint", 3, d, {"syncFlushTimeout": "500"})
+    wait_for_master(d)
+    for name in ("n1", "n2"):
+        wait_slave_caught_up(d, name)
+    yield d, state
+    down(d)
+
+
+def test_kill9_master_fails_over_by_itself_and_loses_nothing(group):
+    d, state = group
+    old = wait_for_master(d)
+    statuses: dict = {}
+    acked = under_load(state["namesrv"], 7, "f", 2, (old["pid"], signal.SIGKILL, 0),
+                       statuses=statuses)
+    new = wait_for_master(d, not_name=old["name"])
+    assert len(acked) > 50, statuses
+    check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
+    acked_after = [b for _, b in acked if int(b.split(b"-")[1]) > 0]
+    assert acked_after, "no SEND_OK after the failover"
+    restart(d, old["name"])  # it rolls back past the takeover and rejoins as a slave
+    wait_slave_caught_up(d, old["name"])
+    assert wait_for_master(d)["name"] == new["name"]
+
+
+async def _pending_sends(ns, n, prefix):
+    """n sends made while the checkpoint cannot move and the control node is frozen."""
+    async with Producer("pend-" + prefix, ns, resolve_pending=False, send_timeout=10) as p:
+        return await asyncio.gather(*(p.send(Message("Replicated", f"{prefix}-{i}".encode()))
+                                      for i in range(n))), p
+
+
+def _freeze(*pids):
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+
+
+def _thaw(*pids):
+    for pid in pids:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def _resolve_all(ns, results):
+    async with Producer("resolver", ns) as p:
+        return [await p.resolve(r, timeout=20) for r in results]
+
+
+def test_pending_resolves_done_when_the_master_survives(group):
+    """The control node is frozen, so a timed-out sync cannot be cached: PENDING. The
+    master lives on, the checkpoint catches up: DONE."""
+    d, state = group
+    st = procs(d)
+    frozen = [st["n1"]["pid"], st["n2"]["pid"], st["control"]["pid"]]
+    _freeze(*frozen)
+    try:
+        results, _ = asyncio.run(_pending_sends(state["namesrv"], 3, "d"))
+    finally:
+        _thaw(*frozen)
+    assert [r.status for r in results] == [SendStatus.PENDING] * 3
+    assert asyncio.run(_resolve_all(state["namesrv"], results)) == ["DONE"] * 3
+    bodies = {b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q}
+    assert {b"d-0", b"d-1", b"d-2"} <= bodies
+
+
+def test_pending_resolves_resend_when_the_master_died_with_it(group):
+    """PENDING sends that only the master held (slaves cut off, control node down), and
+    the master died: RESEND, and indeed the new master does not have them."""
+    d, state = group
+    st = procs(d)
+    master = wait_for_master(d)
+    under_load(state["namesrv"], 0.3, "w", 0)  # the topic exists on every broker
+    for name in ("n1", "n2"):
+        wait_slave_caught_up(d, name)
+    slaves = [st[n]["pid"] for n in ("n0", "n1", "n2") if n != master["name"]]
+    _freeze(*slaves)
+    try:
+        # frozen slaves' sockets would still take bytes in: wait until the master has
+        # dropped them (haHousekeepingInterval), so nothing reaches them from here on
+        time.sleep(6)
+        os.kill(st["control"]["pid"], signal.SIGKILL)
+        results, _ = asyncio.run(_pending_sends(state["namesrv"], 3, "r"))
+        os.kill(master["pid"], signal.SIGKILL)  # the only copy dies
+    finally:
+        _thaw(*slaves)
+    assert [r.status for r in results] == [SendStatus.PENDING] * 3
+    restart(d, "control")
+    wait_for_master(d, not_name=master["name"])
+    assert asyncio.run(_resolve_all(state["namesrv"], results)) == ["RESEND"] * 3
+    bodies = {b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q}
+    assert not {b"r-0", b"r-1", b"r-2"} & bodies
+
+
+def test_cached_sends_survive_master_and_control_node_dying_together(group):
+    d, state = group
+    st = procs(d)
+    master = wait_for_master(d)
+    slaves = [st[n]["pid"] for n in ("n0", "n1", "n2") if n != master["name"]]
+    _freeze(*slaves)  # the checkpoint stalls: SEND_OK only through the control node's cache
+
+    async def send():
+        async with Producer("cached", state["namesrv"], send_timeout=10) as p:
+            return await asyncio.gather(*(p.send(Message("Replicated", f"c-{i}".encode()))
+                                          for i in range(5)))
+    try:
+        results = asyncio.run(send())
+        assert [r.status for r in results] == [SendStatus.SEND_OK] * 5
+        os.kill(st["control"]["pid"], signal.SIGKILL)
+        os.kill(master["pid"], signal.SIGKILL)
+    finally:
+        _thaw(*slaves)
+    restart(d, "control")  # its cache comes back from disk; the failover happens then
+    wait_for_master(d, not_name=master["name"])
+    bodies = {b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q}
+    assert {f"c-{i}".encode() for i in range(5)} <= bodies
