@@ -285,15 +285,19 @@ class PushConsumer(_Base):
         subs = [{"topic": t, "subString": e, "tagsSet": sorted(_tags_of(e) or []),
                  "codeSet": [], "subVersion": int(time.time() * 1000), "expressionType": "TAG",
                  "classFilterMode": False} for t, e in self.subscriptions.items()]
-        await self.instance.heartbeat([], [{
+        self._heard = await self.instance.heartbeat([], [{
             "groupName": self.group,
             "consumeType": "CONSUME_PASSIVELY", "messageModel": self.message_model,
             "consumeFromWhere": self.consume_from, "subscriptionDataSet": subs,
             "unitMode": False}])
 
+    _heard = False
+
     async def _refresh_and_rebalance(self) -> None:
         for topic in self.subscriptions:
             await self.instance.route(topic, refresh=True)
+        if not self._heard:  # a broker missed our heartbeat: the group would not count us
+            await self._heartbeat()
         await self.rebalance()
 
     # ---- rebalance ------------------------------------------------------------------
