@@ -69,3 +69,15 @@ def by_phase(rows: list[dict]) -> dict[str, dict]:
         key = r["workload"].split()[0]
         out.setdefault(key, r)
     return out
+
+
+def anchor_phases(replicas: int, na: int, nb: int, skip: bool = False) -> dict[str, dict]:
+    """Run the anchor's phases a, b, d (unless `skip`), print its rows, return them by
+    phase."""
+    if skip:
+        return {}
+    anchor = by_phase(run_anchor(replicas, "a,b,d", nb=nb, na=na))
+    for r in anchor.values():
+        print(json.dumps({"bench": f"anchor nats-jetstream replicas={replicas}", **r}),
+              flush=True)
+    return anchor

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.anchor import by_phase, run_anchor  # noqa: E402
+from bench.anchor import anchor_phases  # noqa: E402
 from bench.single_node_bench import arun, workloads  # noqa: E402
 from ledgermq import Message, MQClientError, Producer  # noqa: E402
 from ledgermq.cluster import down, restart, status, up  # noqa: E402
@@ -72,11 +72,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=10)
     args = ap.parse_args()
     na, nb = (1000, 20000) if args.quick else (10000, 100000)
-    anchor = {}
-    if not args.no_anchor:
-        anchor = by_phase(run_anchor(3, "a,b,d", nb=nb, na=na))
-        for r in anchor.values():
-            print(json.dumps({"bench": "anchor nats-jetstream replicas=3", **r}), flush=True)
+    anchor = anchor_phases(3, na, nb, skip=args.no_anchor)
     with tempfile.TemporaryDirectory(prefix="ledgermq-dledger-") as tmp:
         d = Path(tmp) / "group"
         state = up("dledger", 3, d)

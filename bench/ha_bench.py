@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.anchor import by_phase, run_anchor  # noqa: E402
+from bench.anchor import anchor_phases  # noqa: E402
 from bench.dledger_bench import first_ok_after_kill, leader  # noqa: E402
 from bench.single_node_bench import arun, workloads  # noqa: E402
 from ledgermq.cluster import down, restart, status, up  # noqa: E402
@@ -77,11 +77,7 @@ def main() -> None:
     ap.add_argument("--modes", default="sync,async,checkpoint,dledger")
     args = ap.parse_args()
     na, nb = (1000, 20000) if args.quick else (10000, 100000)
-    anchor = {}
-    if not args.no_anchor:
-        anchor = by_phase(run_anchor(3, "a,b,d", nb=nb, na=na))
-        for r in anchor.values():
-            print(json.dumps({"bench": "anchor nats-jetstream replicas=3", **r}), flush=True)
+    anchor = anchor_phases(3, na, nb, skip=args.no_anchor)
     batch = {}
     for name in args.modes.split(","):
         mode, n = GROUPS[name]

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.anchor import by_phase, run_anchor  # noqa: E402
+from bench.anchor import anchor_phases  # noqa: E402
 from ledgermq import Message, Producer, PullConsumer, PullStatus  # noqa: E402
 from tests.dev_process import DevProcess  # noqa: E402
 
@@ -170,11 +170,7 @@ def main() -> None:
     ap.add_argument("--flush", default="ASYNC_FLUSH")
     args = ap.parse_args()
     na, nb = (2000, 20000) if args.quick else (20000, 200000)
-    anchor = {}
-    if not args.no_anchor:
-        anchor = by_phase(run_anchor(1, "a,b,d", nb=nb, na=na))
-        for r in anchor.values():
-            print(json.dumps({"bench": "anchor nats-jetstream replicas=1", **r}), flush=True)
+    anchor = anchor_phases(1, na, nb, skip=args.no_anchor)
     with tempfile.TemporaryDirectory(prefix="ledgermq-bench-") as d:
         dev = DevProcess(Path(d), {"flushDiskType": args.flush,
                                    "mappedFileSizeCommitLog": str(1 << 30)}).start()

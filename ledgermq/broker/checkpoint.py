@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from .broker import Broker
 
 log = logging.getLogger(__name__)
+
+PROMOTING_POLL_S = 0.02
 
 
 def load_role(path: Path) -> tuple[int, Promotion | None]:
@@ -96,7 +99,8 @@ class CheckpointDriver:
                 log.debug("control node %s: %s", self.control_addr, e)
             except Exception:
                 log.exception("checkpoint-mode heartbeat failed")
-            await asyncio.sleep(interval)
+            # a promoted broker asks often, to start serving as soon as it is confirmed
+            await asyncio.sleep(PROMOTING_POLL_S if self.replica.promotion else interval)
 
     def _ha_addr(self) -> str:
         return f"{self.broker.config.brokerIP1}:{self.broker.ha_port}"
@@ -167,8 +171,15 @@ class CheckpointDriver:
             checkpoint, members = a.checkpoint, dict(a.members)
         self.master_epoch = a.epoch
 
+        last = {"at": 0.0, "members": None}
+
         def save(cp: int, mem: tuple, epoch=a.epoch) -> None:
-            self.checkpoint_file.save(epoch, cp, mem)
+            # the file only seeds a restart in the same epoch (the control node holds the
+            # figure that failover relies on): new members at once, progress at 10 Hz
+            now = time.monotonic()
+            if mem != last["members"] or now - last["at"] >= 0.1:
+                last.update(at=now, members=mem)
+                self.checkpoint_file.save(epoch, cp, mem)
         save(checkpoint, tuple(members.items()))
         b.ha_master = HAMasterDriver(self.store, b.ha_config(True), b.config.bindAddress,
                                      b.config.ha_port, checkpoint=checkpoint, members=members,

@@ -24,6 +24,7 @@ from ..store import FlushDiskType, MessageStore, StoreError
 log = logging.getLogger(__name__)
 
 TICK_S = 0.02
+RECONNECT_MIN_S, RECONNECT_MAX_S = 0.05, 1.0
 
 
 def now_ms() -> int:
@@ -229,6 +230,7 @@ class HASlaveDriver:
                 self.execute(self.core.tick(now_ms()))
 
     async def _run(self) -> None:
+        backoff = RECONNECT_MIN_S  # a master that is just starting up is retried soon
         while True:
             addr = None
             try:
@@ -245,7 +247,9 @@ class HASlaveDriver:
                     self.writer = None
                     self.connected_to = None
                     self.core.disconnected(now_ms())
-            await asyncio.sleep(1.0)
+                    backoff = RECONNECT_MIN_S
+            await asyncio.sleep(backoff)
+            backoff = min(RECONNECT_MAX_S, backoff * 2)
 
     async def _follow(self, addr: str) -> None:
         host, port = addr.rsplit(":", 1)

@@ -162,7 +162,7 @@ def broker(conf: Path, namesrv_addr: str | None, as_json: bool) -> None:
 @click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
               default=Path.home() / ".ledgermq" / "controlnode", show_default=True,
               help="Where its state and message cache live (survive a restart).")
-@click.option("--master-timeout", default=1500, show_default=True,
+@click.option("--master-timeout", default=1000, show_default=True,
               help="ms without a master heartbeat before a slave takes over.")
 @click.option("--json", "as_json", is_flag=True)
 def controlnode(port: int, bind: str, directory: Path, master_timeout: int,

@@ -46,7 +46,7 @@ class Resolution(enum.Enum):
 
 @dataclass(frozen=True)
 class ControlConfig:
-    master_timeout_ms: int = 1500
+    master_timeout_ms: int = 1000
     max_cache_bytes: int = 256 << 20
 
 
