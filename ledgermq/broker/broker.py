@@ -222,10 +222,20 @@ class Broker:
             self.ha_slave = HASlaveDriver(self.store, self.ha_config(), self._ha_master_addr)
             await self.ha_slave.start()
         else:
-            self.ha_master = HAMasterDriver(self.store, self.ha_config(),
-                                            self.config.bindAddress, self.config.ha_port)
-            await self.ha_master.start()
-            log.info("HA port %d (%s)", self.ha_master.port, self.config.brokerRole.value)
+            ha = HAMasterDriver(self.store, self.ha_config(), self.config.bindAddress,
+                                self.config.ha_port)
+            try:
+                await ha.start()
+            except OSError as e:
+                if self.config.brokerRole is BrokerRole.SYNC_MASTER:
+                    raise OSError(f"SYNC_MASTER needs its HA port {self.config.ha_port} "
+                                  f"(haListenPort): {e}") from None
+                # an ASYNC_MASTER without slaves loses nothing by it: say so, keep serving
+                log.error("HA port %d unavailable (%s): slaves cannot follow this broker; "
+                          "set haListenPort", self.config.ha_port, e)
+                return
+            self.ha_master = ha
+            log.info("HA port %d (%s)", ha.port, self.config.brokerRole.value)
 
     async def _ha_master_addr(self) -> str | None:
         """haMasterAddress, else what the name server says (asked again while unknown)."""
