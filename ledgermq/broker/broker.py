@@ -33,8 +33,8 @@ from .consumers import ConsumerManager, parse_subscription
 from .long_poll import PullHolds
 from .schedule import ScheduleService
 from .send import (
-    BadRequest, BatchBody, delay_level_of, index_keys, parse_send_header, props_from_header,
-    split_batch_body, tags_of, to_schedule, with_properties,
+    BadRequest, BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header,
+    props_from_header, split_batch_body, tags_of, to_schedule, wants_dedup, with_properties,
 )
 from .state import (
     AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, ConsumerOffsets, TopicConfig,
@@ -469,6 +469,12 @@ class Broker:
                                   [index_keys(props)])
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        if batch.props and wants_dedup(batch.props[0]) and self.store.index is not None:
+            # an idempotent (retried) send: what is stored already is not stored twice
+            drop_stored(batch, lambda key: bool(self.store.query_by_key(topic, key, 1)))
+            if not batch.bodies:
+                return cmd.response(ResponseCode.SUCCESS, "every message was stored before",
+                                    {"msgId": "", "queueId": str(qid), "queueOffset": "-1"})
         if topic.startswith(RETRY_PREFIX):
             max_times = h.max_reconsume_times if h.max_reconsume_times is not None \
                 else self.config.maxReconsumeTimes

@@ -9,7 +9,8 @@ from ..store.scan import index_keys_of as index_keys  # noqa: F401 (re-exported)
 from ..store.scan_batch import tags_and_keys
 from ..store.message import (
     NAME_VALUE_SEPARATOR, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC, PROPERTY_TAGS, PROPERTY_SEPARATOR, MessageFormatError,
+    PROPERTY_REAL_TOPIC, PROPERTY_SEPARATOR, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
+    MessageFormatError,
     decode_properties, encode_properties, property_value,
 )
 
@@ -149,3 +150,24 @@ def props_from_header(text: str) -> bytes:
     if text and not text.endswith(PROPERTY_SEPARATOR) and NAME_VALUE_SEPARATOR in text:
         text += PROPERTY_SEPARATOR
     return text.encode()
+
+
+DEDUP_PROPERTY = "LMQ_DEDUP"  # ledgermq's own: drop a message whose UNIQ_KEY is stored
+
+
+def wants_dedup(props) -> bool:
+    return property_value(bytes(props), DEDUP_PROPERTY) == "1"
+
+
+def drop_stored(batch: BatchBody, stored) -> int:
+    """Remove from `batch` every message whose UNIQ_KEY `stored(key)` says is in the log
+    already (a retried idempotent send); returns how many were dropped."""
+    uniq = [property_value(bytes(p), PROPERTY_UNIQ_KEY) for p in batch.props]
+    keep = [i for i, key in enumerate(uniq) if not (key and stored(key))]
+    dropped = len(batch.bodies) - len(keep)
+    if dropped:
+        for name in ("bodies", "props", "flags", "tags", "index_keys"):
+            col = getattr(batch, name)
+            setattr(batch, name, [col[i] for i in keep])
+    return dropped
+

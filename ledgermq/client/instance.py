@@ -3,6 +3,7 @@ and heartbeats."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -89,12 +90,16 @@ class TopicRoute:
         return out
 
 
+_INSTANCE_SEQ = itertools.count(1)
+
+
 def default_client_id() -> str:
     try:
         ip = socket.gethostbyname(socket.gethostname())
     except OSError:
         ip = "127.0.0.1"
-    return f"{ip}@{os.getpid()}#{id(object()) & 0xFFFFFF}"
+    # unique per instance: two consumers of one group in one process are two members
+    return f"{ip}@{os.getpid()}#{next(_INSTANCE_SEQ)}"
 
 
 class ClientInstance:

@@ -297,8 +297,13 @@ class Producer:
                 raise ValueError("all messages of a batch must have the same topic")
             if m.delay_level:
                 raise ValueError("delayed messages cannot be sent in a batch")
-            static = properties_string(m.all_properties()) \
-                if (m.properties or m.tags or m.keys) else ""
+            if m.properties or m.tags or m.keys:
+                own = m.all_properties()
+                if PROPERTY_UNIQ_KEY in own:  # the caller's id (idempotent resends) wins
+                    uniqs[len(props)] = uniq = own.pop(PROPERTY_UNIQ_KEY)
+                static = properties_string(own)
+            else:
+                static = ""
             props.append(f"{static}UNIQ_KEY\x01{uniq}\x02WAIT\x01true\x02".encode())
         body = encode_batch_body([m.body for m in msgs], props, [m.flag for m in msgs])
         return await self._send_with_retries(
