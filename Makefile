@@ -1,6 +1,6 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= dev
+EXTRAS ?= dev,spark
 
 .PHONY: install run test bench clean
 

@@ -10,6 +10,9 @@ KNOWN_READ = {"namesrv", "topic", "startingoffsets", "startingtimestamp", "endin
 KNOWN_WRITE = {"namesrv", "topic", "producergroup", "batchsize"}
 
 
+SPARK_OWN = {"path", "checkpointlocation", "queryname"}  # Spark passes these along
+
+
 class OptionError(ValueError):
     """A bad ledgermq data source option."""
 
@@ -56,7 +59,7 @@ def _lower(options) -> dict:
 
 
 def _unknown(opts: dict, known: set[str], what: str) -> None:
-    extra = sorted(set(opts) - known - {"path"})
+    extra = sorted(set(opts) - known - SPARK_OWN)
     if extra:
         raise OptionError(f"unknown ledgermq {what} option(s): {', '.join(extra)} "
                           f"(known: {', '.join(sorted(known))})")

@@ -155,7 +155,7 @@ class LedgerMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for k, v in qs.items():
                 end.setdefault(t, {}).setdefault(k, v)
         if isinstance(limit, ReadMaxRows):
-            end = _limit(start, end, limit.maxRows)
+            end = _limit(start, end, limit.max_rows)
         return end
 
     def reportLatestOffset(self):
