@@ -19,7 +19,6 @@ def spark():
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     from pyspark.sql import SparkSession
 
-    import ledgermq.spark
     # local[2, 2]: two cores, and a failed task is tried twice (the sink's retry test)
     session = (SparkSession.builder.master("local[2, 2]").appName("ledgermq-tests")
                .config("spark.ui.enabled", "false")
@@ -28,7 +27,7 @@ def spark():
                .config("spark.driver.host", "127.0.0.1")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
-    ledgermq.spark.register(session)
+    # no register(): format("ledgermq") is found by name (the pyspark_ledgermq module)
     yield session
     for q in session.streams.active:
         q.stop()

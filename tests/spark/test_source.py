@@ -157,3 +157,10 @@ def test_bad_options_get_clear_errors(spark, broker, opts, message):
     with pytest.raises(Exception) as e:
         r.load().count()
     assert message.lower() in str(e.value).lower()
+
+
+def test_explicit_register_works_beside_discovery(spark, broker):
+    import ledgermq.spark
+    produce(broker.namesrv, "SparkRegistered", [b"one", b"two"])
+    ledgermq.spark.register(spark)
+    assert reader(spark, broker, "SparkRegistered").count() == 2
