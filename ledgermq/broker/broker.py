@@ -471,7 +471,8 @@ class Broker:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         if batch.props and wants_dedup(batch.props[0]) and self.store.index is not None:
             # an idempotent (retried) send: what is stored already is not stored twice
-            drop_stored(batch, lambda key: bool(self.store.query_by_key(topic, key, 1)))
+            drop_stored(batch, lambda key: bool(self.store.query_by_key(topic, key, 1)),
+                        lambda keys: self.store.index.maybe_present(topic, keys))
             if not batch.bodies:
                 return cmd.response(ResponseCode.SUCCESS, "every message was stored before",
                                     {"msgId": "", "queueId": str(qid), "queueOffset": "-1"})

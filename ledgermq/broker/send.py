@@ -159,11 +159,13 @@ def wants_dedup(props) -> bool:
     return property_value(bytes(props), DEDUP_PROPERTY) == "1"
 
 
-def drop_stored(batch: BatchBody, stored) -> int:
+def drop_stored(batch: BatchBody, stored, maybe_stored) -> int:
     """Remove from `batch` every message whose UNIQ_KEY `stored(key)` says is in the log
-    already (a retried idempotent send); returns how many were dropped."""
-    uniq = [property_value(bytes(p), PROPERTY_UNIQ_KEY) for p in batch.props]
-    keep = [i for i, key in enumerate(uniq) if not (key and stored(key))]
+    already (a retried idempotent send); `maybe_stored(keys)` first rules out, all at once,
+    the keys that cannot be there. Returns how many were dropped."""
+    uniq = [property_value(bytes(p), PROPERTY_UNIQ_KEY) or "" for p in batch.props]
+    maybe = maybe_stored(uniq)
+    keep = [i for i, key in enumerate(uniq) if not (key and maybe[i] and stored(key))]
     dropped = len(batch.bodies) - len(keep)
     if dropped:
         for name in ("bodies", "props", "flags", "tags", "index_keys"):

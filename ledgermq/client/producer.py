@@ -305,7 +305,16 @@ class Producer:
             else:
                 static = ""
             props.append(f"{static}UNIQ_KEY\x01{uniq}\x02WAIT\x01true\x02".encode())
-        body = encode_batch_body([m.body for m in msgs], props, [m.flag for m in msgs])
+        return await self.send_encoded_batch(topic, [m.body for m in msgs], props,
+                                             [m.flag for m in msgs], uniqs, queue)
+
+    async def send_encoded_batch(self, topic: str, bodies: Sequence[bytes],
+                                 props: Sequence[bytes], flags: Sequence[int],
+                                 uniqs: Sequence[str],
+                                 queue: MessageQueue | None = None) -> SendResult:
+        """send_batch for callers that built each message's properties string themselves
+        (RocketMQ's name\x01value\x02 pairs, UNIQ_KEY included): no Message objects."""
+        body = encode_batch_body(bodies, props, flags)
         return await self._send_with_retries(
             topic, queue, None, None, None,
             lambda q: self._request(RequestCode.SEND_BATCH_MESSAGE, topic, q, "", body, 0, True),

@@ -1,13 +1,20 @@
-"""Writing rows to topics from a Spark task: deterministic keys, broker-side dedup."""
+"""Writing rows to topics from a Spark task: deterministic keys, broker-side dedup.
+
+Each row becomes a message whose properties string is built directly (no Message
+objects): UNIQ_KEY = <job>-<partition>-<row index>, LMQ_DEDUP=1 (the broker drops a
+message whose UNIQ_KEY it stores already), TAGS / KEYS and user properties when given.
+"""
 from __future__ import annotations
 
 import asyncio
 from typing import Iterator
 
-from ..client import Message, MQClientError, Producer, SendStatus
+from ..client import MQClientError, Producer, SendStatus
+from ..client.message import properties_string
 from .options import WriteOptions
 
-DEDUP = {"LMQ_DEDUP": "1"}
+SEP, PAIR = "\x01", "\x02"
+IN_FLIGHT = 4  # batches a task keeps in flight
 
 
 def _as_bytes(v) -> bytes:
@@ -16,52 +23,69 @@ def _as_bytes(v) -> bytes:
     return v.encode() if isinstance(v, str) else bytes(v)
 
 
-def rows_to_messages(opts: WriteOptions, batch, key_prefix: str, first: int):
-    """(topic, queue_id or None, Message) per row of an Arrow record batch."""
+def encode_rows(opts: WriteOptions, batch, key_prefix: str, first: int):
+    """Per row of an Arrow record batch: (topic, queue_id or None, body, properties bytes,
+    uniq key)."""
     cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
     n = batch.num_rows
     none = [None] * n
-    topics = cols.get("topic", none)
+    topics, tags, keys = cols.get("topic", none), cols.get("tags", none), cols.get("keys", none)
+    extra, qids = cols.get("properties", none), cols.get("queue_id", none)
+    bodies = cols["body"]
     for i in range(n):
-        props = dict(cols["properties"][i] or ()) if "properties" in cols else {}
-        props.update(DEDUP)
-        props["UNIQ_KEY"] = f"{key_prefix}-{first + i}"
+        uniq = f"{key_prefix}-{first + i}"
+        own = f"TAGS{SEP}{tags[i]}{PAIR}" if tags[i] else ""
+        if keys[i]:
+            own += f"KEYS{SEP}{keys[i]}{PAIR}"
+        if extra[i]:
+            own += properties_string(dict(extra[i]))
         topic = opts.topic or topics[i]
         if not topic:
             raise ValueError(f"row {first + i} has no topic")
-        msg = Message(topic, _as_bytes(cols["body"][i]), tags=cols.get("tags", none)[i],
-                      keys=cols.get("keys", none)[i], properties=props)
-        qid = cols.get("queue_id", none)[i]
-        yield topic, qid, msg
+        props = f"{own}UNIQ_KEY{SEP}{uniq}{PAIR}LMQ_DEDUP{SEP}1{PAIR}WAIT{SEP}true{PAIR}"
+        yield topic, qids[i], _as_bytes(bodies[i]), props.encode(), uniq
 
 
 async def _send_all(opts: WriteOptions, batches: Iterator, key_prefix: str) -> int:
     sent = 0
     async with Producer(opts.producer_group, opts.namesrv, retry_times=5,
                         send_timeout=10) as p:
-        groups: dict[tuple, list[Message]] = {}
+        groups: dict[tuple, tuple[list, list, list]] = {}
+        in_flight: list[asyncio.Future] = []
 
         async def flush(key) -> None:
-            msgs = groups.pop(key)
+            bodies, props, uniqs = groups.pop(key)
             topic, qid = key
             queue = None
             if qid is not None:
                 queue = next((q for q in await p.queues(topic) if q.queue_id == qid), None)
                 if queue is None:
                     raise ValueError(f"topic {topic} has no queue {qid}")
-            r = await p.send_batch(msgs, queue)
+            in_flight.append(asyncio.ensure_future(p.send_encoded_batch(
+                topic, bodies, props, [0] * len(bodies), uniqs, queue)))
+            if len(in_flight) >= IN_FLIGHT:
+                await _check(in_flight.pop(0), topic)
+
+        async def _check(fut, topic) -> None:
+            r = await fut
             if r.status is not SendStatus.SEND_OK:
                 raise MQClientError(0, f"batch to {topic} answered {r.status.value}")
 
         for batch in batches:
-            for topic, qid, msg in rows_to_messages(opts, batch, key_prefix, sent):
-                key = (topic, qid)
-                groups.setdefault(key, []).append(msg)
+            for topic, qid, body, props, uniq in encode_rows(opts, batch, key_prefix, sent):
+                g = groups.get((topic, qid))
+                if g is None:
+                    g = groups[(topic, qid)] = ([], [], [])
+                g[0].append(body)
+                g[1].append(props)
+                g[2].append(uniq)
                 sent += 1
-                if len(groups[key]) >= opts.batch_size:
-                    await flush(key)
+                if len(g[0]) >= opts.batch_size:
+                    await flush((topic, qid))
         for key in list(groups):
             await flush(key)
+        for fut in in_flight:
+            await _check(fut, opts.topic or "the topic")
     return sent
 
 

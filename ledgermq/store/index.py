@@ -138,6 +138,11 @@ class IndexFile:
             seen += 1
         return out
 
+    def occupied(self, hashes: np.ndarray) -> np.ndarray:
+        """Per hash: does its slot hold a chain at all (False: the key is surely absent)."""
+        heads = np.frombuffer(self.mm, ">i4", self.slots, HEADER_SIZE)[hashes % self.slots]
+        return (heads > 0) & (heads < self.count)
+
     def flush(self) -> None:
         self.write_header()
         self.mm.flush()
@@ -199,6 +204,16 @@ class IndexService:
                     out.append(phys)
             if len(out) >= max_num:
                 break
+        return out
+
+    def maybe_present(self, topic: str, keys: list[str]) -> np.ndarray:
+        """Per key, vectorized: False where no index file has anything in its slot (the key
+        is surely not indexed), True where a lookup must tell."""
+        out = np.zeros(len(keys), dtype=bool)
+        if keys and self.files:
+            hashes = java_hashes([f"{topic}#{k}" for k in keys])
+            for f in self.files:
+                out |= f.occupied(hashes)
         return out
 
     def flush(self) -> None:
