@@ -312,7 +312,7 @@ class HASim:
             elif isinstance(a, Replay):
                 moved = []
                 for c in a.promote.replay:
-                    if c.offset >= a.takeover:
+                    if c.end > a.takeover:
                         number = REC.unpack_from(c.data, 0)[1]
                         off, end = node.log.append(number, c.data[REC.size:])
                         moved.append((c.offset, off, end))
