@@ -37,6 +37,7 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
+    raw: bytes | None = None  # pull(raw=True): the stored messages, undecoded
 
 
 class ConsumeStatus(enum.Enum):
@@ -113,7 +114,9 @@ class _Base:
 
     async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32,
                    expression: str = "*", *, suspend_ms: int = 0, commit_offset: int = -1,
-                   timeout: float | None = None) -> PullResult:
+                   timeout: float | None = None, raw: bool = False) -> PullResult:
+        """Messages of `mq` from `offset`; with `raw`, the stored bytes as the broker sent
+        them (PullResult.raw, back to back) instead of decoded messages."""
         flags = PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_SUSPEND if suspend_ms else 0) | \
             (PULL_FLAG_COMMIT_OFFSET if commit_offset >= 0 else 0)
         ext = {"consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id),
@@ -126,6 +129,8 @@ class _Base:
         nxt = int(resp.ext.get("nextBeginOffset", offset))
         lo, hi = int(resp.ext.get("minOffset", 0)), int(resp.ext.get("maxOffset", 0))
         if resp.code == ResponseCode.SUCCESS:
+            if raw and (expression or "*").strip() == "*":
+                return PullResult(PullStatus.FOUND, nxt, lo, hi, raw=resp.body)
             msgs = decode_pulled(resp.body, mq)
             tags = _tags_of(expression)
             if tags is not None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pyarrow as pa
 
 from ..client.message import MessageExt
@@ -57,3 +58,45 @@ def to_record_batch(topic: str, broker: str, queue_id: int, msgs: list[MessageEx
                  else [None] * n, pa.map_(pa.string(), pa.string())),
     ]
     return pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA)
+
+
+def raw_to_record_batch(topic: str, broker: str, queue_id: int, raw: bytes, end: int,
+                        include_properties: bool, queue) -> pa.RecordBatch | None:
+    """A pulled body (stored messages back to back) to a record batch of the messages
+    whose queue offset is below `end`, decoded with numpy (see decode.py); None when
+    nothing is left."""
+    from ..client.message import decode_pulled
+    from .decode import fixed_columns, property_array
+    cols = fixed_columns(raw)
+    if cols is None:  # an unusual layout: decode message by message
+        msgs = [m for m in decode_pulled(raw, queue) if m.queue_offset < end]
+        return to_record_batch(topic, broker, queue_id, msgs, include_properties) if msgs \
+            else None
+    keep = int(np.searchsorted(cols["queue_offset"], end)) if cols["n"] else 0
+    if keep == 0:
+        return None
+    n = cols["n"]
+    ts = pa.timestamp("us", tz="UTC")
+    uniq = property_array(cols, b"UNIQ_KEY")
+    if uniq.null_count:  # no client id: the offset message id, as RocketMQ shows it
+        from ..store.message import offset_msg_id
+        ids = uniq.to_pylist()
+        for i, u in enumerate(ids):
+            if u is None:
+                host = bytes(cols["buf"][cols["starts"][i] + 64:cols["starts"][i] + 72])
+                ids[i] = offset_msg_id(host, int(cols["phys"][i]))
+        uniq = pa.array(ids, pa.string())
+    if include_properties:
+        from ..store.message import decode_properties
+        props = [list(decode_properties(raw[a:b]).items()) for a, b in
+                 zip(cols["props_at"].tolist(), cols["props_end"].tolist())]
+    else:
+        props = [None] * n
+    batch = pa.RecordBatch.from_arrays([
+        pa.array([topic] * n, pa.string()), pa.array([broker] * n, pa.string()),
+        pa.array(np.full(n, queue_id, np.int32)), pa.array(cols["queue_offset"]),
+        uniq, property_array(cols, b"KEYS"), property_array(cols, b"TAGS"), cols["body"],
+        pa.array(cols["born_ts"] * 1000).cast(ts), pa.array(cols["store_ts"] * 1000).cast(ts),
+        pa.array(props, pa.map_(pa.string(), pa.string())),
+    ], schema=ARROW_SCHEMA)
+    return batch if keep == n else batch.slice(0, keep)

@@ -7,7 +7,7 @@ import asyncio
 from typing import Iterator
 
 from ..client import MQClientError, PullConsumer, PullStatus
-from ..client.message import MessageExt, MessageQueue
+from ..client.message import MessageQueue
 
 EARLIEST, LATEST = -2, -1
 
@@ -66,18 +66,18 @@ class Topics:
 
 
 def pull_range(namesrv: str, mq: MessageQueue, start: int, end: int,
-               batch: int) -> Iterator[list[MessageExt]]:
-    """Messages of queue `mq` with offsets in [start, end), in order, in pulled batches."""
+               batch: int) -> Iterator[bytes]:
+    """Pulled bodies (stored messages back to back, undecoded) covering the offsets
+    [start, end) of queue `mq`, in order; the last may run past `end`."""
     loop = asyncio.new_event_loop()
     consumer = PullConsumer("ledgermq-spark-reader", namesrv)
     try:
         off = start
         while off < end:
-            r = loop.run_until_complete(consumer.pull(mq, off, min(batch, end - off)))
+            r = loop.run_until_complete(consumer.pull(mq, off, min(batch, end - off),
+                                                      raw=True))
             if r.status is PullStatus.FOUND:
-                msgs = [m for m in r.messages if m.queue_offset < end]
-                if msgs:
-                    yield msgs
+                yield r.raw
                 off = r.next_begin_offset
             elif r.status is PullStatus.OFFSET_ILLEGAL or r.min_offset > off:
                 raise RuntimeError(

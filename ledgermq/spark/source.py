@@ -24,7 +24,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow,
 )
 
-from .arrow import SCHEMA_DDL, to_record_batch
+from .arrow import SCHEMA_DDL, raw_to_record_batch
 from .options import OptionError, ReadOptions, WriteOptions
 from .queues import EARLIEST, LATEST, Topics, parse_key, pull_range, queue_key
 from .sink import write_batches
@@ -52,9 +52,11 @@ def plan(start: dict, end: dict) -> list[QueueRange]:
 
 def read_range(opts: ReadOptions, p: QueueRange):
     mq = parse_key(p.topic, p.key)
-    for msgs in pull_range(opts.namesrv, mq, p.start, p.end, opts.pull_batch):
-        yield to_record_batch(p.topic, mq.broker_name, mq.queue_id, msgs,
-                              opts.include_properties)
+    for raw in pull_range(opts.namesrv, mq, p.start, p.end, opts.pull_batch):
+        batch = raw_to_record_batch(p.topic, mq.broker_name, mq.queue_id, raw, p.end,
+                                    opts.include_properties, mq)
+        if batch is not None:
+            yield batch
 
 
 class _Driver:
