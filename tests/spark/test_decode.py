@@ -4,7 +4,7 @@ properties, a property whose name ends like another's and a value that reads lik
 import asyncio
 
 from ledgermq import Message, Producer
-from ledgermq.client.message import MessageQueue, decode_pulled
+from ledgermq.client.message import decode_pulled
 from ledgermq.spark.arrow import raw_to_record_batch, to_record_batch
 from ledgermq.spark.queues import pull_range
 
@@ -19,15 +19,15 @@ def test_numpy_decoder_matches_the_message_decoder(broker):
                             properties={"XTAGS": "fake", "a": "UNIQ_KEY"} if j % 5 == 0
                             else {})
                     for j in range(700)]
-            await p.send_batch(msgs[:350], MessageQueue(topic, "broker-a", 0))
-            await p.send_batch(msgs[350:], MessageQueue(topic, "broker-a", 0))
-    asyncio.run(fill())
-    mq = MessageQueue(topic, "broker-a", 0)
+            r = await p.send_batch(msgs[:350])
+            await p.send_batch(msgs[350:], r.queue)
+            return r.queue
+    mq = asyncio.run(fill())
     seen = 0
     for raw in pull_range(broker.namesrv, mq, 0, 650, 256):
         for props in (True, False):
-            fast = raw_to_record_batch(topic, "broker-a", 0, raw, 650, props, mq)
-            slow = to_record_batch(topic, "broker-a", 0,
+            fast = raw_to_record_batch(topic, "broker-a", mq.queue_id, raw, 650, props, mq)
+            slow = to_record_batch(topic, "broker-a", mq.queue_id,
                                    [m for m in decode_pulled(raw, mq) if m.queue_offset < 650],
                                    props)
             assert fast.equals(slow)
