@@ -6,7 +6,7 @@ sink against the Python client, in one run (JSON rows):
 Read: a streaming query (availableNow) of every message of a topic into
 `groupBy(queue_id).count()`, rows/s; beside a synthetic in-memory Python data source that
 yields the same rows (same schema, 100-byte bodies, same partitioning) as Arrow batches.
-Target >= 0.8x. Sink: rows/s of `df.write.format("ledgermq")`; beside the Python client's
+Target >= 0.8x (best of two runs each, alternating). Sink: rows/s of `df.write.format("ledgermq")`; beside the Python client's
 batch-send rate measured here. Target >= 0.5x. local[2]: Spark, the broker and the client
 share the 2 cores.
 """
@@ -133,15 +133,21 @@ def main() -> None:
                 count_by_queue(spark, "ledgermq", {"namesrv": dev.namesrv, "topic": "Warm"},
                                work / "warm")
                 count_by_queue(spark, "synthetic_ceiling", {}, work / "warm")
-                secs, total = count_by_queue(spark, "synthetic_ceiling", {}, work)
+                # best of two, alternating, for both: this shared VM is noisy
+                runs = {"ceiling": [], "ours": []}
+                opts = {"namesrv": dev.namesrv, "topic": "Bench", "includeProperties": "false"}
+                for k in range(2):
+                    runs["ceiling"].append(count_by_queue(spark, "synthetic_ceiling", {},
+                                                          work / f"c{k}"))
+                    runs["ours"].append(count_by_queue(spark, "ledgermq", opts, work / f"o{k}"))
+                secs, total = min(runs["ceiling"])
                 ceiling = total / secs
                 print(json.dumps({"bench": "spark", "workload": "synthetic Python source -> "
                                   "groupBy(queue_id).count() (ceiling)", "rows": total,
-                                  "secs": round(secs, 2), "rows_per_s": round(ceiling)}),
+                                  "secs": round(secs, 2), "rows_per_s": round(ceiling),
+                                  "runs": 2, "best": True}),
                       flush=True)
-                secs, total = count_by_queue(spark, "ledgermq", {
-                    "namesrv": dev.namesrv, "topic": "Bench", "includeProperties": "false"},
-                    work)
+                secs, total = min(runs["ours"])
                 ours = total / secs
                 print(json.dumps({"bench": "spark", "workload": "ledgermq readStream "
                                   "availableNow -> groupBy(queue_id).count()", "rows": total,
@@ -149,9 +155,12 @@ def main() -> None:
                                   "ceiling_rows_per_s": round(ceiling),
                                   "ratio": round(ours / ceiling, 2), "target": ">= 0.8x"}),
                       flush=True)
-                m = min(n, 200_000)
+                m = n
                 df = spark.range(m).selectExpr("cast(repeat('x', 100) as binary) as body")
                 df.count()
+                spark.range(1000).selectExpr("cast(id as string) as body").write.format(
+                    "ledgermq").option("namesrv", dev.namesrv).option(
+                    "topic", "WarmSink").mode("append").save()  # Python workers up
                 t0 = time.perf_counter()
                 df.write.format("ledgermq").option("namesrv", dev.namesrv).option(
                     "topic", "BenchSink").mode("append").save()
