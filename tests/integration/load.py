@@ -28,15 +28,16 @@ async def send_for(namesrv, seconds, acked, prefix, statuses=None):
             i += 1
 
 
-async def read_all(namesrv, settle_s=10.0):
-    """Every message of every queue. A broker that just became master may not have
-    re-registered its routes yet: asked again for up to `settle_s`."""
+async def read_all(namesrv, settle_s=10.0, topic="Replicated"):
+    """{queue_id: [bodies in queue order]} of every queue of `topic`. A broker that just
+    became master may not have re-registered its routes yet: asked again for up to
+    `settle_s`."""
     async with PullConsumer("reader", namesrv) as c:
         out = {}
         end = time.monotonic() + settle_s
         while True:
             try:
-                queues = await c.fetch_queues("Replicated")
+                queues = await c.fetch_queues(topic)
                 break
             except MQClientError:
                 if time.monotonic() > end:

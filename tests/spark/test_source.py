@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from ledgermq import Message, Producer, PullConsumer, PullStatus
+from ledgermq import Message, Producer
+
+from ..integration.load import read_all
 
 
 def produce(namesrv, topic, bodies, batch=50):
@@ -20,20 +22,7 @@ def produce(namesrv, topic, bodies, batch=50):
 
 def read_topic(namesrv, topic):
     """{queue_id: [bodies in queue order]}, straight from the broker."""
-    async def go():
-        async with PullConsumer("check", namesrv) as c:
-            out = {}
-            for q in await c.fetch_queues(topic):
-                off, got = 0, []
-                while True:
-                    r = await c.pull(q, off, 1000)
-                    if r.status is not PullStatus.FOUND:
-                        break
-                    got += [m.body for m in r.messages]
-                    off = r.next_begin_offset
-                out[q.queue_id] = got
-            return out
-    return asyncio.run(go())
+    return asyncio.run(read_all(namesrv, topic=topic))
 
 
 def reader(spark, broker, topic, stream=False, **opts):
