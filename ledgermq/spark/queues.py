@@ -4,12 +4,15 @@ event loop (Spark calls us from plain threads)."""
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
 from typing import Iterator
 
 from ..client import MQClientError, PullConsumer, PullStatus
 from ..client.message import MessageQueue
 
 EARLIEST, LATEST = -2, -1
+PREFETCH = 2  # pulled bodies waiting while the current one is converted
 
 
 def queue_key(mq: MessageQueue) -> str:
@@ -68,7 +71,48 @@ class Topics:
 def pull_range(namesrv: str, mq: MessageQueue, start: int, end: int,
                batch: int) -> Iterator[bytes]:
     """Pulled bodies (stored messages back to back, undecoded) covering the offsets
-    [start, end) of queue `mq`, in order; the last may run past `end`."""
+    [start, end) of queue `mq`, in order; the last may run past `end`. The next pull runs
+    in a thread while the caller converts the current one."""
+    ahead: queue.Queue = queue.Queue(maxsize=PREFETCH)
+    stop = threading.Event()
+    done = object()
+
+    def offer(item) -> bool:
+        """Queue `item` unless the reader has gone; False if it has."""
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def fetch() -> None:
+        try:
+            for raw in _pull_sequential(namesrv, mq, start, end, batch):
+                if not offer(raw):
+                    return
+            offer(done)
+        except BaseException as e:  # handed to the reading side
+            offer(e)
+
+    t = threading.Thread(target=fetch, name=f"pull {mq.topic}:{queue_key(mq)}", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = ahead.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        t.join(timeout=10)
+
+
+def _pull_sequential(namesrv: str, mq: MessageQueue, start: int, end: int,
+                     batch: int) -> Iterator[bytes]:
     loop = asyncio.new_event_loop()
     consumer = PullConsumer("ledgermq-spark-reader", namesrv)
     try:
