@@ -1,0 +1,184 @@
+"""The controller's metadata per broker group (S1-1 … S1-3), sans-IO and deterministic.
+
+Commands are applied in log order and their outcome depends only on the state and the
+command, never on a clock: whether a broker is alive is decided by the controller leader
+from heartbeats and written *into* the ElectMaster command. MasterEpoch and the
+SyncStateSet's epoch only grow.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class RegisterBroker:
+    cluster: str
+    group: str
+    addr: str
+
+
+@dataclass(frozen=True)
+class AlterSyncStateSet:
+    """The master asks to shrink or expand its SyncStateSet (S1-2)."""
+
+    group: str
+    master_id: int
+    master_epoch: int
+    sync_state_set: tuple[int, ...]
+    set_epoch: int  # the epoch of the set the master changes
+
+
+@dataclass(frozen=True)
+class ElectMaster:
+    """Master lost (or an operator's electMaster): pick from the SyncStateSet (S1-3)."""
+
+    group: str
+    alive: tuple[int, ...]  # broker ids the leader heard from lately
+    preferred: int | None = None
+    unclean: bool = False  # enableElectUncleanMaster: may pick outside the SyncStateSet
+    operator: bool = False  # an operator's electMaster may replace a live master
+
+
+@dataclass(frozen=True)
+class CleanBrokerMetadata:
+    group: str
+    broker_ids: tuple[int, ...] = ()  # empty: the whole group
+
+
+COMMANDS = {c.__name__: c for c in (RegisterBroker, AlterSyncStateSet, ElectMaster,
+                                     CleanBrokerMetadata)}
+
+
+def encode_command(cmd) -> bytes:
+    return json.dumps({"type": type(cmd).__name__, **asdict(cmd)}).encode()
+
+
+def decode_command(data: bytes):
+    d = json.loads(data)
+    cls = COMMANDS[d.pop("type")]
+    for k in ("alive", "sync_state_set", "broker_ids"):
+        if k in d and d[k] is not None:
+            d[k] = tuple(d[k])
+    return cls(**d)
+
+
+@dataclass
+class Result:
+    ok: bool
+    error: str = ""
+    data: dict = field(default_factory=dict)
+
+
+@dataclass
+class BrokerGroup:
+    cluster: str
+    name: str
+    brokers: dict[int, str] = field(default_factory=dict)  # broker id -> address
+    next_id: int = 1
+    master: int | None = None
+    master_epoch: int = 0
+    sync_state_set: tuple[int, ...] = ()
+    set_epoch: int = 0
+
+    def view(self) -> dict:
+        return {"cluster": self.cluster, "group": self.name,
+                "brokers": {str(k): v for k, v in sorted(self.brokers.items())},
+                "masterBrokerId": self.master,
+                "masterAddress": self.brokers.get(self.master) if self.master else None,
+                "masterEpoch": self.master_epoch, "syncStateSet": list(self.sync_state_set),
+                "syncStateSetEpoch": self.set_epoch}
+
+
+class ControllerMetadata:
+    def __init__(self):
+        self.groups: dict[str, BrokerGroup] = {}
+
+    def apply(self, cmd) -> Result:
+        handler = getattr(self, "_" + type(cmd).__name__, None)
+        if handler is None:
+            return Result(False, f"unknown command {type(cmd).__name__}")
+        return handler(cmd)
+
+    # ---- commands -------------------------------------------------------------------
+    def _RegisterBroker(self, c: RegisterBroker) -> Result:
+        g = self.groups.get(c.group)
+        if g is None:
+            g = self.groups[c.group] = BrokerGroup(c.cluster, c.group)
+        for bid, addr in g.brokers.items():
+            if addr == c.addr:
+                return Result(True, data={"brokerId": bid, **g.view()})
+        bid = g.next_id
+        g.next_id += 1
+        g.brokers[bid] = c.addr
+        return Result(True, data={"brokerId": bid, **g.view()})
+
+    def _AlterSyncStateSet(self, c: AlterSyncStateSet) -> Result:
+        g = self.groups.get(c.group)
+        if g is None:
+            return Result(False, f"broker group {c.group} is not registered")
+        if c.master_id != g.master or c.master_epoch != g.master_epoch:
+            return Result(False, f"broker {c.master_id} in epoch {c.master_epoch} is not the "
+                                 f"master (master {g.master}, epoch {g.master_epoch})")
+        if c.set_epoch != g.set_epoch:
+            return Result(False, f"SyncStateSet epoch {c.set_epoch} is stale (now "
+                                 f"{g.set_epoch})")
+        if c.master_id not in c.sync_state_set:
+            return Result(False, "a SyncStateSet must contain its master")
+        unknown = [b for b in c.sync_state_set if b not in g.brokers]
+        if unknown:
+            return Result(False, f"brokers {unknown} are not registered in {c.group}")
+        g.sync_state_set = tuple(sorted(c.sync_state_set))
+        g.set_epoch += 1
+        return Result(True, data=g.view())
+
+    def _ElectMaster(self, c: ElectMaster) -> Result:
+        g = self.groups.get(c.group)
+        if g is None:
+            return Result(False, f"broker group {c.group} is not registered")
+        alive = set(c.alive) & set(g.brokers)
+        in_set = [b for b in g.sync_state_set if b in alive] if g.master is not None \
+            else sorted(alive)  # a new group: every registered broker is in sync
+        if c.preferred is not None:
+            if c.preferred not in alive:
+                return Result(False, f"broker {c.preferred} is not alive")
+            if c.preferred not in in_set and not c.unclean:
+                return Result(False, f"broker {c.preferred} is not in the SyncStateSet "
+                                     f"{list(g.sync_state_set)} (enableElectUncleanMaster "
+                                     "is false)")
+            chosen, unclean = c.preferred, c.preferred not in in_set
+        elif g.master in alive and not c.operator:
+            return Result(True, "the master is alive: nothing to elect", g.view())
+        elif in_set:
+            chosen, unclean = in_set[0], False
+        elif c.unclean and alive:
+            chosen, unclean = sorted(alive)[0], True
+        else:
+            return Result(False, f"no SyncStateSet member of {c.group} is alive "
+                                 f"(set {list(g.sync_state_set)}, alive {sorted(alive)})")
+        g.master = chosen
+        g.master_epoch += 1
+        g.sync_state_set = (chosen,)
+        g.set_epoch += 1
+        data = g.view()
+        if unclean:
+            data["unclean"] = True  # messages acknowledged by the old set may be lost
+        return Result(True, "elected outside the SyncStateSet: acknowledged messages may be "
+                            "lost" if unclean else "", data)
+
+    def _CleanBrokerMetadata(self, c: CleanBrokerMetadata) -> Result:
+        g = self.groups.get(c.group)
+        if g is None:
+            return Result(False, f"broker group {c.group} is not registered")
+        if not c.broker_ids:
+            del self.groups[c.group]
+            return Result(True)
+        if g.master in c.broker_ids:
+            return Result(False, f"broker {g.master} is the master: elect another first")
+        for b in c.broker_ids:
+            g.brokers.pop(b, None)
+        kept = tuple(b for b in g.sync_state_set if b not in c.broker_ids)
+        if kept != g.sync_state_set:
+            g.sync_state_set = kept
+            g.set_epoch += 1
+        return Result(True, data=g.view())
