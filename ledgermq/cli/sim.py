@@ -10,10 +10,12 @@ from . import _emit, _progress, main
 
 
 @main.command()
-@click.option("--protocol", type=click.Choice(["raft", "sync", "async", "checkpoint"]),
+@click.option("--protocol", type=click.Choice(["raft", "sync", "async", "checkpoint",
+                                             "controller"]),
               default="raft", show_default=True, help="raft: DLedger mode (S0); sync / async: "
               "classic HA with a SYNC_ / ASYNC_MASTER (S2); checkpoint: consistent checkpoint "
-              "and control node (S3).")
+              "and control node (S3); controller: the controller group of controller mode "
+              "(S1).")
 @click.option("--seeds", default=100, show_default=True, help="How many seeds to run.")
 @click.option("--seed", "first_seed", default=0, show_default=True, help="The first seed.")
 @click.option("--steps", default=4000, show_default=True, help="Simulated events per seed.")
@@ -28,11 +30,13 @@ from . import _emit, _progress, main
 def sim(protocol, seeds, first_seed, steps, bugs, list_bugs, profile, stop_on_failure,
         as_json):
     """Run the replication protocol in the deterministic simulator under random faults."""
+    from ..controller import BUGS as CONTROLLER_BUGS
     from ..replication.raft import BUGS as RAFT_BUGS
     from ..sim import PROFILES, HASim, RaftSim
+    from ..sim.controller import ControllerSim
     from ..sim.ha import BUGS as HA_BUGS
 
-    BUGS = RAFT_BUGS if protocol == "raft" else HA_BUGS
+    BUGS = {"raft": RAFT_BUGS, "controller": CONTROLLER_BUGS}.get(protocol, HA_BUGS)
 
     if list_bugs:
         _emit(BUGS, as_json, lambda b: click.echo("\n".join(f"{k:22} {v}" for k, v in b.items())))
@@ -47,6 +51,8 @@ def sim(protocol, seeds, first_seed, steps, bugs, list_bugs, profile, stop_on_fa
             if protocol == "raft":
                 r = RaftSim(seed, steps=steps, bugs=frozenset(bugs),
                             profile=PROFILES[profile]).run()
+            elif protocol == "controller":
+                r = ControllerSim(seed, steps=steps, bugs=frozenset(bugs)).run()
             else:
                 r = HASim(seed, mode=protocol, steps=steps, bugs=frozenset(bugs)).run()
             runs += 1

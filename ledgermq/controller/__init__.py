@@ -2,9 +2,10 @@
 commands travel through the Raft log (replication/raft), so every controller node applies
 the same commands in the same order."""
 from .metadata import (
-    AlterSyncStateSet, BrokerGroup, CleanBrokerMetadata, ControllerMetadata, ElectMaster,
+    BUGS, AlterSyncStateSet, BrokerGroup, CleanBrokerMetadata, ControllerMetadata, ElectMaster,
     RegisterBroker, Result, decode_command, encode_command,
 )
+from .node import Answer, Applied, ControllerNode
 
-__all__ = ["AlterSyncStateSet", "BrokerGroup", "CleanBrokerMetadata", "ControllerMetadata",
+__all__ = ["BUGS", "Answer", "Applied", "ControllerNode", "AlterSyncStateSet", "BrokerGroup", "CleanBrokerMetadata", "ControllerMetadata",
            "ElectMaster", "RegisterBroker", "Result", "decode_command", "encode_command"]

@@ -90,9 +90,14 @@ class BrokerGroup:
                 "syncStateSetEpoch": self.set_epoch}
 
 
+BUGS = {"elect-outside-sync-set": "ElectMaster picks any live broker, in sync or not, "
+                                  "without saying it was unclean"}
+
+
 class ControllerMetadata:
-    def __init__(self):
+    def __init__(self, bug: str | None = None):
         self.groups: dict[str, BrokerGroup] = {}
+        self.bug = bug
 
     def apply(self, cmd) -> Result:
         handler = getattr(self, "_" + type(cmd).__name__, None)
@@ -139,6 +144,9 @@ class ControllerMetadata:
         alive = set(c.alive) & set(g.brokers)
         in_set = [b for b in g.sync_state_set if b in alive] if g.master is not None \
             else sorted(alive)  # a new group: every registered broker is in sync
+        if self.bug == "elect-outside-sync-set":
+            in_set = sorted(alive)
+        before = {"previousMaster": g.master, "previousSyncStateSet": list(g.sync_state_set)}
         if c.preferred is not None:
             if c.preferred not in alive:
                 return Result(False, f"broker {c.preferred} is not alive")
@@ -148,7 +156,7 @@ class ControllerMetadata:
                                      "is false)")
             chosen, unclean = c.preferred, c.preferred not in in_set
         elif g.master in alive and not c.operator:
-            return Result(True, "the master is alive: nothing to elect", g.view())
+            return Result(True, "the master is alive: nothing to elect", {**g.view(), **before})
         elif in_set:
             chosen, unclean = in_set[0], False
         elif c.unclean and alive:
@@ -160,7 +168,7 @@ class ControllerMetadata:
         g.master_epoch += 1
         g.sync_state_set = (chosen,)
         g.set_epoch += 1
-        data = g.view()
+        data = {**g.view(), **before}
         if unclean:
             data["unclean"] = True  # messages acknowledged by the old set may be lost
         return Result(True, "elected outside the SyncStateSet: acknowledged messages may be "
