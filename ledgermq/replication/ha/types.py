@@ -29,6 +29,7 @@ class SyncStatus(enum.Enum):
     OK = "OK"  # covered by the slave ack (S2) or the consistent checkpoint (S3)
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # no slave, or too far behind: answered at once
     TIMEOUT = "TIMEOUT"  # not covered within syncFlushTimeout
+    NOT_ENOUGH_REPLICAS = "IN_SYNC_REPLICAS_NOT_ENOUGH"  # controller mode: set too small
 
 
 @dataclass(frozen=True)
