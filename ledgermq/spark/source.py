@@ -26,7 +26,7 @@ from pyspark.sql.streaming.datasource import (
 
 from .arrow import SCHEMA_DDL, raw_to_record_batch
 from .options import OptionError, ReadOptions, WriteOptions
-from .queues import EARLIEST, LATEST, Topics, parse_key, pull_range, queue_key
+from .queues import EARLIEST, LATEST, Topics, parse_key, pull_range
 from .sink import write_batches
 
 MAX_PARTITION_MESSAGES = 1_000_000  # a bigger range is split across tasks

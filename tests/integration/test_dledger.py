@@ -1,7 +1,6 @@
 """A 3-replica DLedger group as real processes: kill -9 or freeze the leader under
 continuous sends; nothing acknowledged is lost, and the old leader rejoins."""
 import asyncio
-import os
 import signal
 import time
 
