@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,8 +21,9 @@ from ..replication.checkpoint import (
     Stand, Truncate, View,
 )
 from ..controlnode.persist import decode_cached
+from ..store.mapped_file import replace_file
 from ..store.message import decode_message, encode_properties
-from .ha import CheckpointFile, HAMasterDriver, HASlaveDriver, write_small_file
+from .ha import CheckpointFile, HAMasterDriver, HASlaveDriver
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -50,9 +50,7 @@ def save_role(path: Path, epoch: int, p: Promotion | None) -> None:
     d = {"epoch": epoch, "promotion": None if p is None else {
         "epoch": p.epoch, "takeover": p.takeover, "logEnd": p.log_end,
         "replayed": None if p.replayed is None else [list(x) for x in p.replayed]}}
-    write_small_file(path, json.dumps(d).encode())
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
+    replace_file(path, json.dumps(d).encode())
 
 
 class CheckpointDriver:
@@ -75,6 +73,7 @@ class CheckpointDriver:
         self.slave_checkpoint = 0
         self._task: asyncio.Task | None = None
         self._answer: AnswerPromotion | None = None
+        self._saved: tuple[float, tuple | None] = (0.0, None)  # last checkpoint file write
 
     @property
     def is_master(self) -> bool:
@@ -170,25 +169,25 @@ class CheckpointDriver:
         else:
             checkpoint, members = a.checkpoint, dict(a.members)
         self.master_epoch = a.epoch
-
-        last = {"at": 0.0, "members": None}
-
-        def save(cp: int, mem: tuple, epoch=a.epoch) -> None:
-            # the file only seeds a restart in the same epoch (the control node holds the
-            # figure that failover relies on): new members at once, progress at 10 Hz
-            now = time.monotonic()
-            if mem != last["members"] or now - last["at"] >= 0.1:
-                last.update(at=now, members=mem)
-                self.checkpoint_file.save(epoch, cp, mem)
-        save(checkpoint, tuple(members.items()))
+        self._saved = (0.0, None)
+        self._save_checkpoint(checkpoint, tuple(members.items()))
         b.ha_master = HAMasterDriver(self.store, b.ha_config(True), b.config.bindAddress,
                                      b.config.ha_port, checkpoint=checkpoint, members=members,
-                                     on_checkpoint=save)
+                                     on_checkpoint=self._save_checkpoint)
         await b.ha_master.start()
         log.warning("checkpoint mode: master of epoch %d (checkpoint %d, members %s)", a.epoch,
                     checkpoint, sorted(members))
         b.adopt_stored_topics()
         await b._reregister()
+
+    def _save_checkpoint(self, checkpoint: int, members: tuple) -> None:
+        """The file only seeds a restart in the same epoch (failover relies on the control
+        node's figure): new members are saved at once, progress at most 10 times a second."""
+        now = time.monotonic()
+        at, saved_members = self._saved
+        if members != saved_members or now - at >= 0.1:
+            self._saved = (now, members)
+            self.checkpoint_file.save(self.master_epoch, checkpoint, members)
 
     def _replay(self, a: Replay) -> list:
         """Append each cached entry past the takeover (in order), durably."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -20,6 +19,7 @@ from ..replication.ha import (
     StoreCheckpoint, SyncStatus, Transfer,
 )
 from ..store import FlushDiskType, MessageStore, StoreError
+from ..store.mapped_file import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +29,6 @@ RECONNECT_MIN_S, RECONNECT_MAX_S = 0.05, 1.0
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-def write_small_file(path: Path, data: bytes) -> None:
-    """Replace a small state file atomically (a reader sees the old or the new one)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 class CheckpointFile:
@@ -53,8 +46,9 @@ class CheckpointFile:
             return -1, 0, {}
 
     def save(self, epoch: int, checkpoint: int, members) -> None:
-        write_small_file(self.path, json.dumps({"epoch": epoch, "checkpoint": checkpoint,
-                                                "members": dict(members)}).encode())
+        # not fsynced: it only seeds a restart in the same epoch (see CheckpointDriver)
+        replace_file(self.path, json.dumps({"epoch": epoch, "checkpoint": checkpoint,
+                                            "members": dict(members)}).encode(), durable=False)
 
 
 class HAMasterDriver:

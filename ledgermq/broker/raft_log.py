@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..replication.raft import Entry
 from ..store import FlushDiskType, MessageStore, StoreError
-from ..store.checkpoint import fsync_dir
+from ..store.mapped_file import replace_file
 
 _REC = struct.Struct(">qqq")
 _OFF = struct.Struct(">q")
@@ -172,15 +172,7 @@ class RaftMeta:
         self.commit = int(c.read_text()) if c.exists() else -1
 
     def _write(self, name: str, text: str, sync: bool) -> None:
-        tmp = self.dir / (name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(text)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, self.dir / name)
-        if sync:
-            fsync_dir(self.dir)
+        replace_file(self.dir / name, text.encode(), durable=sync)
 
     def save(self, term: int, voted_for: str | None) -> None:
         self.term, self.voted_for = term, voted_for

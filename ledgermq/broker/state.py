@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..namesrv.routes import PERM_READ, PERM_WRITE
+from ..store.mapped_file import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +25,7 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 def write_json_atomically(path: Path, doc) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
 
 def read_json(path: Path, default):

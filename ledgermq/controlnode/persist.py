@@ -9,19 +9,9 @@ import struct
 from pathlib import Path
 
 from ..replication.checkpoint import Cached, GroupState
-from ..store.checkpoint import fsync_dir
+from ..store.mapped_file import replace_file
 
 _REC = struct.Struct(">qqii")  # offset, end, id length, data length
-
-
-def _write_durably(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def encode_cached(entries) -> bytes:
@@ -61,7 +51,7 @@ class GroupFiles:
         return state, decode_cached(self.cache_path.read_bytes())
 
     def save_state(self, state: dict) -> None:
-        _write_durably(self.state_path, json.dumps(state).encode())
+        replace_file(self.state_path, json.dumps(state).encode())
 
     def append(self, entry: Cached) -> None:
         self._cache.write(encode_cached([entry]))
@@ -70,7 +60,7 @@ class GroupFiles:
 
     def rewrite(self, entries: list[Cached]) -> None:
         self._cache.close()
-        _write_durably(self.cache_path, encode_cached(entries))
+        replace_file(self.cache_path, encode_cached(entries))
         self._cache = open(self.cache_path, "ab")
 
     def close(self) -> None:

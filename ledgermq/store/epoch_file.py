@@ -3,11 +3,9 @@ oldest first, replaced atomically and fsynced on every change, so a crash leaves
 list or the new one."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from .checkpoint import fsync_dir
-from .mapped_file import StoreError
+from .mapped_file import StoreError, replace_file
 
 
 class EpochFile:
@@ -43,10 +41,4 @@ class EpochFile:
             self._save()
 
     def _save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write("".join(f"{e} {s}\n" for e, s in self.entries))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.path.parent)
+        replace_file(self.path, "".join(f"{e} {s}\n" for e, s in self.entries).encode())

@@ -47,6 +47,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def replace_file(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Give a small file new contents atomically: a reader, or a crash, sees the old or
+    the new bytes. `durable`: on disk (file and directory fsynced) before returning."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
 class MappedFile:
     """One segment: `size` bytes mapped read-write, starting at logical offset `start`."""
 

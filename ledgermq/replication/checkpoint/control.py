@@ -135,6 +135,7 @@ class GroupControl:
         self.brokers: dict[int, Broker] = {slot: Broker(slot, addr)
                                            for addr, slot in self.state.slots.items()}
         self.started_at = now  # a restarted control node gives the master time to show up
+        self._promote_sent = -1 << 60
         self.bug = bug
 
     def _save(self) -> SaveState:
@@ -237,8 +238,6 @@ class GroupControl:
         st.promoting = best.slot
         self._promote_sent = now
         return [self._save(), self._promote(best)]
-
-    _promote_sent = -1 << 60
 
     def _promote(self, b: Broker) -> Promote:
         st = self.state

@@ -49,6 +49,7 @@ class HAMaster:
         self.waiters: deque[tuple[int, int, int]] = deque()  # (end, deadline, request id)
         self.checkpoint = checkpoint
         self.members: dict[int, int] = dict(members or {})
+        self._saved_members = -1  # how many members the last SaveCheckpoint named
         self.bug = bug
         self.now = now
 
@@ -138,19 +139,6 @@ class HAMaster:
         out += [PublishCheckpoint(link, self.checkpoint) for link, other in self.links.items()
                 if other.slave_id is not None]
         return out
-
-    _saved_members = -1
-
-    def remove_member(self, slave_id: int) -> list:
-        """An operator retires a slave for good: the checkpoint stops waiting for it."""
-        if self.members.pop(slave_id, None) is None:
-            return []
-        self._saved_members = -1
-        if not self.members:
-            return [SaveCheckpoint(self.checkpoint, ())]
-        self.checkpoint = max(self.checkpoint, min(self.members.values()))
-        return [SaveCheckpoint(self.checkpoint, tuple(sorted(self.members.items())))] + \
-            self._complete_covered()
 
     # ---- pushing and time ---------------------------------------------------------
     def _push(self, link: int, ln: Link, now: int) -> list:
