@@ -40,3 +40,39 @@ def test_unreadable_or_malformed_file(tmp_path):
     bad.write_text("justakey\n")
     with pytest.raises(ConfigError, match="bad.conf:1"):
         read_properties(bad)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"enableConsistentCheckpoint": "true"}, "needs controlNodeAddr"),
+    ({"enableConsistentCheckpoint": "true", "controlNodeAddr": "h:1",
+      "enableDLegerCommitLog": "true"}, "choose one"),
+    ({"haListenPort": "70000"}, "haListenPort"),
+    ({"brokerRole": "LEADER"}, "brokerRole"),
+])
+def test_bad_replication_settings_are_refused_clearly(overrides, message):
+    from ledgermq.broker import load_broker_config
+    with pytest.raises(ConfigError, match=message):
+        load_broker_config(None, overrides)
+
+
+def test_control_node_answers_a_malformed_request_with_an_error(tmp_path):
+    import asyncio
+
+    from ledgermq.controlnode import ControlNode
+    from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+
+    async def go():
+        node = ControlNode(tmp_path, "127.0.0.1", 0)
+        await node.start()
+        client = RemotingClient()
+        try:
+            addr = f"127.0.0.1:{node.port}"
+            r = await client.invoke(addr, RemotingCommand(RequestCode.CONTROL_CACHE,
+                                                          ext={"brokerName": "g"}), 3)
+            assert r.code == ResponseCode.SYSTEM_ERROR and "bad control-node request" in r.remark
+            r = await client.invoke(addr, RemotingCommand(RequestCode.PULL_MESSAGE), 3)
+            assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        finally:
+            await client.close()
+            await node.stop()
+    asyncio.run(go())
