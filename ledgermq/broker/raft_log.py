@@ -9,7 +9,6 @@ and vote, `raft/commit` the committed index.
 """
 from __future__ import annotations
 
-import json
 import os
 import struct
 from pathlib import Path
@@ -157,27 +156,3 @@ class StoreRaftLog:
 
     def close(self) -> None:
         self._index.close()
-
-
-class RaftMeta:
-    """Term, vote and committed index, each written atomically."""
-
-    def __init__(self, directory: Path):
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        doc = json.loads((self.dir / "meta").read_text()) if (self.dir / "meta").exists() else {}
-        self.term = int(doc.get("term", 0))
-        self.voted_for = doc.get("votedFor")
-        c = self.dir / "commit"
-        self.commit = int(c.read_text()) if c.exists() else -1
-
-    def _write(self, name: str, text: str, sync: bool) -> None:
-        replace_file(self.dir / name, text.encode(), durable=sync)
-
-    def save(self, term: int, voted_for: str | None) -> None:
-        self.term, self.voted_for = term, voted_for
-        self._write("meta", json.dumps({"term": term, "votedFor": voted_for}), True)
-
-    def save_commit(self, index: int) -> None:
-        self.commit = index
-        self._write("commit", str(index), False)  # recoverable: a lower value only re-waits

@@ -1,0 +1,66 @@
+"""Raft messages between peers as remoting commands (code RAFT_MESSAGE): the fields in the
+header's extFields, entries packed in the body."""
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import fields
+
+from ..remoting import RemotingCommand
+from ..replication.raft import (
+    Code, Entry, Push, PushResponse, PushType, TimeoutNow, VoteRequest, VoteResponse,
+)
+
+RAFT_MESSAGE = 9901  # request code of raft messages between peers (their own port)
+_TYPES = {c.__name__: c for c in (VoteRequest, VoteResponse, Push, PushResponse, TimeoutNow)}
+_ENTRY = struct.Struct(">qqi")
+
+
+def parse_peers(text: str, key: str = "dLegerPeers") -> dict[str, str]:
+    """'n0-127.0.0.1:40911;n1-127.0.0.1:40912' -> {'n0': '127.0.0.1:40911', ...}"""
+    peers = {}
+    for item in text.split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        node, sep, addr = item.partition("-")
+        if not sep or ":" not in addr:
+            raise ValueError(f"{key} item {item!r} is not id-host:port")
+        peers[node] = addr
+    if len(peers) < 1:
+        raise ValueError(f"{key} is empty")
+    return peers
+
+
+def encode_message(msg) -> RemotingCommand:
+    ext, body = {"t": type(msg).__name__}, b""
+    for f in fields(msg):
+        v = getattr(msg, f.name)
+        if f.name == "entries":
+            body = b"".join(_ENTRY.pack(e.index, e.term, len(e.data)) + e.data for e in v)
+        elif isinstance(v, (PushType, Code)):
+            ext[f.name] = v.value
+        else:
+            ext[f.name] = json.dumps(v)
+    return RemotingCommand(RAFT_MESSAGE, ext=ext, body=body)
+
+
+def decode_message(cmd: RemotingCommand):
+    cls = _TYPES[cmd.ext["t"]]
+    kw = {}
+    for f in fields(cls):
+        if f.name == "entries":
+            entries, mv, pos = [], memoryview(cmd.body), 0
+            while pos < len(mv):
+                index, term, n = _ENTRY.unpack_from(mv, pos)
+                pos += _ENTRY.size
+                entries.append(Entry(index, term, bytes(mv[pos:pos + n])))
+                pos += n
+            kw["entries"] = tuple(entries)
+        elif f.name == "kind":
+            kw["kind"] = PushType(cmd.ext["kind"])
+        elif f.name == "code":
+            kw["code"] = Code(cmd.ext["code"])
+        elif f.name in cmd.ext:
+            kw[f.name] = json.loads(cmd.ext[f.name])
+    return cls(**kw)

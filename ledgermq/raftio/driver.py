@@ -1,0 +1,189 @@
+"""The asyncio driver of a Raft core over its peer port.
+
+It executes the core's actions in order: persists (entries, term and vote, the committed
+index) are made durable with one sync before the first message or answer that follows
+them. What the log is and what a commit means are the subclass's: a DLedger broker's
+entries are commit-log ranges, a controller's are metadata commands.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import struct
+import time
+from pathlib import Path
+
+from ..remoting import Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer
+from ..replication.raft import (
+    AppendEntries, Complete, RaftNode, ResetLog, Role, SaveCommit, SaveMeta, Send, TruncateAfter,
+)
+from ..store.mapped_file import replace_file
+from .codec import RAFT_MESSAGE, decode_message, encode_message
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.01
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class RaftMeta:
+    """Term, vote and committed index, each written atomically."""
+
+    def __init__(self, directory: Path):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        doc = json.loads((self.dir / "meta").read_text()) if (self.dir / "meta").exists() else {}
+        self.term = int(doc.get("term", 0))
+        self.voted_for = doc.get("votedFor")
+        c = self.dir / "commit"
+        self.commit = int(c.read_text()) if c.exists() else -1
+
+    def save(self, term: int, voted_for: str | None) -> None:
+        self.term, self.voted_for = term, voted_for
+        replace_file(self.dir / "meta", json.dumps({"term": term, "votedFor": voted_for})
+                     .encode(), durable=True)
+
+    def save_commit(self, index: int) -> None:
+        self.commit = index  # recoverable: a lower value on disk only re-waits
+        replace_file(self.dir / "commit", str(index).encode(), durable=False)
+
+
+class RaftDriver:
+    """Subclasses set `self.core` (step/tick like RaftNode's) and `self.raft` (the
+    RaftNode inside it), and may override `committed`, `other` and `role_changed`."""
+
+    core: object
+    raft: RaftNode
+
+    def __init__(self, self_id: str, peers: dict[str, str], meta: RaftMeta, log_store):
+        if self_id not in peers:
+            raise ValueError(f"self id {self_id} is not among the peers {sorted(peers)}")
+        self.self_id = self_id
+        self.peers = peers
+        self.meta = meta
+        self.log = log_store
+        self.role = Role.FOLLOWER
+        self.client = RemotingClient()
+        host, port = peers[self_id].rsplit(":", 1)
+        self.server = RemotingServer(self._on_request, host, int(port))
+        self.waiters: dict[int, asyncio.Future] = {}
+        self._next_rid = 1
+        self._task: asyncio.Task | None = None
+        self._connecting: set[str] = set()
+
+    def new_node(self, config, **kw) -> RaftNode:
+        return RaftNode(self.self_id, list(self.peers), config, term=self.meta.term,
+                        voted_for=self.meta.voted_for, log=self.log, commit=self.meta.commit,
+                        rng=random.Random(), now=now_ms(), **kw)
+
+    async def start(self) -> None:
+        await self.server.start()
+        self._task = asyncio.create_task(self._ticker())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.server.stop()
+        await self.client.close()
+        self.log.close()
+
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                self.execute(self.core.tick(now_ms()))
+            except Exception:
+                log.exception("raft tick failed")
+
+    def _on_request(self, cmd: RemotingCommand, conn: Connection):
+        if cmd.code == RAFT_MESSAGE:
+            try:
+                msg = decode_message(cmd)
+            except (KeyError, ValueError, TypeError, struct.error) as e:
+                log.warning("bad raft message from %s: %s", conn.peer, e)
+                return None
+            self.execute(self.core.step(msg, now_ms()))
+        return None
+
+    # ---- the driver contract --------------------------------------------------------
+    def execute(self, actions: list) -> None:
+        dirty = False
+        for a in actions:
+            if isinstance(a, SaveMeta):
+                self.meta.save(a.term, a.voted_for)
+            elif isinstance(a, AppendEntries):
+                self.log.write_entries(a.entries)
+                dirty = True
+            elif isinstance(a, TruncateAfter):
+                self.log.cut_after(a.index)
+            elif isinstance(a, ResetLog):
+                self.log.cut_after(-1)
+                self.log.write_entries((a.entry,))
+                dirty = True
+            elif isinstance(a, SaveCommit):
+                self.meta.save_commit(a.index)
+                self.committed(a.index)
+            else:
+                if dirty:
+                    self.log.sync()
+                    dirty = False
+                if isinstance(a, Send):
+                    self._send(a.msg)
+                elif isinstance(a, Complete):
+                    fut = self.waiters.pop(a.request_id, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(a)
+                else:
+                    self.other(a)
+        if dirty:
+            self.log.sync()
+        if self.raft.role is not self.role:
+            self.role = self.raft.role
+            log.info("raft %s is now %s in term %d", self.self_id, self.role.value,
+                     self.raft.term)
+            self.role_changed(self.role)
+
+    def committed(self, index: int) -> None:
+        pass
+
+    def other(self, action) -> None:
+        pass
+
+    def role_changed(self, role: Role) -> None:
+        pass
+
+    def next_request_id(self) -> int:
+        rid = self._next_rid
+        self._next_rid += 1
+        return rid
+
+    def _send(self, msg) -> None:
+        addr = self.peers.get(msg.dst)
+        conn = self.client.open_connection(addr) if addr else None
+        if conn is None:
+            if addr and msg.dst not in self._connecting:  # connect in the background
+                self._connecting.add(msg.dst)
+                asyncio.get_running_loop().create_task(self._connect(msg.dst, addr))
+            return  # raft copes with a lost message
+        try:
+            conn.oneway(encode_message(msg))
+        except RemotingError:
+            pass
+
+    async def _connect(self, node: str, addr: str) -> None:
+        try:
+            await self.client.connection(addr)
+        except RemotingError:
+            await asyncio.sleep(0.2)
+        finally:
+            self._connecting.discard(node)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raft.role is Role.LEADER
