@@ -113,21 +113,62 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
 
 
 @main.command()
-@click.option("--port", default=9876, show_default=True, help="listenPort")
-@click.option("--bind", default="127.0.0.1", show_default=True, help="bindAddress")
+@click.option("--port", default=None, type=int, help="listenPort (default 9876)")
+@click.option("--bind", default=None, help="bindAddress (default 127.0.0.1)")
+@click.option("-c", "--config", "conf", type=click.Path(exists=True, dir_okay=False,
+                                                         path_type=Path),
+              help="A namesrv.conf; with enableControllerInNamesrv=true it also runs a "
+                   "controller (controller.conf keys in the same file).")
 @click.option("--json", "as_json", is_flag=True)
-def namesrv(port: int, bind: str, as_json: bool) -> None:
-    """Run a name server."""
+def namesrv(port: int | None, bind: str | None, conf: Path | None, as_json: bool) -> None:
+    """Run a name server (and, if configured, an embedded controller)."""
+    from ..config import build, read_properties
     from ..namesrv import NamesrvConfig, NameServer
     from ..server import run, serve_until
 
-    ns = NameServer(NamesrvConfig(listenPort=port, bindAddress=bind))
+    values = read_properties(conf) if conf else {}
+    values.update({k: str(v) for k, v in (("listenPort", port), ("bindAddress", bind))
+                   if v is not None})
+    ncfg, rest = build(NamesrvConfig, values)
+    ns = NameServer(ncfg)
+    ready = {}
+    if values.get("enableControllerInNamesrv", "false").lower() == "true":
+        from ..controller.config import load_controller_config
+        from ..controller.server import ControllerServer
+        ccfg = load_controller_config(None, {k: values[k] for k in rest})
+        ns.controller = ControllerServer(ccfg)
+        ready["controller"] = ns.controller.address
+    elif rest:
+        click.echo(f"warning: unknown config keys ignored: {', '.join(sorted(rest))}", err=True)
 
     async def main_(stop):
         await ns.start()
-        _ready({"namesrv": ns.address}, as_json)
+        _ready({"namesrv": ns.address, **ready}, as_json)
         await serve_until(stop)
         await ns.stop()
+
+    run(main_)
+
+
+@main.command()
+@click.option("-c", "--config", "conf", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A controller.conf (controllerDLegerPeers, controllerDLegerSelfId, "
+                   "controllerStorePath, ...).")
+@click.option("--json", "as_json", is_flag=True)
+def controller(conf: Path, as_json: bool) -> None:
+    """Run a controller node of controller mode (S1)."""
+    from ..controller.config import load_controller_config
+    from ..controller.server import ControllerServer
+    from ..server import run, serve_until
+
+    node = ControllerServer(load_controller_config(conf))
+
+    async def main_(stop):
+        await node.start()
+        _ready({"controller": node.address, "id": node.self_id}, as_json)
+        await serve_until(stop)
+        await node.stop()
 
     run(main_)
 

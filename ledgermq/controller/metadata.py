@@ -16,6 +16,7 @@ class RegisterBroker:
     cluster: str
     group: str
     addr: str
+    ha_addr: str = ""  # where slaves connect to copy this broker's log when it is master
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class BrokerGroup:
     cluster: str
     name: str
     brokers: dict[int, str] = field(default_factory=dict)  # broker id -> address
+    ha_addrs: dict[int, str] = field(default_factory=dict)  # broker id -> HA address
     next_id: int = 1
     master: int | None = None
     master_epoch: int = 0
@@ -86,6 +88,7 @@ class BrokerGroup:
                 "brokers": {str(k): v for k, v in sorted(self.brokers.items())},
                 "masterBrokerId": self.master,
                 "masterAddress": self.brokers.get(self.master) if self.master else None,
+                "masterHaAddress": self.ha_addrs.get(self.master) if self.master else None,
                 "masterEpoch": self.master_epoch, "syncStateSet": list(self.sync_state_set),
                 "syncStateSetEpoch": self.set_epoch}
 
@@ -110,12 +113,13 @@ class ControllerMetadata:
         g = self.groups.get(c.group)
         if g is None:
             g = self.groups[c.group] = BrokerGroup(c.cluster, c.group)
-        for bid, addr in g.brokers.items():
-            if addr == c.addr:
-                return Result(True, data={"brokerId": bid, **g.view()})
-        bid = g.next_id
-        g.next_id += 1
-        g.brokers[bid] = c.addr
+        bid = next((b for b, addr in g.brokers.items() if addr == c.addr), None)
+        if bid is None:  # a broker is known by its address: the same one keeps its id
+            bid = g.next_id
+            g.next_id += 1
+            g.brokers[bid] = c.addr
+        if c.ha_addr:
+            g.ha_addrs[bid] = c.ha_addr
         return Result(True, data={"brokerId": bid, **g.view()})
 
     def _AlterSyncStateSet(self, c: AlterSyncStateSet) -> Result:
@@ -185,6 +189,7 @@ class ControllerMetadata:
             return Result(False, f"broker {g.master} is the master: elect another first")
         for b in c.broker_ids:
             g.brokers.pop(b, None)
+            g.ha_addrs.pop(b, None)
         kept = tuple(b for b in g.sync_state_set if b not in c.broker_ids)
         if kept != g.sync_state_set:
             g.sync_state_set = kept

@@ -38,6 +38,7 @@ class NameServer:
                                      self.config.listenPort, max_frame=self.config.maxFrameSize,
                                      idle_timeout=self.config.clientChannelMaxIdleTimeSeconds)
         self._scanner: asyncio.Task | None = None
+        self.controller = None  # enableControllerInNamesrv: serves the controller's codes
         self._handlers = {
             RequestCode.REGISTER_BROKER: self._register_broker,
             RequestCode.UNREGISTER_BROKER: self._unregister_broker,
@@ -57,6 +58,8 @@ class NameServer:
         return self.server.address
 
     async def start(self) -> None:
+        if self.controller is not None:
+            await self.controller.start()
         await self.server.start()
         self._scanner = asyncio.create_task(self._scan_brokers())
         log.info("name server listening on %s", self.address)
@@ -65,6 +68,8 @@ class NameServer:
         if self._scanner:
             self._scanner.cancel()
         await self.server.stop()
+        if self.controller is not None:
+            await self.controller.stop()
 
     async def _scan_brokers(self) -> None:
         while True:
@@ -75,6 +80,8 @@ class NameServer:
 
     def handle(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         handler = self._handlers.get(cmd.code)
+        if handler is None and self.controller is not None:
+            return self.controller.handle(cmd, conn)
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 f"request code {cmd.code} is not supported by the name server")

@@ -66,6 +66,17 @@ class RequestCode(enum.IntEnum):
     CONTROL_RESOLVE = 9912
     CONTROL_STATUS = 9913
     CONTROL_PROMOTE = 9914
+    # controller mode (S1): RocketMQ 5's codes; the bodies are ledgermq's JSON
+    BROKER_HEARTBEAT = 904
+    CONTROLLER_ALTER_SYNC_STATE_SET = 1001
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_REGISTER_BROKER = 1003
+    CONTROLLER_GET_REPLICA_INFO = 1004
+    CONTROLLER_GET_METADATA_INFO = 1005
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006
+    GET_BROKER_EPOCH_CACHE = 1007
+    GET_CONTROLLER_CONFIG = 1010
+    CLEAN_BROKER_DATA = 1011
 
 
 class ResponseCode(enum.IntEnum):
@@ -97,6 +108,8 @@ class ResponseCode(enum.IntEnum):
     # ledgermq's own (S3): stored, replicated to no checkpoint and not cached by the
     # control node; the producer resolves it (see Producer.resolve)
     SEND_PENDING = 9920
+    CONTROLLER_INVALID_REQUEST = 2005
+    CONTROLLER_NOT_LEADER = 2007
 
 
 class LanguageCode(enum.IntEnum):

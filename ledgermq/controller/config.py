@@ -1,0 +1,53 @@
+"""controller.conf: RocketMQ's controller keys (and the same keys in namesrv.conf when the
+controller runs inside the name server, enableControllerInNamesrv=true)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import ConfigError, build, check, positive, read_properties
+from ..raftio import parse_peers
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ControllerConfig:
+    controllerDLegerGroup: str = "group1"
+    controllerDLegerPeers: str = "n0-127.0.0.1:9878"  # id-host:port;... (raft + requests)
+    controllerDLegerSelfId: str = "n0"
+    controllerStorePath: str = str(Path.home() / ".ledgermq" / "controller")
+    enableElectUncleanMaster: bool = False
+    # a broker silent this long is not alive (RocketMQ sends it per broker; one value here)
+    brokerNotActiveTimeoutMillis: int = field(default=3000, metadata=check(positive))
+    electionTimeoutMs: int = field(default=300, metadata=check(positive))
+    heartbeatIntervalMs: int = field(default=100, metadata=check(positive))
+    enableControllerInNamesrv: bool = False
+
+    def __post_init__(self) -> None:
+        try:
+            peers = parse_peers(self.controllerDLegerPeers, "controllerDLegerPeers")
+        except ValueError as e:
+            raise ConfigError(f"controllerDLegerPeers={self.controllerDLegerPeers!r}: "
+                              f"{e}") from None
+        if self.controllerDLegerSelfId not in peers:
+            raise ConfigError(f"controllerDLegerSelfId={self.controllerDLegerSelfId!r} is "
+                              f"not one of the controllerDLegerPeers ids {sorted(peers)}")
+
+    @property
+    def peers(self) -> dict[str, str]:
+        return parse_peers(self.controllerDLegerPeers, "controllerDLegerPeers")
+
+
+def load_controller_config(path: str | Path | None, overrides: dict[str, str] | None = None,
+                           *, others_ok: bool = False) -> ControllerConfig:
+    """From a controller.conf; unknown keys are logged (or left to the name server's
+    config when `others_ok`), wrong values raise ConfigError naming the key."""
+    values = read_properties(path) if path else {}
+    values.update(overrides or {})
+    config, unknown = build(ControllerConfig, values)
+    if not others_ok:
+        for key in unknown:
+            log.warning("unknown config key %r ignored (check its spelling)", key)
+    return config

@@ -1,0 +1,201 @@
+"""The controller process (S1-1): a ControllerNode driven over real sockets and files.
+
+One port per controller node (its controllerDLegerPeers address) carries both the Raft
+messages between controllers and the requests of brokers and operators. Only the Raft
+leader answers requests that read or change metadata; the others say
+CONTROLLER_NOT_LEADER and the caller tries the next address. Metadata is rebuilt on start
+by re-applying the committed log.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from pathlib import Path
+
+from ..raftio import RAFT_MESSAGE, FileRaftLog, RaftDriver, RaftMeta
+from ..raftio.driver import now_ms
+from ..remoting import Connection, RemotingCommand, RequestCode, ResponseCode
+from ..replication.raft import RaftConfig
+from .config import ControllerConfig
+from .metadata import AlterSyncStateSet, CleanBrokerMetadata, ElectMaster, RegisterBroker, Result
+from .node import Answer, Applied, ControllerNode
+
+log = logging.getLogger(__name__)
+
+PROPOSE_TIMEOUT_S = 5.0
+
+
+def _ids(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.replace(",", ";").split(";") if x.strip())
+
+
+class ControllerServer(RaftDriver):
+    def __init__(self, config: ControllerConfig):
+        self.config = config
+        directory = Path(config.controllerStorePath)
+        super().__init__(config.controllerDLegerSelfId, config.peers, RaftMeta(directory),
+                         FileRaftLog(directory / "log"))
+        self.core = ControllerNode(
+            self.self_id, list(self.peers),
+            RaftConfig(election_timeout_ms=config.electionTimeoutMs,
+                       heartbeat_ms=config.heartbeatIntervalMs),
+            log=self.log, term=self.meta.term, voted_for=self.meta.voted_for,
+            commit=self.meta.commit, now=now_ms(),
+            heartbeat_timeout_ms=config.brokerNotActiveTimeoutMillis,
+            unclean=config.enableElectUncleanMaster)
+        self.raft = self.core.raft
+        self._handlers = {
+            RequestCode.CONTROLLER_REGISTER_BROKER: self._register,
+            RequestCode.BROKER_HEARTBEAT: self._heartbeat,
+            RequestCode.CONTROLLER_ELECT_MASTER: self._elect,
+            RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: self._alter,
+            RequestCode.CONTROLLER_GET_REPLICA_INFO: self._replica_info,
+            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: self._sync_state_data,
+            RequestCode.CLEAN_BROKER_DATA: self._clean,
+        }
+
+    @property
+    def address(self) -> str:
+        return self.peers[self.self_id]
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    # ---- requests -------------------------------------------------------------------
+    def _on_request(self, cmd: RemotingCommand, conn: Connection):
+        if cmd.code == RAFT_MESSAGE:
+            return super()._on_request(cmd, conn)
+        return self.handle(cmd, conn)
+
+    def handle(self, cmd: RemotingCommand, conn: Connection | None = None):
+        """A broker's or operator's request (also reached through the name server when the
+        controller is embedded in it)."""
+        if cmd.code == RequestCode.CONTROLLER_GET_METADATA_INFO:
+            return cmd.response(ResponseCode.SUCCESS, body=_json(self.metadata_info()))
+        if cmd.code == RequestCode.GET_CONTROLLER_CONFIG:
+            return cmd.response(ResponseCode.SUCCESS,
+                                body=_json(dataclasses.asdict(self.config)))
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                f"the controller does not serve request code {cmd.code}")
+        if not self.is_leader:
+            return cmd.response(ResponseCode.CONTROLLER_NOT_LEADER,
+                                f"controller {self.self_id} is not the leader "
+                                f"(leader: {self.raft.leader})")
+        try:
+            return handler(cmd)
+        except (KeyError, ValueError) as e:
+            return cmd.response(ResponseCode.CONTROLLER_INVALID_REQUEST,
+                                f"bad request: {type(e).__name__}: {e}")
+
+    def _register(self, cmd):
+        e = cmd.ext
+        c = RegisterBroker(e["clusterName"], e["brokerName"], e["brokerAddress"],
+                           e.get("haAddress", ""))
+        return self._answer(cmd, self.propose(c), heard=e["brokerName"])
+
+    def _heartbeat(self, cmd):
+        group, bid = cmd.ext["brokerName"], int(cmd.ext["brokerId"])
+        self.core.broker_heartbeat(group, bid, now_ms())
+        return self._replica_info(cmd)
+
+    def _elect(self, cmd):
+        e = cmd.ext
+        group = e["brokerName"]
+        preferred = int(e["brokerId"]) if e.get("brokerId", "") not in ("", "-1") else None
+        operator = e.get("operator", "false") == "true"
+        c = ElectMaster(group, self.alive(group), preferred=preferred,
+                        unclean=self.config.enableElectUncleanMaster, operator=operator)
+        return self._answer(cmd, self.propose(c))
+
+    def _alter(self, cmd):
+        e = cmd.ext
+        c = AlterSyncStateSet(e["brokerName"], int(e["masterId"]), int(e["masterEpoch"]),
+                              tuple(json.loads(cmd.body)), int(e["syncStateSetEpoch"]))
+        return self._answer(cmd, self.propose(c))
+
+    def _clean(self, cmd):
+        c = CleanBrokerMetadata(cmd.ext["brokerName"], _ids(cmd.ext.get("brokerIds", "")))
+        return self._answer(cmd, self.propose(c))
+
+    def _replica_info(self, cmd):
+        g = self.core.metadata.groups.get(cmd.ext["brokerName"])
+        if g is None:
+            return cmd.response(ResponseCode.CONTROLLER_INVALID_REQUEST,
+                                f"broker group {cmd.ext['brokerName']} is not registered")
+        return cmd.response(ResponseCode.SUCCESS, body=_json(g.view()))
+
+    def _sync_state_data(self, cmd):
+        names = json.loads(cmd.body) if cmd.body else []
+        groups = self.core.metadata.groups
+        missing = [n for n in names if n not in groups]
+        if missing:
+            return cmd.response(ResponseCode.CONTROLLER_INVALID_REQUEST,
+                                f"broker groups {missing} are not registered")
+        now = now_ms()
+        out = {}
+        for name in names or sorted(groups):
+            v = groups[name].view()
+            v["alive"] = [b for b in sorted(groups[name].brokers)
+                          if now - self.core.heard.get((name, b), -1 << 60)
+                          < self.config.brokerNotActiveTimeoutMillis]
+            out[name] = v
+        return cmd.response(ResponseCode.SUCCESS, body=_json(out))
+
+    async def _answer(self, cmd, fut, heard: str | None = None):
+        try:
+            result: Result = await asyncio.wait_for(fut, PROPOSE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "the controller group did not "
+                                "commit the command in time (no quorum?)")
+        if heard and result.ok and "brokerId" in result.data:  # registering is a sign of life
+            self.core.broker_heartbeat(heard, result.data["brokerId"], now_ms())
+        if not result.ok:
+            code = ResponseCode.CONTROLLER_NOT_LEADER if result.error in (
+                "NOT_LEADER", "TERM_CHANGED") else ResponseCode.CONTROLLER_INVALID_REQUEST
+            return cmd.response(code, result.error)
+        return cmd.response(ResponseCode.SUCCESS, result.error or None, body=_json(result.data))
+
+    # ---- proposing --------------------------------------------------------------------
+    def alive(self, group: str) -> tuple[int, ...]:
+        now = now_ms()
+        return tuple(sorted(b for (g, b), t in self.core.heard.items()
+                            if g == group and now - t < self.config.brokerNotActiveTimeoutMillis))
+
+    def propose(self, command) -> asyncio.Future:
+        rid = self.next_request_id()
+        fut = asyncio.get_running_loop().create_future()
+        self.waiters[rid] = fut
+        self.execute(self.core.propose(rid, command, now_ms()))
+        return fut
+
+    def other(self, action) -> None:
+        if isinstance(action, Answer):
+            fut = self.waiters.pop(action.request_id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(action.result)
+        elif isinstance(action, Applied) and isinstance(action.command, ElectMaster) \
+                and action.result.ok and "previousMaster" in action.result.data:
+            d = action.result.data
+            if d["masterBrokerId"] != d["previousMaster"] or action.command.operator:
+                (log.error if d.get("unclean") else log.info)(
+                    "%s: broker %s elected master of %s in epoch %d%s", self.self_id,
+                    d["masterBrokerId"], d["group"], d["masterEpoch"],
+                    " OUTSIDE the SyncStateSet: acknowledged messages may be lost"
+                    if d.get("unclean") else "")
+
+    def metadata_info(self) -> dict:
+        r = self.raft
+        return {"controllerId": self.self_id, "group": self.config.controllerDLegerGroup,
+                "peers": self.peers, "leaderId": r.leader,
+                "leaderAddress": self.peers.get(r.leader) if r.leader else None,
+                "isLeader": self.is_leader, "role": r.role.value, "term": r.term,
+                "commitIndex": r.commit, "appliedIndex": self.core.applied}
+
+
+def _json(obj) -> bytes:
+    return json.dumps(obj).encode()
