@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-MODES = ("dledger", "sync", "async", "checkpoint")
+MODES = ("dledger", "sync", "async", "checkpoint", "controller")
 
 
 def free_ports(n: int) -> list[int]:
@@ -65,11 +65,23 @@ def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str
         if mode == "checkpoint":
             conf.update(enableConsistentCheckpoint="true",
                         controlNodeAddr=f"127.0.0.1:{ports['control']}")
+        if mode == "controller":  # roles come from the controller, not from brokerRole
+            del conf["brokerId"], conf["brokerRole"]
+            conf.update(enableControllerMode="true", controllerAddr=";".join(
+                f"127.0.0.1:{p}" for p in ports["controllers"]), brokerHeartbeatInterval="200",
+                allAckInSyncStateSet="true", haMaxTimeSlaveNotCatchUp="3000")
     conf.update(extra)
     return "".join(f"{k}={v}\n" for k, v in conf.items())
 
 
-def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None) -> dict:
+def controller_conf(k: int, ports: list[int], d: Path) -> str:
+    peers = ";".join(f"c{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
+    return (f"controllerDLegerPeers={peers}\ncontrollerDLegerSelfId=c{k}\n"
+            f"controllerStorePath={d / f'c{k}' / 'data'}\nbrokerNotActiveTimeoutMillis=1000\n")
+
+
+def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
+       controllers: int = 1) -> dict:
     if mode not in MODES:
         raise ValueError(f"mode {mode} is not available yet (have: {', '.join(MODES)})")
     d.mkdir(parents=True, exist_ok=True)
@@ -78,7 +90,7 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None) -
         raise RuntimeError(f"a cluster is already running in {d}; `ledgermq cluster down` first")
     started: list[subprocess.Popen] = []
     try:
-        return _up(mode, replicas, d, extra, started)
+        return _up(mode, replicas, d, extra, started, controllers)
     except BaseException:
         for proc in started:  # leave nothing running behind a failed start
             proc.kill()
@@ -87,10 +99,11 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None) -
 
 
 def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
-        started: list) -> dict:
-    got = free_ports(2 + 2 * replicas)
+        started: list, controllers: int) -> dict:
+    got = free_ports(2 + 2 * replicas + controllers)
     ports = {"namesrv": got[0], "broker": got[1:1 + replicas],
-             "repl": got[1 + replicas:1 + 2 * replicas], "control": got[-1]}
+             "repl": got[1 + replicas:1 + 2 * replicas], "control": got[1 + 2 * replicas],
+             "controllers": got[2 + 2 * replicas:]}
     ns = _spawn(["namesrv", "--port", str(ports["namesrv"]), "--json"], d / "namesrv")
     started.append(ns)
     _wait_ready(d / "namesrv", ns)
@@ -103,6 +116,17 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
         procs.append({"name": "control", "pid": ctl.pid, "port": ports["control"],
                       "args": ["controlnode", "--port", str(ports["control"]), "--dir",
                                str(d / "control" / "data"), "--json"]})
+    if mode == "controller":
+        for k, port in enumerate(ports["controllers"]):
+            (d / f"c{k}").mkdir(parents=True, exist_ok=True)
+            (d / f"c{k}" / "controller.conf").write_text(
+                controller_conf(k, ports["controllers"], d))
+            args = ["controller", "-c", str(d / f"c{k}" / "controller.conf"), "--json"]
+            started.append(_spawn(args, d / f"c{k}"))
+            procs.append({"name": f"c{k}", "pid": started[-1].pid, "port": port,
+                          "args": args})
+        for k in range(controllers):
+            _wait_ready(d / f"c{k}", started[-controllers + k])
     brokers = []
     for i in range(replicas):
         conf = d / f"n{i}" / "broker.conf"
@@ -118,6 +142,8 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     state = {"mode": mode, "namesrv": f"127.0.0.1:{ports['namesrv']}", "processes": procs}
     if mode == "checkpoint":
         state["controlNode"] = f"127.0.0.1:{ports['control']}"
+    if mode == "controller":
+        state["controllerAddr"] = ";".join(f"127.0.0.1:{p}" for p in ports["controllers"])
     (d / "cluster.json").write_text(json.dumps(state, indent=1))
     return state
 
@@ -162,7 +188,8 @@ def status(d: Path) -> dict:
         out = {}
         async with Admin(state["namesrv"]) as a:
             for p in state["processes"]:
-                if p["name"] == "namesrv" or not _alive(p["pid"]):
+                if p["name"] == "namesrv" or p["name"].startswith("c") or \
+                        not _alive(p["pid"]):
                     continue
                 try:
                     info = await a.broker_status(f"127.0.0.1:{p['port']}")
@@ -178,6 +205,9 @@ def status(d: Path) -> dict:
             p["role"] = info["brokerRole"]
         if "ha" in info:
             p["ha"] = json.loads(info["ha"])
+        if "controller" in info:
+            st = json.loads(info["controller"])
+            p.update({"brokerId": st["brokerId"], "masterEpoch": st["masterEpoch"]})
         if "dledger" in info:
             st = json.loads(info["dledger"])
             p.update({"role": st["role"], "term": st["term"], "leader": st["leader"],

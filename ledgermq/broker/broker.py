@@ -27,6 +27,7 @@ from ..replication.ha import HAConfig, SyncStatus
 from ..replication.raft import Code, RaftConfig
 from .config import BrokerConfig, BrokerRole
 from .dledger import DLedgerDriver, parse_peers
+from .replicas import ReplicasManager
 from .checkpoint import CheckpointDriver
 from .ha import HAMasterDriver, HASlaveDriver
 from .consumers import ConsumerManager, parse_subscription
@@ -79,12 +80,13 @@ class Broker:
         self.config = config
         self.store_host = pack_host(config.brokerIP1, config.listenPort)
         self.store = MessageStore(store_config, store_host=self.store_host,
-                                  dispatch_follows_log=not config.enableDLegerCommitLog)
+                                  dispatch_follows_log=not config.replicated_log)
         self.dledger: DLedgerDriver | None = None
         self.ha_master: HAMasterDriver | None = None
         self.ha_slave: HASlaveDriver | None = None
         self._learned_ha_master = ""  # the master's HA address, from the name server
         self.checkpoint: CheckpointDriver | None = None  # S3 mode
+        self.replicas: ReplicasManager | None = None  # controller mode (S1)
         root = store_config.root / "config"
         self.topics = TopicTable(root / "topics.json", config.defaultTopicQueueNums,
                                  config.autoCreateTopicEnable)
@@ -131,6 +133,7 @@ class Broker:
             RequestCode.GET_ALL_DELAY_OFFSET: self._all_delay_offsets,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self._consumer_connections,
             RequestCode.CONTROL_PROMOTE: self._promote,
+            RequestCode.GET_BROKER_EPOCH_CACHE: self._epoch_cache,
         }
 
     @property
@@ -141,8 +144,8 @@ class Broker:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.holds = PullHolds(loop)
-        if self.config.enableDLegerCommitLog:
-            # consumers see only what a quorum committed: the driver moves the bound
+        if self.config.replicated_log:
+            # consumers see only what replication confirmed: the drivers move the bound
             report = await loop.run_in_executor(None, self.store.open, 0)
         else:
             report = await loop.run_in_executor(None, self.store.open)
@@ -168,11 +171,15 @@ class Broker:
         if self.config.enableConsistentCheckpoint:
             self.checkpoint = CheckpointDriver(self)
             await self.checkpoint.start()
+        elif self.config.enableControllerMode:
+            self.replicas = ReplicasManager(self)
+            await self.replicas.start()
         elif self.dledger is None:
             await self._start_classic_ha()
         await self.register_now()  # routes exist once start() returns
         loops = [self._register_loop(), self._housekeeping(), self.schedule.run()]
-        if self.dledger is not None or self.ha_slave is not None or self.checkpoint is not None:
+        if self.dledger is not None or self.ha_slave is not None or \
+                self.checkpoint is not None or self.replicas is not None:
             loops.append(self._sync_from_master_loop())
         self._tasks = [asyncio.create_task(t) for t in loops]
         log.info("broker %s (%s) listening on %s", self.config.brokerName,
@@ -188,6 +195,8 @@ class Broker:
             await self.dledger.stop()
         if self.checkpoint is not None:
             await self.checkpoint.stop()
+        if self.replicas is not None:
+            await self.replicas.stop()
         await self._stop_ha()
         await self.namesrv_client.close()
         self.offsets.save()
@@ -300,6 +309,8 @@ class Broker:
         """Copies another broker's log (a DLedger follower, a classic or checkpoint slave)."""
         if self.dledger is not None:
             return not self.dledger.is_leader
+        if self.replicas is not None:
+            return not self.replicas.is_master
         return self.ha_slave is not None
 
     @property
@@ -310,6 +321,9 @@ class Broker:
             if self.checkpoint.is_master:
                 return 0
             return self.checkpoint.slot if self.ha_slave is not None else None
+        if self.replicas is not None:  # the master is 0, a slave its controller-given id
+            r = self.replicas
+            return 0 if r.is_master else r.broker_id if r.role == "SLAVE" else None
         if self.dledger is None:
             return self.config.brokerId
         if self.dledger.is_leader:
@@ -439,6 +453,12 @@ class Broker:
                                     f"broker {self.address} is not the master of "
                                     f"{self.config.brokerName} now "
                                     f"({self.checkpoint.replica.role}): not writable")
+        elif self.replicas is not None:
+            if not self.replicas.is_master or self.ha_master is None:
+                return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                    f"broker {self.address} is not the master of "
+                                    f"{self.config.brokerName} now ({self.replicas.role}): "
+                                    "not writable")
         elif self.config.brokerRole is BrokerRole.SLAVE:
             return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
                                 f"broker {self.config.brokerName} is a slave: not writable")
@@ -521,7 +541,7 @@ class Broker:
             if self.checkpoint is not None:
                 return self._after_checkpoint(cmd, qid, result, wait,
                                               self.ha_master.sync(result.end_offset))
-            if self.config.brokerRole is BrokerRole.SYNC_MASTER:
+            if self.config.brokerRole is BrokerRole.SYNC_MASTER or self.replicas is not None:
                 return self._after_slave(cmd, qid, result, wait,
                                          self.ha_master.sync(result.end_offset))
         if wait is None:
@@ -574,7 +594,8 @@ class Broker:
                             f"{done.code.value}: leadership changed before the batch committed")
 
     async def _after_slave(self, cmd, qid, result, wait, synced) -> RemotingCommand:
-        """SYNC_MASTER (S2): SEND_OK once a slave acknowledged the batch's end."""
+        """SYNC_MASTER (S2): SEND_OK once a slave acknowledged the batch's end; controller
+        mode (S1): once the SyncStateSet did, as inSyncReplicas/allAckInSyncStateSet say."""
         if wait is not None and not await wait:
             self.store.mark_flush_timeout(result)
         status = await synced
@@ -582,6 +603,11 @@ class Broker:
             if status is SyncStatus.SLAVE_NOT_AVAILABLE:
                 result.status = PutStatus.SLAVE_NOT_AVAILABLE
                 result.error = "no slave is connected, or it is too far behind"
+            elif status is SyncStatus.NOT_ENOUGH_REPLICAS:
+                result.status = PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
+                result.error = (f"stored on the master but not acknowledged: the SyncStateSet "
+                                f"has fewer than minInSyncReplicas="
+                                f"{self.config.minInSyncReplicas} members")
             else:
                 result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
                 result.error = (f"no slave acknowledged within syncFlushTimeout="
@@ -619,6 +645,16 @@ class Broker:
         if self.checkpoint is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "this broker is not in checkpoint mode")
         return await self.checkpoint.promote(cmd)
+
+    def _epoch_cache(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        if self.replicas is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "this broker is not in controller mode")
+        r = self.replicas
+        return cmd.response(ResponseCode.SUCCESS, body=json_body({
+            "brokerName": self.config.brokerName, "brokerId": r.broker_id, "role": r.role,
+            "masterEpoch": r.master_epoch, "maxOffset": self.store.commitlog.max_offset,
+            "confirmOffset": self.store.dispatch_bound,
+            "epochs": [{"epoch": e, "startOffset": s} for e, s in r.epochs.entries]}))
 
     async def _after_flush(self, cmd, qid, result, wait) -> RemotingCommand:
         if not await wait:
@@ -884,6 +920,11 @@ class Broker:
             st = self.checkpoint.status()
             info["brokerRole"] = st["role"]
             info["checkpoint"] = json.dumps(st)
+        if self.replicas is not None:
+            st = self.replicas.status()
+            info["brokerRole"] = st["role"]
+            info["brokerId"] = str(self.broker_id)
+            info["controller"] = json.dumps(st)
         if self.dledger is not None:
             info["brokerRole"] = "LEADER" if self.dledger.is_leader else "FOLLOWER"
             info["brokerId"] = str(self.broker_id)

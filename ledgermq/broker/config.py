@@ -82,6 +82,15 @@ class BrokerConfig:
     enableConsistentCheckpoint: bool = False
     controlNodeAddr: str = ""
     controlNodeHeartbeatInterval: int = field(default=200, metadata=check(positive))  # ms
+    # controller mode (S1): RocketMQ 5's keys
+    enableControllerMode: bool = False
+    controllerAddr: str = ""  # host:port;host:port of the controllers (or name servers)
+    brokerHeartbeatInterval: int = field(default=1000, metadata=check(positive))  # ms
+    haMaxTimeSlaveNotCatchUp: int = field(default=15_000, metadata=check(positive))  # ms
+    allAckInSyncStateSet: bool = False
+    inSyncReplicas: int = field(default=1, metadata=check(positive))
+    minInSyncReplicas: int = field(default=1, metadata=check(positive))
+    asyncLearner: bool = False  # copies the log, never joins the SyncStateSet
     # DLedger (Raft) commit log: RocketMQ's switches
     enableDLegerCommitLog: bool = False
     dLegerGroup: str = ""
@@ -109,6 +118,14 @@ class BrokerConfig:
             if not self.controlNodeAddr:
                 raise ConfigError("enableConsistentCheckpoint=true needs controlNodeAddr "
                                   "(host:port of `ledgermq controlnode`)")
+        if self.enableControllerMode:
+            if self.enableDLegerCommitLog or self.enableConsistentCheckpoint:
+                raise ConfigError("enableControllerMode is its own replication design: it "
+                                  "cannot be combined with enableDLegerCommitLog or "
+                                  "enableConsistentCheckpoint")
+            if not self.controllerAddr.strip(";").strip():
+                raise ConfigError("enableControllerMode=true needs controllerAddr (host:port "
+                                  "of each controller, separated by ';')")
         if self.enableDLegerCommitLog:
             from .dledger import parse_peers
             try:
@@ -118,6 +135,11 @@ class BrokerConfig:
             if self.dLegerSelfId not in peers:
                 raise ConfigError(f"dLegerSelfId={self.dLegerSelfId!r} is not one of the "
                                   f"dLegerPeers ids {sorted(peers)}")
+
+    @property
+    def replicated_log(self) -> bool:
+        """Consumers see only what replication confirmed (DLedger, controller mode)."""
+        return self.enableDLegerCommitLog or self.enableControllerMode
 
     @property
     def ha_port(self) -> int:

@@ -14,20 +14,26 @@ def cluster() -> None:
 
 
 @cluster.command("up")
-@click.option("--mode", type=click.Choice(["dledger", "sync", "async", "checkpoint"]),
+@click.option("--mode", type=click.Choice(["dledger", "sync", "async", "checkpoint",
+                                           "controller"]),
               default="dledger", show_default=True,
               help="dledger: Raft group (S0); sync / async: a SYNC_ / ASYNC_MASTER and slaves "
-              "(S2); checkpoint: consistent checkpoint with a control node (S3).")
+              "(S2); checkpoint: consistent checkpoint with a control node (S3); controller: "
+              "brokers whose master the controller group elects (S1).")
 @click.option("--replicas", default=3, show_default=True)
+@click.option("--controllers", default=1, show_default=True,
+              help="Controller nodes (controller mode).")
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
-def cluster_up(mode, replicas, directory, as_json):
+def cluster_up(mode, replicas, controllers, directory, as_json):
     """Start the group; prints the name server and each node's name, pid and ports."""
     from ..cluster import up
     if replicas < 1:
         raise click.BadParameter("--replicas must be at least 1")
+    if controllers < 1:
+        raise click.BadParameter("--controllers must be at least 1")
     try:
-        state = up(mode, replicas, directory)
+        state = up(mode, replicas, directory, controllers=controllers)
     except (RuntimeError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     _emit(state, as_json, lambda s: click.echo(

@@ -105,6 +105,11 @@ class AutoSwitchMaster(HAMaster):
         self.waiters.append((end, now + self.config.sync_timeout_ms, request_id))
         return []
 
+    def set_changed(self) -> list:
+        """The SyncStateSet changed (the controller answered): a smaller set may cover
+        writes that waited for a member that left."""
+        return self._complete_covered()
+
     def _complete_covered(self) -> list:
         out = []
         while self.waiters and self.tracker.acknowledged(self.waiters[0][0]):

@@ -1,0 +1,177 @@
+"""Controller mode (S1) on a broker: asyncio drivers of the AutoSwitchMaster and
+AutoSwitchSlave cores over the HA port (wire: replication/autoswitch/wire.py).
+
+The master streams commit-log bytes straight from the mapped segments, chunked at epoch
+boundaries, and hands SyncStateSet changes to the ReplicasManager, which asks the
+controller. Consumers see what the whole SyncStateSet holds (the confirm offset), on the
+master and on slaves alike. A slave cuts its log where its epochs and the master's part,
+crash-safely (the commit log's truncation marker first, then the epoch file).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable
+
+from ..replication.ha import Append, Close, Complete, Disconnect, HAConfig, Report, StartAt
+from ..replication.autoswitch.sync_state import ProposeSyncStateSet, SyncStateTracker
+from ..replication.autoswitch.transfer import (
+    AutoSwitchMaster, AutoSwitchSlave, Confirmed, EpochTransfer, RecordEpoch, SendEpochs,
+    SendHandshake, TruncateLog,
+)
+from ..replication.autoswitch.wire import (
+    EPOCH_PAIR, EPOCHS, FLAG_FROM_LAST_FILE, FLAG_LEARNER, HANDSHAKE, MASTER_HEADER, MAX_EPOCHS,
+    REPORT, SLAVE_MSG, TRANSFER,
+)
+from ..store import MessageStore, StoreError
+from ..store.epoch_file import EpochFile
+from .ha import HAMasterDriver, HASlaveDriver, now_ms
+
+log = logging.getLogger(__name__)
+
+
+class AutoSwitchMasterDriver(HAMasterDriver):
+    def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int,
+                 epochs: EpochFile, tracker: SyncStateTracker,
+                 on_propose: Callable[[ProposeSyncStateSet], None]):
+        super().__init__(store, config, host, port)
+        self.core = AutoSwitchMaster(config, epochs.entries, store.commitlog.min_offset,
+                                     store.commitlog.max_offset, tracker, now_ms())
+        self.on_propose = on_propose
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._conn_tasks.add(asyncio.current_task())
+        link = self._next_id
+        self._next_id += 1
+        self.writers[link] = writer
+        peer = writer.get_extra_info("peername")
+        try:
+            self.execute(self.core.connected(link, now_ms()))
+            while link in self.writers:
+                kind, a, b = SLAVE_MSG.unpack(await reader.readexactly(SLAVE_MSG.size))
+                if kind == HANDSHAKE:
+                    log.info("HA: slave %d (%s) connected", a, peer)
+                    self.execute(self.core.handshake(link, a, bool(b & FLAG_LEARNER),
+                                                     bool(b & FLAG_FROM_LAST_FILE), now_ms()))
+                elif kind == REPORT:
+                    self.execute(self.core.report(link, a, now_ms()))
+                else:
+                    raise ValueError(f"unknown HA message kind {kind}")
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, ValueError) as e:
+            log.info("HA: slave %s gone: %s", peer, e or type(e).__name__)
+        finally:
+            self._conn_tasks.discard(asyncio.current_task())
+            self.writers.pop(link, None)
+            self.execute(self.core.disconnected(link))
+            writer.close()
+
+    def execute(self, actions: list) -> None:
+        rest = []
+        for a in actions:
+            if isinstance(a, EpochTransfer):
+                w = self.writers.get(a.link)
+                if w is None:
+                    continue
+                try:
+                    data = self.store.commitlog.read(a.offset, a.size) if a.size else b""
+                except StoreError as e:
+                    log.warning("HA: cannot send %d+%d: %s", a.offset, a.size, e)
+                    rest.append(Close(a.link, str(e)))
+                    continue
+                w.write(MASTER_HEADER.pack(TRANSFER, a.offset, a.size, a.epoch, a.epoch_start,
+                                           a.confirm))
+                if a.size:
+                    w.write(data)
+            elif isinstance(a, SendEpochs):
+                w = self.writers.get(a.link)
+                if w is not None:
+                    w.write(MASTER_HEADER.pack(EPOCHS, a.log_end, len(a.epochs), 0, 0, 0) +
+                            b"".join(EPOCH_PAIR.pack(e, s) for e, s in a.epochs))
+            elif isinstance(a, ProposeSyncStateSet):
+                self.on_propose(a)
+            else:
+                rest.append(a)
+        super().execute(rest)
+        self.store.set_dispatch_bound(self.core.tracker.confirm_offset)
+
+    def set_changed(self, members: tuple[int, ...] | None, set_epoch: int) -> None:
+        """The controller answered a SyncStateSet change (None: refused)."""
+        self.core.tracker.applied(members, set_epoch, now_ms())
+        self.execute(self.core.set_changed())
+
+    def status(self) -> dict:
+        t = self.core.tracker
+        return {**self.core.status(), "epochs": self.core.epochs,
+                "syncStateSet": list(t.members), "syncStateSetEpoch": t.set_epoch,
+                "confirmOffset": t.confirm_offset,
+                "acks": {str(k): v for k, v in t.acks.items()}}
+
+
+class AutoSwitchSlaveDriver(HASlaveDriver):
+    def __init__(self, store: MessageStore, config: HAConfig, epochs: EpochFile,
+                 master_addr: Callable[[], Awaitable[str | None]], *, slave_id: int,
+                 learner: bool = False):
+        super().__init__(store, config, master_addr, slave_id=slave_id)
+        self.epochs = epochs
+        self.learner = learner
+        self.core = self._new_core()
+
+    def _new_core(self) -> AutoSwitchSlave:
+        return AutoSwitchSlave(self.config, self.slave_id, self.epochs.entries,
+                               self.store.commitlog.max_offset, now_ms(), learner=self.learner)
+
+    async def _follow(self, addr: str) -> None:
+        host, port = addr.rsplit(":", 1)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3)
+        self.writer, self.connected_to = writer, addr
+        self.core = self._new_core()
+        log.info("HA: slave %d following master %s from offset %d", self.slave_id, addr,
+                 self.core.max_offset)
+        self.execute(self.core.connected(now_ms()))
+        while self.writer is writer:
+            kind, offset, size, epoch, start, confirm = MASTER_HEADER.unpack(
+                await reader.readexactly(MASTER_HEADER.size))
+            if kind == EPOCHS:
+                if not 0 <= size <= MAX_EPOCHS:
+                    raise ValueError(f"bad epoch count {size}")
+                raw = await reader.readexactly(size * EPOCH_PAIR.size)
+                pairs = [EPOCH_PAIR.unpack_from(raw, k * EPOCH_PAIR.size) for k in range(size)]
+                self.execute(self.core.master_epochs(pairs, offset, now_ms()))
+            elif kind == TRANSFER:
+                if not 0 <= size <= (64 << 20):
+                    raise ValueError(f"bad HA transfer size {size}")
+                body = await reader.readexactly(size) if size else b""
+                self.execute(self.core.data(offset, size, epoch, start, confirm, body,
+                                            now_ms()))
+            else:
+                raise ValueError(f"unknown HA frame kind {kind}")
+
+    def execute(self, actions: list) -> None:
+        for a in actions:
+            if isinstance(a, SendHandshake):
+                flags = (FLAG_LEARNER if a.learner else 0) | \
+                    (FLAG_FROM_LAST_FILE if a.from_last_file else 0)
+                if self.writer is not None:
+                    self.writer.write(SLAVE_MSG.pack(HANDSHAKE, a.slave_id, flags))
+            elif isinstance(a, Report):
+                if self.writer is not None:
+                    self.writer.write(SLAVE_MSG.pack(REPORT, a.offset, 0))
+            elif isinstance(a, TruncateLog):
+                log.warning("HA: truncating the log from %d to %d to match the master's "
+                            "epochs", self.store.commitlog.max_offset, a.offset)
+                self.store.truncate(max(a.offset, self.store.commitlog.min_offset))
+                self.epochs.truncate_from(a.offset)
+            elif isinstance(a, RecordEpoch):
+                self.epochs.append(a.epoch, a.start)
+            elif isinstance(a, Confirmed):
+                self.store.set_dispatch_bound(a.offset)
+            elif isinstance(a, (Append, StartAt, Disconnect)):
+                super().execute([a])
+                if isinstance(a, Append):
+                    self.store.set_dispatch_bound(self.core.confirmed)
+            else:
+                super().execute([a])
+
+    def status(self) -> dict:
+        return {**super().status(), "epochs": self.epochs.entries,
+                "confirmOffset": self.core.confirmed, "learner": self.learner}
