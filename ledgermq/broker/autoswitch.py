@@ -30,6 +30,15 @@ from .ha import HAMasterDriver, HASlaveDriver, now_ms
 log = logging.getLogger(__name__)
 
 
+def load_epochs(store: MessageStore) -> EpochFile:
+    """The broker's EpochFile, without epochs that start past the log's end: a slave cuts
+    its commit log first (crash-safely) and its epoch file second, so a crash between the
+    two leaves such epochs behind, never a log tail that an epoch wrongly vouches for."""
+    epochs = EpochFile(store.config.root / "epochFile")
+    epochs.truncate_from(store.commitlog.max_offset + 1)
+    return epochs
+
+
 class AutoSwitchMasterDriver(HAMasterDriver):
     def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int,
                  epochs: EpochFile, tracker: SyncStateTracker,

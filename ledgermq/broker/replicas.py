@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 from ..controller.client import ControllerClient, ControllerError
 from ..remoting import RemotingError, RequestCode
 from ..replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
-from ..store.epoch_file import EpochFile
-from .autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver
+from .autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
 from .ha import now_ms
 
 if TYPE_CHECKING:
@@ -35,9 +34,7 @@ class ReplicasManager:
         c = broker.config
         self.group = c.brokerName
         self.controller = ControllerClient(c.controllerAddr)
-        self.epochs = EpochFile(self.store.config.root / "epochFile")
-        # epochs that start past the log's end were never written (a crash after a cut)
-        self.epochs.truncate_from(self.store.commitlog.max_offset + 1)
+        self.epochs = load_epochs(self.store)
         self.broker_id: int | None = None
         self.role = "NONE"  # MASTER | SLAVE | NONE
         self.master_epoch = -1  # the epoch of the master we lead or follow

@@ -51,7 +51,7 @@ NAMESRV_OPT = click.option("-n", "--namesrv", default="127.0.0.1:9876", show_def
 
 
 def run() -> None:
-    from . import admin, clients, cluster, servers, sim  # noqa: F401  (registers commands)
+    from . import admin, clients, cluster, controller_admin, servers, sim  # noqa: F401
     try:
         main()
     except ConfigError as e:

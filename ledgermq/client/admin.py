@@ -72,6 +72,11 @@ class Admin:
                                order=str(order).lower())
         return targets
 
+    async def broker_epoch(self, addr: str) -> dict:
+        """Controller mode: a broker's role, offsets and EpochFile."""
+        r = await self._broker(addr, RequestCode.GET_BROKER_EPOCH_CACHE)
+        return json.loads(r.body)
+
     async def broker_status(self, addr: str) -> dict[str, str]:
         resp = await self._broker(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
         return json.loads(resp.body)["table"]

@@ -161,8 +161,9 @@ class ControllerMetadata:
             chosen, unclean = c.preferred, c.preferred not in in_set
         elif g.master in alive and not c.operator:
             return Result(True, "the master is alive: nothing to elect", {**g.view(), **before})
-        elif in_set:
-            chosen, unclean = in_set[0], False
+        elif in_set:  # an operator asking for a switch wants another broker if there is one
+            others = [b for b in in_set if b != g.master] if c.operator else []
+            chosen, unclean = (others or in_set)[0], False
         elif c.unclean and alive:
             chosen, unclean = sorted(alive)[0], True
         else:
