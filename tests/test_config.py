@@ -47,6 +47,10 @@ def test_unreadable_or_malformed_file(tmp_path):
     ({"enableConsistentCheckpoint": "true", "controlNodeAddr": "h:1",
       "enableDLegerCommitLog": "true"}, "choose one"),
     ({"haListenPort": "70000"}, "haListenPort"),
+    ({"enableControllerMode": "true"}, "needs controllerAddr"),
+    ({"enableControllerMode": "true", "controllerAddr": "h:1",
+      "enableDLegerCommitLog": "true"}, "cannot be combined"),
+    ({"minInSyncReplicas": "0"}, "minInSyncReplicas"),
     ({"brokerRole": "LEADER"}, "brokerRole"),
 ])
 def test_bad_replication_settings_are_refused_clearly(overrides, message):
@@ -76,3 +80,16 @@ def test_control_node_answers_a_malformed_request_with_an_error(tmp_path):
             await client.close()
             await node.stop()
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("values,message", [
+    ({"controllerDLegerPeers": "n0-127.0.0.1:1", "controllerDLegerSelfId": "n9"},
+     "controllerDLegerSelfId"),
+    ({"controllerDLegerPeers": "n0:127.0.0.1"}, "controllerDLegerPeers"),
+    ({"brokerNotActiveTimeoutMillis": "-5"}, "brokerNotActiveTimeoutMillis"),
+    ({"enableElectUncleanMaster": "maybe"}, "enableElectUncleanMaster"),
+])
+def test_bad_controller_settings_are_refused_clearly(values, message):
+    from ledgermq.controller.config import load_controller_config
+    with pytest.raises(ConfigError, match=message):
+        load_controller_config(None, values)

@@ -1,0 +1,149 @@
+"""The controller over real sockets and files, in one process: the committed log rebuilds
+its metadata after a restart; bad requests get clear errors; the controller embedded in
+the name server (enableControllerInNamesrv) makes a controller-mode broker its master; too
+few in-sync replicas is a clear send error, not a silent SEND_OK."""
+import asyncio
+import json
+
+import pytest
+
+from ledgermq import Message, MQClientError, Producer
+from ledgermq.broker import Broker, load_broker_config
+from ledgermq.cluster import free_ports
+from ledgermq.controller.client import ControllerClient, ControllerError
+from ledgermq.controller.config import load_controller_config
+from ledgermq.controller.server import ControllerServer
+from ledgermq.namesrv import NamesrvConfig, NameServer
+from ledgermq.raftio import FileRaftLog
+from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from ledgermq.replication.raft import Entry
+
+
+def controller(tmp_path, port):
+    return ControllerServer(load_controller_config(None, {
+        "controllerDLegerPeers": f"n0-127.0.0.1:{port}", "controllerDLegerSelfId": "n0",
+        "controllerStorePath": str(tmp_path / "ctl"), "electionTimeoutMs": "50",
+        "brokerNotActiveTimeoutMillis": "2000"}))
+
+
+async def until(cond, timeout=10.0):
+    end = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        assert asyncio.get_running_loop().time() < end, "timed out"
+        await asyncio.sleep(0.02)
+
+
+REGISTER = {"clusterName": "C", "brokerName": "g", "brokerAddress": "127.0.0.1:1",
+            "haAddress": "127.0.0.1:2"}
+
+
+def test_metadata_survives_a_restart_and_bad_requests_get_errors(tmp_path):
+    port = free_ports(1)[0]
+    addr = f"127.0.0.1:{port}"
+
+    async def go():
+        c = controller(tmp_path, port)
+        await c.start()
+        await until(lambda: c.is_leader)
+        async with ControllerClient(addr) as cli:
+            view = await cli.call(RequestCode.CONTROLLER_REGISTER_BROKER, REGISTER)
+            assert view["brokerId"] == 1
+            elected = await cli.elect_master("g")
+            assert elected["masterBrokerId"] == 1 and elected["masterEpoch"] == 1
+            with pytest.raises(ControllerError, match="not registered"):
+                await cli.elect_master("nope")
+            with pytest.raises(ControllerError, match="bad request"):
+                await cli.call(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
+                               {"brokerName": "g"})
+            with pytest.raises(ControllerError, match="stale"):  # fenced by the set epoch
+                await cli.call(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, {
+                    "brokerName": "g", "masterId": 1, "masterEpoch": 1,
+                    "syncStateSetEpoch": 0}, body=[1])
+            raw = RemotingClient()
+            r = await raw.invoke(addr, RemotingCommand(RequestCode.PULL_MESSAGE), 3)
+            assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            await raw.close()
+        await c.stop()
+        again = controller(tmp_path, port)  # the log replays into the same metadata
+        await again.start()
+        await until(lambda: again.is_leader)
+        async with ControllerClient(addr) as cli:
+            g = (await cli.sync_state_set(["g"]))["g"]
+            assert (g["masterBrokerId"], g["masterEpoch"], g["syncStateSet"]) == (1, 1, [1])
+            assert (await cli.config())["controllerDLegerSelfId"] == "n0"
+        await again.stop()
+    asyncio.run(go())
+
+
+def test_file_raft_log_drops_a_torn_record_and_rewrites_after_a_cut(tmp_path):
+    log = FileRaftLog(tmp_path / "log")
+    entries = [Entry(i, 1, b"x" * (i + 1)) for i in range(5)]
+    log.append(entries)
+    log.write_entries(entries)
+    log.sync()
+    log.truncate_after(2)
+    log.cut_after(2)
+    log.append([Entry(3, 2, b"new")])
+    log.write_entries([Entry(3, 2, b"new")])
+    log.sync()
+    log.close()
+    with open(tmp_path / "log", "ab") as f:
+        f.write(b"\x00\x00\x00")  # a torn next record
+    back = FileRaftLog(tmp_path / "log")
+    assert [(e.index, e.term, e.data) for e in back.entries(0, 10)] == \
+        [(0, 1, b"x"), (1, 1, b"xx"), (2, 1, b"xxx"), (3, 2, b"new")]
+    back.close()
+
+
+def broker_in_controller_mode(tmp_path, namesrv: str, **extra) -> Broker:
+    bcfg, scfg, _ = load_broker_config(None, {
+        "namesrvAddr": namesrv, "listenPort": "0", "haListenPort": str(free_ports(1)[0]),
+        "storePathRootDir": str(tmp_path / "store"), "mappedFileSizeCommitLog": str(1 << 20),
+        "enableControllerMode": "true", "controllerAddr": namesrv,
+        "brokerHeartbeatInterval": "100", **extra})
+    return Broker(bcfg, scfg)
+
+
+def test_controller_in_the_name_server_elects_a_broker(tmp_path):
+    ns_port, ctl_port = free_ports(2)
+
+    async def go():
+        ns = NameServer(NamesrvConfig(listenPort=ns_port))
+        ns.controller = controller(tmp_path, ctl_port)
+        await ns.start()
+        await until(lambda: ns.controller.is_leader)
+        b = broker_in_controller_mode(tmp_path, ns.address)
+        await b.start()
+        try:
+            await until(lambda: b.replicas.is_master)
+            async with Producer("p", ns.address) as p:
+                r = await p.send(Message("T", b"hello"))
+                assert r.status.value == "SEND_OK"
+            async with ControllerClient(ns.address) as cli:  # through the name server's port
+                g = (await cli.sync_state_set())["broker-a"]
+                assert g["masterAddress"] == b.address and g["syncStateSet"] == [1]
+        finally:
+            await b.stop()
+            await ns.stop()
+    asyncio.run(go())
+
+
+def test_too_few_in_sync_replicas_is_a_clear_send_error(tmp_path):
+    ns_port, ctl_port = free_ports(2)
+
+    async def go():
+        ns = NameServer(NamesrvConfig(listenPort=ns_port))
+        ns.controller = controller(tmp_path, ctl_port)
+        await ns.start()
+        await until(lambda: ns.controller.is_leader)
+        b = broker_in_controller_mode(tmp_path, ns.address, minInSyncReplicas="2")
+        await b.start()
+        try:
+            await until(lambda: b.replicas.is_master)
+            async with Producer("p", ns.address, retry_times=0) as p:
+                with pytest.raises(MQClientError, match="IN_SYNC_REPLICAS_NOT_ENOUGH"):
+                    await p.send(Message("T", b"hello"))
+        finally:
+            await b.stop()
+            await ns.stop()
+    asyncio.run(go())

@@ -1,0 +1,154 @@
+"""Controller mode (S1) as real processes: 3 brokers whose master a controller group
+elects. kill -9 of the master under load (a new master within seconds, nothing
+acknowledged lost, the old master back as a slave); the controller leader and the master
+killed together; a paused slave leaves the SyncStateSet and comes back; an operator's
+electMaster."""
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ledgermq.cluster import down, restart, status, up
+from ledgermq.controller.client import ControllerClient
+
+from .load import check_nothing_lost, read_all, under_load
+
+
+def procs(d):
+    return {p["name"]: p for p in status(d)["processes"]}
+
+
+def group_view(state) -> dict:
+    async def go():
+        async with ControllerClient(state["controllerAddr"]) as c:
+            return (await c.sync_state_set(["broker-a"]))["broker-a"]
+    return asyncio.run(go())
+
+
+def wait_until(cond, what, timeout=20.0):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        try:
+            last = cond()
+            if last:
+                return last
+        except Exception as e:  # noqa: BLE001 - a controller or broker may be restarting
+            last = e
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {timeout}s (last: {last})")
+
+
+def full_set(state, n=3):
+    return wait_until(lambda: (v := group_view(state)) and len(v["syncStateSet"]) == n and v,
+                      f"SyncStateSet of {n}")
+
+
+def master_name(d) -> str:
+    return next(n for n, p in procs(d).items() if p.get("role") == "MASTER")
+
+
+def admin(*args) -> dict:
+    out = subprocess.run([sys.executable, "-m", "ledgermq", "admin", *args, "--json"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.fixture
+def group(tmp_path):
+    d = tmp_path / "ctl"
+    state = up("controller", 3, d, controllers=3)
+    full_set(state)
+    yield d, state
+    down(d)
+
+
+def test_kill9_master_new_master_nothing_lost_old_master_rejoins(group):
+    d, state = group
+    old = master_name(d)
+    before = group_view(state)
+    statuses: dict = {}
+    acked = under_load(state["namesrv"], 6, "k", 2, (procs(d)[old]["pid"], signal.SIGKILL, 0),
+                       statuses=statuses)
+    after = group_view(state)
+    assert after["masterEpoch"] > before["masterEpoch"]
+    assert after["masterBrokerId"] != before["masterBrokerId"]
+    assert after["masterBrokerId"] in before["syncStateSet"]
+    late = [b for q, b in acked if int(b.split(b"-")[1]) > len(acked) * 0.8]
+    assert late, f"no SEND_OK after the failover: {statuses}"
+    check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
+    restart(d, old)
+    wait_until(lambda: procs(d)[old].get("role") == "SLAVE", "old master is a slave")
+    full_set(state)  # caught up and back in the set
+    epochs = {b["brokerId"]: b["epochs"] for b in admin("getBrokerEpoch", "-n", state["namesrv"],
+                                                        "-b", "broker-a")}
+    assert len(epochs) == 3
+    # the old master's epoch list is a prefix-compatible history of the new master's
+    new = {e["epoch"]: e["startOffset"] for e in epochs[after["masterBrokerId"]]}
+    assert after["masterEpoch"] in new
+    for e in epochs[before["masterBrokerId"]]:
+        assert new.get(e["epoch"], e["startOffset"]) == e["startOffset"]
+
+
+def test_controller_leader_and_master_killed_together(group):
+    d, state = group
+    meta = admin("getControllerMetaData", "-a", state["controllerAddr"])
+    leader = next(m["address"] for m in meta if m.get("isLeader"))
+    ctl = next(n for n, p in procs(d).items() if f"127.0.0.1:{p['port']}" == leader)
+    old = master_name(d)
+    before = group_view(state)
+    statuses: dict = {}
+    acked = under_load(state["namesrv"], 8, "c", 2, (procs(d)[ctl]["pid"], signal.SIGKILL, 0),
+                       (procs(d)[old]["pid"], signal.SIGKILL, 0), statuses=statuses)
+    after = wait_until(lambda: (v := group_view(state))["masterEpoch"] > before["masterEpoch"]
+                       and v, "a new master")
+    assert after["masterBrokerId"] != before["masterBrokerId"]
+    check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
+    assert len(acked) > 30, statuses
+
+
+def test_paused_slave_leaves_the_set_and_comes_back(group):
+    d, state = group
+    view = group_view(state)
+    slave = next(n for n, p in procs(d).items() if p.get("role") == "SLAVE")
+    sid = procs(d)[slave]["brokerId"]
+    pid = procs(d)[slave]["pid"]
+    statuses: dict = {}
+    # paused longer than haMaxTimeSlaveNotCatchUp (3 s in the cluster's config)
+    acked = under_load(state["namesrv"], 7, "p", 0.5, (pid, signal.SIGSTOP, 5),
+                       statuses=statuses)
+    shrunk = group_view(state)
+    try:
+        assert sid not in shrunk["syncStateSet"], shrunk
+        assert shrunk["syncStateSetEpoch"] > view["syncStateSetEpoch"]
+        assert statuses.get("SEND_OK", 0) > 30, statuses  # sends go on without it
+    finally:
+        import os
+        os.kill(pid, signal.SIGCONT)
+    back = full_set(state)
+    assert sid in back["syncStateSet"]
+    check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
+
+
+def test_operator_elect_master(group):
+    d, state = group
+    view = group_view(state)
+    target = next(b for b in view["syncStateSet"] if b != view["masterBrokerId"])
+    out = admin("electMaster", "-a", state["controllerAddr"], "-b", "broker-a", "-i",
+                str(target))
+    assert out["masterBrokerId"] == target and out["masterEpoch"] == view["masterEpoch"] + 1
+    wait_until(lambda: procs(d)[master_name(d)]["brokerId"] == target,
+               "the elected broker serves as master")
+    acked = under_load(state["namesrv"], 2, "e", 1)
+    assert len(acked) > 20
+    check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
+    # a broker outside the SyncStateSet is refused (enableElectUncleanMaster is false)
+    r = subprocess.run([sys.executable, "-m", "ledgermq", "admin", "electMaster", "-a",
+                        state["controllerAddr"], "-b", "broker-a", "-i", "99"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "99" in r.stderr
