@@ -103,9 +103,8 @@ class AutoSwitchMasterDriver(HAMasterDriver):
         super().execute(rest)
         self.store.set_dispatch_bound(self.core.tracker.confirm_offset)
 
-    def set_changed(self, members: tuple[int, ...] | None, set_epoch: int) -> None:
-        """The controller answered a SyncStateSet change (None: refused)."""
-        self.core.tracker.applied(members, set_epoch, now_ms())
+    def set_changed(self) -> None:
+        """The tracker learned the controller's set: writes it now covers complete."""
         self.execute(self.core.set_changed())
 
     def status(self) -> dict:

@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..controller.client import ControllerClient, ControllerError
+from ..controller.metadata import STALE_SET_EPOCH
 from ..remoting import RemotingError, RequestCode
 from ..replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
 from .autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
@@ -161,9 +162,10 @@ class ReplicasManager:
         """The controller's SyncStateSet is the truth (e.g. a change we asked for and whose
         answer was lost)."""
         ha = self.broker.ha_master
-        t = ha.core.tracker if isinstance(ha, AutoSwitchMasterDriver) else None
-        if t is not None and t.pending is None and view["syncStateSetEpoch"] > t.set_epoch:
-            ha.set_changed(tuple(view["syncStateSet"]), view["syncStateSetEpoch"])
+        if isinstance(ha, AutoSwitchMasterDriver):
+            ha.core.tracker.controller_view(tuple(view["syncStateSet"]),
+                                            view["syncStateSetEpoch"], now_ms())
+            ha.set_changed()
 
     def _propose(self, p: ProposeSyncStateSet) -> None:
         task = asyncio.get_running_loop().create_task(self._alter(p))
@@ -172,7 +174,7 @@ class ReplicasManager:
 
     async def _alter(self, p: ProposeSyncStateSet) -> None:
         ha = self.broker.ha_master
-        members, epoch = None, p.set_epoch
+        members, epoch, stale = None, p.set_epoch, False
         try:
             view = await self.controller.call(
                 RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
@@ -184,8 +186,10 @@ class ReplicasManager:
                      list(members), epoch)
         except (ControllerError, RemotingError) as e:
             log.warning("controller refused SyncStateSet %s: %s", list(p.members), e)
+            stale = STALE_SET_EPOCH in str(e)
         if ha is self.broker.ha_master and isinstance(ha, AutoSwitchMasterDriver):
-            ha.set_changed(members, epoch)
+            ha.core.tracker.applied(members, epoch, now_ms(), stale=stale)
+            ha.set_changed()
 
     def status(self) -> dict:
         return {"brokerId": self.broker_id, "role": self.role, "masterEpoch": self.master_epoch,

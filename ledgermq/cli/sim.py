@@ -30,10 +30,10 @@ from . import _emit, _progress, main
 def sim(protocol, seeds, first_seed, steps, bugs, list_bugs, profile, stop_on_failure,
         as_json):
     """Run the replication protocol in the deterministic simulator under random faults."""
-    from ..controller import BUGS as CONTROLLER_BUGS
     from ..replication.raft import BUGS as RAFT_BUGS
     from ..sim import PROFILES, HASim, RaftSim
-    from ..sim.controller import ControllerSim
+    from ..sim.autoswitch import BUGS as CONTROLLER_BUGS
+    from ..sim.autoswitch import AutoSwitchSim
     from ..sim.ha import BUGS as HA_BUGS
 
     BUGS = {"raft": RAFT_BUGS, "controller": CONTROLLER_BUGS}.get(protocol, HA_BUGS)
@@ -52,7 +52,7 @@ def sim(protocol, seeds, first_seed, steps, bugs, list_bugs, profile, stop_on_fa
                 r = RaftSim(seed, steps=steps, bugs=frozenset(bugs),
                             profile=PROFILES[profile]).run()
             elif protocol == "controller":
-                r = ControllerSim(seed, steps=steps, bugs=frozenset(bugs)).run()
+                r = AutoSwitchSim(seed, steps=steps, bugs=frozenset(bugs)).run()
             else:
                 r = HASim(seed, mode=protocol, steps=steps, bugs=frozenset(bugs)).run()
             runs += 1

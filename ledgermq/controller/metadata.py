@@ -93,6 +93,8 @@ class BrokerGroup:
                 "syncStateSetEpoch": self.set_epoch}
 
 
+STALE_SET_EPOCH = "is stale"  # in a refusal: the set changed since (maybe by this very ask)
+
 BUGS = {"elect-outside-sync-set": "ElectMaster picks any live broker, in sync or not, "
                                   "without saying it was unclean"}
 
@@ -130,7 +132,7 @@ class ControllerMetadata:
             return Result(False, f"broker {c.master_id} in epoch {c.master_epoch} is not the "
                                  f"master (master {g.master}, epoch {g.master_epoch})")
         if c.set_epoch != g.set_epoch:
-            return Result(False, f"SyncStateSet epoch {c.set_epoch} is stale (now "
+            return Result(False, f"SyncStateSet epoch {c.set_epoch} {STALE_SET_EPOCH} (now "
                                  f"{g.set_epoch})")
         if c.master_id not in c.sync_state_set:
             return Result(False, "a SyncStateSet must contain its master")

@@ -65,9 +65,12 @@ class ControllerSim:
             elif isinstance(a, Applied):
                 self._check(node_id, a)
             elif isinstance(a, Answer):
-                pass
+                self._answered(node_id, a)
         for u in unsynced:
             self.disks[node_id].apply(u)
+
+    def _answered(self, node_id: str, a: Answer) -> None:
+        """A proposal's outcome (the broker-side simulation routes it back)."""
 
     # ---- the checker ------------------------------------------------------------------
     def _check(self, node_id: str, a: Applied) -> None:

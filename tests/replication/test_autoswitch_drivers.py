@@ -95,7 +95,8 @@ def test_send_waits_for_the_set_and_a_smaller_set_releases_it(tmp_path):
             await asyncio.sleep(0.2)
             assert not waiting.done()  # member 2 holds nothing
             assert master.dispatch_bound == 0  # consumers see only what the set holds
-            m.set_changed((1,), 2)  # the controller dropped member 2
+            tracker.applied((1,), 2, 0)  # the controller dropped member 2
+            m.set_changed()
             assert await asyncio.wait_for(waiting, 1) is SyncStatus.OK
             assert master.dispatch_bound == master.commitlog.max_offset
         finally:
