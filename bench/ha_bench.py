@@ -4,11 +4,12 @@
     python bench/ha_bench.py [--quick] [--no-anchor] [--trials 10] [--modes sync,async,...]
 
 For each group (SYNC_MASTER + 1 slave, ASYNC_MASTER + 1 slave, checkpoint mode: master +
-2 slaves + control node, DLedger x3), the single-node workloads (sync p50/p99, pipelined,
-batch of 100, consume) from the Python client, everything on the same 2 cores. Then, in
-checkpoint mode, failover: kill -9 of the master to the first SEND_OK from the new one,
-`--trials` times (the old master is restarted and catches up as a slave in between).
-Targets: SYNC_MASTER batch >= 1.5x DLedger mode's; checkpoint failover p50 <= 2 s.
+2 slaves + control node, DLedger x3, controller mode: 3 brokers + 3 controllers), the
+single-node workloads (sync p50/p99, pipelined, batch of 100, consume) from the Python
+client, everything on the same 2 cores. Then, in checkpoint and controller mode, failover:
+kill -9 of the master to the first SEND_OK from the new one, `--trials` times (the old
+master is restarted and catches up as a slave in between).
+Targets: SYNC_MASTER batch >= 1.5x DLedger mode's; failover p50 <= 2 s.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from bench.single_node_bench import arun, workloads  # noqa: E402
 from ledgermq.cluster import down, restart, status, up  # noqa: E402
 
 GROUPS = {"sync": ("sync", 2), "async": ("async", 2), "checkpoint": ("checkpoint", 3),
-          "dledger": ("dledger", 3)}
+          "dledger": ("dledger", 3), "controller": ("controller", 3)}
+FAILOVER = ("checkpoint", "controller")  # modes whose master is replaced automatically
 
 
 def master(d: Path, timeout: float = 20.0, not_name: str | None = None) -> dict:
@@ -56,14 +58,14 @@ def slaves_caught_up(d: Path, timeout: float = 30.0) -> None:
     raise RuntimeError("slaves did not catch up")
 
 
-def failover_trials(d: Path, ns: str, trials: int) -> dict:
+def failover_trials(d: Path, ns: str, trials: int, name: str) -> dict:
     times = []
     for _ in range(trials):
         victim = master(d)
         times.append(arun(first_ok_after_kill(ns, victim["pid"])))
         restart(d, victim["name"])
         slaves_caught_up(d)
-    return {"bench": "checkpoint master+2 slaves", "workload": "failover: kill -9 master -> "
+    return {"bench": f"{name} master+2 slaves", "workload": "failover: kill -9 master -> "
             "first SEND_OK", "trials": len(times),
             "p50_s": round(sorted(times)[len(times) // 2], 3), "max_s": round(max(times), 3),
             "all_s": [round(t, 3) for t in times], "target": "p50 <= 2 s"}
@@ -74,7 +76,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-anchor", action="store_true")
     ap.add_argument("--trials", type=int, default=10)
-    ap.add_argument("--modes", default="sync,async,checkpoint,dledger")
+    ap.add_argument("--modes", default="sync,async,checkpoint,dledger,controller")
     args = ap.parse_args()
     na, nb = (1000, 20000) if args.quick else (10000, 100000)
     anchor = anchor_phases(3, na, nb, skip=args.no_anchor)
@@ -83,18 +85,18 @@ def main() -> None:
         mode, n = GROUPS[name]
         with tempfile.TemporaryDirectory(prefix=f"ledgermq-{name}-") as tmp:
             d = Path(tmp) / "group"
-            state = up(mode, n, d)
+            state = up(mode, n, d, controllers=3)
             try:
                 leader(d) if mode == "dledger" else master(d)
-                if mode == "checkpoint":
+                if mode in FAILOVER:
                     slaves_caught_up(d)
                 for r in workloads(state["namesrv"], na, nb, anchor):
                     r["bench"] = f"{name} replicas={n}"
                     if r["workload"].startswith("c "):
                         batch[name] = r["msgs_per_s"]
                     print(json.dumps(r), flush=True)
-                if mode == "checkpoint" and args.trials:
-                    print(json.dumps(failover_trials(d, state["namesrv"], args.trials)),
+                if mode in FAILOVER and args.trials:
+                    print(json.dumps(failover_trials(d, state["namesrv"], args.trials, name)),
                           flush=True)
             finally:
                 down(d)
