@@ -94,7 +94,7 @@ class Broker:
         self.schedule = ScheduleService(self.store, config.delay_levels_ms,
                                         root / "delayOffset.json",
                                         append=self._append_for_schedule,
-                                        active=lambda: self.dledger is None or self.dledger.is_leader)
+                                        active=lambda: self.is_writable_master)
         self.consumers = ConsumerManager(config.clientChannelMaxIdleTimeSeconds)
         self.server = RemotingServer(self.handle, config.bindAddress, config.listenPort,
                                      max_frame=config.maxFrameSize,
@@ -303,6 +303,18 @@ class Broker:
                 for qid, off in queues.items():
                     if int(off) > (self.offsets.query(topic, group, int(qid)) or -1):
                         self.offsets.commit(topic, group, int(qid), int(off))
+
+    @property
+    def is_writable_master(self) -> bool:
+        """Takes writes now: the only broker of the group whose own services (delayed
+        delivery) may append; a slave's log must stay a copy of its master's."""
+        if self.dledger is not None:
+            return self.dledger.is_leader
+        if self.checkpoint is not None:
+            return self.checkpoint.is_master
+        if self.replicas is not None:
+            return self.replicas.is_master and self.ha_master is not None
+        return self.config.brokerRole is not BrokerRole.SLAVE
 
     @property
     def is_slave(self) -> bool:

@@ -88,3 +88,29 @@ def test_async_master_does_not_wait_for_its_slave(tmp_path):
         check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
     finally:
         down(d)
+
+
+def test_delayed_messages_are_delivered_by_the_master_only(tmp_path):
+    """A slave holds the schedule topic too: were it to deliver due messages itself, its
+    log would stop being a copy of the master's."""
+    from ledgermq import Message, Producer
+    d = tmp_path / "delay"
+    state = up("sync", 2, d, {"messageDelayLevel": " ".join(["0.3s"] * 18)})
+    try:
+        wait_caught_up(d)
+
+        async def send():
+            async with Producer("p-delay", state["namesrv"]) as p:
+                for i in range(5):
+                    m = Message("Replicated", f"late-{i}".encode())
+                    m.delay_level = 1
+                    assert (await p.send(m)).status.value == "SEND_OK"
+        asyncio.run(send())
+        time.sleep(1.5)  # due, delivered, replicated
+        end = wait_caught_up(d)
+        stored = asyncio.run(read_all(state["namesrv"]))
+        delivered = sorted(b for bodies in stored.values() for b in bodies)
+        assert delivered == [f"late-{i}".encode() for i in range(5)]  # once each
+        assert procs(d)["n1"]["ha"]["maxOffset"] == end  # the slave added nothing itself
+    finally:
+        down(d)
