@@ -78,7 +78,7 @@ class AutoSwitchMasterDriver(HAMasterDriver):
         rest = []
         for a in actions:
             if isinstance(a, EpochTransfer):
-                w = self.writers.get(a.link)
+                w = self.writer(a.link)
                 if w is None:
                     continue
                 try:
@@ -92,7 +92,7 @@ class AutoSwitchMasterDriver(HAMasterDriver):
                 if a.size:
                     w.write(data)
             elif isinstance(a, SendEpochs):
-                w = self.writers.get(a.link)
+                w = self.writer(a.link)
                 if w is not None:
                     w.write(MASTER_HEADER.pack(EPOCHS, a.log_end, len(a.epochs), 0, 0, 0) +
                             b"".join(EPOCH_PAIR.pack(e, s) for e, s in a.epochs))
@@ -159,11 +159,9 @@ class AutoSwitchSlaveDriver(HASlaveDriver):
             if isinstance(a, SendHandshake):
                 flags = (FLAG_LEARNER if a.learner else 0) | \
                     (FLAG_FROM_LAST_FILE if a.from_last_file else 0)
-                if self.writer is not None:
-                    self.writer.write(SLAVE_MSG.pack(HANDSHAKE, a.slave_id, flags))
+                self.write(SLAVE_MSG.pack(HANDSHAKE, a.slave_id, flags))
             elif isinstance(a, Report):
-                if self.writer is not None:
-                    self.writer.write(SLAVE_MSG.pack(REPORT, a.offset, 0))
+                self.write(SLAVE_MSG.pack(REPORT, a.offset, 0))
             elif isinstance(a, TruncateLog):
                 log.warning("HA: truncating the log from %d to %d to match the master's "
                             "epochs", self.store.commitlog.max_offset, a.offset)

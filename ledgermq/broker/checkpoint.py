@@ -92,14 +92,17 @@ class CheckpointDriver:
     async def _heartbeat_loop(self) -> None:
         interval = self.broker.config.controlNodeHeartbeatInterval / 1000
         while True:
+            started = time.monotonic()
             try:
                 await self.heartbeat()
             except (RemotingError, ValueError, KeyError) as e:
                 log.debug("control node %s: %s", self.control_addr, e)
             except Exception:
                 log.exception("checkpoint-mode heartbeat failed")
-            # a promoted broker asks often, to start serving as soon as it is confirmed
-            await asyncio.sleep(PROMOTING_POLL_S if self.replica.promotion else interval)
+            # a promoted broker asks often, to start serving as soon as it is confirmed;
+            # otherwise one heartbeat per interval, however long the last answer took
+            period = PROMOTING_POLL_S if self.replica.promotion else interval
+            await asyncio.sleep(max(0.0, period - (time.monotonic() - started)))
 
     def _ha_addr(self) -> str:
         return f"{self.broker.config.brokerIP1}:{self.broker.ha_port}"
@@ -184,9 +187,10 @@ class CheckpointDriver:
         """The file only seeds a restart in the same epoch (failover relies on the control
         node's figure): new members are saved at once, progress at most 10 times a second."""
         now = time.monotonic()
-        at, saved_members = self._saved
-        if members != saved_members or now - at >= 0.1:
-            self._saved = (now, members)
+        at, saved_ids = self._saved
+        ids = tuple(slot for slot, _ in members)  # members are (slot, acked offset) pairs
+        if ids != saved_ids or now - at >= 0.1:
+            self._saved = (now, ids)
             self.checkpoint_file.save(self.master_epoch, checkpoint, members)
 
     def _replay(self, a: Replay) -> list:

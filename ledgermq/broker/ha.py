@@ -126,10 +126,15 @@ class HAMasterDriver:
             writer.close()
             log.info("HA: slave %s disconnected", peer)
 
+    def writer(self, link: int) -> asyncio.StreamWriter | None:
+        """The link's writer, if it is still open (writing to a closed one raises)."""
+        w = self.writers.get(link)
+        return None if w is None or w.is_closing() else w
+
     def execute(self, actions: list) -> None:
         for a in actions:
             if isinstance(a, Transfer):
-                w = self.writers.get(a.link)
+                w = self.writer(a.link)
                 if w is None:
                     continue
                 try:
@@ -141,11 +146,11 @@ class HAMasterDriver:
                 w.write(HEADER.pack(a.offset, a.size))
                 w.write(data)
             elif isinstance(a, Heartbeat):
-                w = self.writers.get(a.link)
+                w = self.writer(a.link)
                 if w is not None:
                     w.write(HEADER.pack(a.offset, 0))
             elif isinstance(a, PublishCheckpoint):
-                w = self.writers.get(a.link)
+                w = self.writer(a.link)
                 if w is not None:
                     w.write(HEADER.pack(a.checkpoint, CHECKPOINT_FRAME))
             elif isinstance(a, Close):
@@ -177,8 +182,8 @@ class HAMasterDriver:
         self._next_id += 1
         fut = asyncio.get_running_loop().create_future()
         self.waiters[rid] = fut
-        if self._push_scheduled:  # the write must be offered to slaves before waiting
-            self._push()
+        # the write goes out with the push already scheduled for this loop iteration: all
+        # sends of one iteration share a chunk (pushing here would send one per message)
         self.execute(self.core.sync(rid, end_offset, now_ms()))
         return fut
 
@@ -272,11 +277,8 @@ class HASlaveDriver:
                     self.store.commitlog.flush()
                 self.execute(self.core.appended(end, now_ms()))
             elif isinstance(a, Report):
-                if self.writer is not None:
-                    if self.config.checkpoint:
-                        self.writer.write(REPORT_WITH_ID.pack(a.offset, self.slave_id))
-                    else:
-                        self.writer.write(REPORT.pack(a.offset))
+                self.write(REPORT_WITH_ID.pack(a.offset, self.slave_id) if self.config.checkpoint
+                           else REPORT.pack(a.offset))
             elif isinstance(a, StartAt):
                 self.store.start_at(a.offset)
                 log.info("HA: empty log starts at the master's last segment, %d", a.offset)
@@ -286,6 +288,11 @@ class HASlaveDriver:
             elif isinstance(a, StoreCheckpoint):
                 if self.on_checkpoint is not None:
                     self.on_checkpoint(a.checkpoint)
+
+    def write(self, data: bytes) -> None:
+        """To the master, if the link is still open (writing to a closed one raises)."""
+        if self.writer is not None and not self.writer.is_closing():
+            self.writer.write(data)
 
     def _drop(self) -> None:
         if self.writer is not None:

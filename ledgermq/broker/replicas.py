@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from ..controller.client import ControllerClient, ControllerError
@@ -65,13 +66,15 @@ class ReplicasManager:
     async def _loop(self) -> None:
         interval = self.broker.config.brokerHeartbeatInterval / 1000
         while True:
-            await asyncio.sleep(interval)
+            started = time.monotonic()
             try:
                 await self.step()
             except (ControllerError, RemotingError) as e:
                 log.debug("controller: %s", e)
             except Exception:
                 log.exception("controller-mode step failed")
+            # one heartbeat per interval, however long the last answer took
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
     # ---- talking to the controller ----------------------------------------------------
     async def step(self) -> None:

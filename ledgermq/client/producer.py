@@ -31,6 +31,20 @@ _STATUS = {ResponseCode.SUCCESS: SendStatus.SEND_OK,
            ResponseCode.SEND_PENDING: SendStatus.PENDING}
 
 
+def _chain(src: asyncio.Future, out: asyncio.Future) -> None:
+    """Complete `out` as `src` completes (unless the caller gave up on `out`)."""
+    def copy(f: asyncio.Future) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+        elif f.exception() is not None:
+            out.set_exception(f.exception())
+        else:
+            out.set_result(f.result())
+    src.add_done_callback(copy)
+
+
 def _send_result(status: SendStatus, uniq: str, resp, q: MessageQueue) -> SendResult:
     ext = resp.ext
     pending = None
@@ -41,6 +55,11 @@ def _send_result(status: SendStatus, uniq: str, resp, q: MessageQueue) -> SendRe
                       pending)
 _RETRY_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
                 ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION, ResponseCode.SYSTEM_BUSY}
+
+# answers after which the route is asked for again before the next attempt
+_REROUTE_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
+                  ResponseCode.NO_PERMISSION}
+REROUTE_PAUSE_S = 0.1
 
 QueueSelector = Callable[[list[MessageQueue], Message, object], MessageQueue]
 
@@ -220,15 +239,11 @@ class Producer:
             if status is not None:
                 result = _send_result(status, uniq, resp, q)
                 if status is SendStatus.PENDING and self.resolve_pending:
-                    settle = asyncio.ensure_future(self._settle(result, msg, queue))
-                    settle.add_done_callback(lambda r: out.set_exception(r.exception())
-                                             if r.exception() else out.set_result(r.result()))
-                else:
+                    _chain(asyncio.ensure_future(self._settle(result, msg, queue)), out)
+                elif not out.done():
                     out.set_result(result)
             else:  # retry the slow way (another queue or broker)
-                retry = asyncio.ensure_future(self._send_slow(msg, queue))
-                retry.add_done_callback(lambda r: out.set_exception(r.exception())
-                                        if r.exception() else out.set_result(r.result()))
+                _chain(asyncio.ensure_future(self._send_slow(msg, queue)), out)
         try:
             conn.request_future(cmd, self.send_timeout).add_done_callback(done)
         except RemotingError:
@@ -352,7 +367,8 @@ class Producer:
             if resp.code not in _RETRY_CODES or selector is not None:
                 raise last
             avoid = q.broker_name
-            if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            if resp.code in _REROUTE_CODES:  # e.g. "not the master now": a failover is on
+                await asyncio.sleep(REROUTE_PAUSE_S)
                 await self.instance.route(topic, refresh=True)
         if isinstance(last, MQClientError):
             raise last
