@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
-from ..replication.ha import Append, Close, Complete, Disconnect, HAConfig, Report, StartAt
+from ..replication.ha import Append, Close, Disconnect, HAConfig, Report, StartAt
 from ..replication.autoswitch.sync_state import ProposeSyncStateSet, SyncStateTracker
 from ..replication.autoswitch.transfer import (
     AutoSwitchMaster, AutoSwitchSlave, Confirmed, EpochTransfer, RecordEpoch, SendEpochs,
@@ -48,31 +48,17 @@ class AutoSwitchMasterDriver(HAMasterDriver):
                                      store.commitlog.max_offset, tracker, now_ms())
         self.on_propose = on_propose
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._conn_tasks.add(asyncio.current_task())
-        link = self._next_id
-        self._next_id += 1
-        self.writers[link] = writer
-        peer = writer.get_extra_info("peername")
-        try:
-            self.execute(self.core.connected(link, now_ms()))
-            while link in self.writers:
-                kind, a, b = SLAVE_MSG.unpack(await reader.readexactly(SLAVE_MSG.size))
-                if kind == HANDSHAKE:
-                    log.info("HA: slave %d (%s) connected", a, peer)
-                    self.execute(self.core.handshake(link, a, bool(b & FLAG_LEARNER),
-                                                     bool(b & FLAG_FROM_LAST_FILE), now_ms()))
-                elif kind == REPORT:
-                    self.execute(self.core.report(link, a, now_ms()))
-                else:
-                    raise ValueError(f"unknown HA message kind {kind}")
-        except (asyncio.IncompleteReadError, ConnectionError, OSError, ValueError) as e:
-            log.info("HA: slave %s gone: %s", peer, e or type(e).__name__)
-        finally:
-            self._conn_tasks.discard(asyncio.current_task())
-            self.writers.pop(link, None)
-            self.execute(self.core.disconnected(link))
-            writer.close()
+    async def _read_slave(self, reader: asyncio.StreamReader, link: int, peer) -> None:
+        """A handshake or a report (wire.py)."""
+        kind, a, b = SLAVE_MSG.unpack(await reader.readexactly(SLAVE_MSG.size))
+        if kind == HANDSHAKE:
+            log.info("HA: slave %d (%s) says hello", a, peer)
+            self.execute(self.core.handshake(link, a, bool(b & FLAG_LEARNER),
+                                             bool(b & FLAG_FROM_LAST_FILE), now_ms()))
+        elif kind == REPORT:
+            self.execute(self.core.report(link, a, now_ms()))
+        else:
+            raise ValueError(f"unknown HA message kind {kind}")
 
     def execute(self, actions: list) -> None:
         rest = []

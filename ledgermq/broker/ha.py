@@ -106,25 +106,26 @@ class HAMasterDriver:
         self.writers[link] = writer
         peer = writer.get_extra_info("peername")
         log.info("HA: slave %s connected", peer)
-        checkpoint = self.core.config.checkpoint
-        size = REPORT_WITH_ID.size if checkpoint else REPORT.size
         try:
             self.execute(self.core.connected(link, now_ms()))
             while link in self.writers:
-                raw = await reader.readexactly(size)
-                if checkpoint:
-                    offset, slave_id = REPORT_WITH_ID.unpack(raw)
-                else:
-                    offset, slave_id = REPORT.unpack(raw)[0], None
-                self.execute(self.core.report(link, offset, now_ms(), slave_id))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
+                await self._read_slave(reader, link, peer)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, ValueError) as e:
+            log.info("HA: slave %s gone: %s", peer, e or type(e).__name__)
         finally:
             self._conn_tasks.discard(asyncio.current_task())
             self.writers.pop(link, None)
             self.execute(self.core.disconnected(link))
             writer.close()
-            log.info("HA: slave %s disconnected", peer)
+
+    async def _read_slave(self, reader: asyncio.StreamReader, link: int, peer) -> None:
+        """One message from a slave: its max-offset report (with its id in S3)."""
+        if self.core.config.checkpoint:
+            offset, slave_id = REPORT_WITH_ID.unpack(await reader.readexactly(
+                REPORT_WITH_ID.size))
+        else:
+            offset, slave_id = REPORT.unpack(await reader.readexactly(REPORT.size))[0], None
+        self.execute(self.core.report(link, offset, now_ms(), slave_id))
 
     def writer(self, link: int) -> asyncio.StreamWriter | None:
         """The link's writer, if it is still open (writing to a closed one raises)."""

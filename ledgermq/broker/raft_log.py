@@ -15,7 +15,6 @@ from pathlib import Path
 
 from ..replication.raft import Entry
 from ..store import FlushDiskType, MessageStore, StoreError
-from ..store.mapped_file import replace_file
 
 _REC = struct.Struct(">qqq")
 _OFF = struct.Struct(">q")

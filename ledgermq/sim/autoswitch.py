@@ -32,6 +32,7 @@ from ..replication.ha import (
 )
 from .controller import GROUP, ControllerSim
 from .ha import SimLog
+from .links import Links
 from .world import SimResult, Violation
 
 BUGS = {**CONTROLLER_BUGS, **AUTOSWITCH_BUGS}
@@ -77,9 +78,8 @@ class AutoSwitchSim(ControllerSim):
         self.sync = SyncConfig(max_not_catch_up_ms=rng.choice((200, 500)), all_ack=True,
                                proposal_timeout_ms=300)
         self.brokers = {f"b{i}": Broker(f"b{i}") for i in (1, 2, 3)}
-        self.links: dict[int, tuple[str, str]] = {}  # id -> (slave, master)
-        self._next_link = 1
-        self._last_delivery: dict[tuple, int] = {}
+        self.net_links = Links(self.w, kind="link")
+        self.links = self.net_links.open  # id -> (slave, master)
         self.rpc: dict[int, tuple[str, str]] = {}  # proposal id -> (broker, what)
         self.waiting: dict[int, tuple[str, int, int, int]] = {}  # rid -> broker, n, off, end
         self.acked: list[Acked] = []
@@ -173,9 +173,7 @@ class AutoSwitchSim(ControllerSim):
             self._become_slave(b, view)
 
     def _drop_roles(self, b: Broker) -> None:
-        for link, ends in list(self.links.items()):
-            if b.name in ends:
-                self._close(link, f"{b.name} changes role")
+        self.net_links.close_all(b.name, f"{b.name} changes role")
         if b.master is not None:  # waiting sends fail: the old master cannot ack them
             for rid in [r for r, w in self.waiting.items() if w[0] == b.name]:
                 del self.waiting[rid]
@@ -207,24 +205,10 @@ class AutoSwitchSim(ControllerSim):
 
     # ---- links ------------------------------------------------------------------------
     def _link_send(self, src: str, dst: str, link: int, msg: tuple) -> None:
-        """In order on a link, and only while it is open and not cut."""
-        w = self.w
-        if (src, dst) in w.net.blocked:
-            return
-        t = w.now + w.rng.randint(w.net.min_delay_ms, w.net.max_delay_ms)
-        key = (link, dst)
-        t = max(t, self._last_delivery.get(key, 0))
-        self._last_delivery[key] = t
-        w.at(t - w.now, "link", (dst, link, msg))
+        self.net_links.send(src, dst, msg, link)
 
     def _close(self, link: int, reason: str) -> None:
-        ends = self.links.pop(link, None)
-        if ends is None:
-            return
-        slave, master = ends
-        self.w.log(f"link {link} {slave}->{master} closed: {reason}")
-        for end in (slave, master):
-            self.w.at(self.w.rng.randint(1, 10), "closed", (end, link))
+        self.net_links.close(link, reason)
 
     def _connect(self, b: Broker) -> None:
         mid = b.view.get("masterBrokerId")
@@ -233,10 +217,7 @@ class AutoSwitchSim(ControllerSim):
                 (b.name, m.name) in self.w.net.blocked:
             b.slave.disconnected(self.w.now)
             return
-        link = self._next_link
-        self._next_link += 1
-        self.links[link] = (b.name, m.name)
-        b.link = link
+        link = b.link = self.net_links.connect(b.name, m.name)
         self._run_master(m, m.master.connected(link, self.w.now))
         self._run_slave(b, b.slave.connected(self.w.now))
 
@@ -435,9 +416,7 @@ class AutoSwitchSim(ControllerSim):
             victim = rng.choice(names)
             w.partition([{victim}, (set(names) | set(self.ids)) - {victim}])
             w.log(f"{victim} partitioned")
-            for link, ends in list(self.links.items()):
-                if victim in ends:
-                    self._close(link, "partition")
+            self.net_links.close_all(victim, "partition")
             w.at(rng.randint(100, 1200), "heal")
         else:  # a controller cut off
             victim = rng.choice(self.ids)

@@ -24,6 +24,7 @@ from ..replication.ha import (
     PublishCheckpoint, Report, SaveCheckpoint, StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 from ..replication.ha import BUGS as HA_BUGS
+from .links import Links
 from .world import SimResult, Violation, World
 
 REC = struct.Struct(">ii")
@@ -114,9 +115,8 @@ class HASim:
                                   fallbehind_max=1 << 30, transfer_batch=rng.choice((64, 700)),
                                   window=rng.choice((300, 4096)),
                                   checkpoint=mode == "checkpoint")
-        self.links: dict[int, tuple[str, str]] = {}  # open links: id -> (slave, master)
-        self._next_link = 1
-        self._last_delivery: dict[tuple, int] = {}
+        self.net_links = Links(self.w)
+        self.links = self.net_links.open  # id -> (slave, master)
         self.sent: dict[int, Sent] = {}
         self._next_number = 0
         self.rids: dict[int, tuple[str, int]] = {}  # sync request id -> (master, message)
@@ -182,25 +182,10 @@ class HASim:
 
     # ---- network --------------------------------------------------------------------
     def _send(self, src: str, dst: str, msg: tuple, link: int | None = None) -> None:
-        """Deliver later; on a link, in order and only while the link is open."""
-        w = self.w
-        if (src, dst) in w.net.blocked:
-            return
-        t = w.now + w.rng.randint(w.net.min_delay_ms, w.net.max_delay_ms)
-        if link is not None:
-            key = (link, dst)
-            t = max(t, self._last_delivery.get(key, 0))
-            self._last_delivery[key] = t
-        w.at(t - w.now, "deliver", (dst, link, msg))
+        self.net_links.send(src, dst, msg, link)
 
     def _close(self, link: int, reason: str) -> None:
-        ends = self.links.pop(link, None)
-        if ends is None:
-            return
-        slave, master = ends
-        self.w.log(f"link {link} {slave}->{master} closed: {reason}")
-        for end in (slave, master):
-            self.w.at(self.w.rng.randint(1, 10), "closed", (end, link))
+        self.net_links.close(link, reason)
 
     def _connect(self, name: str) -> None:
         node = self.nodes[name]
@@ -208,10 +193,7 @@ class HASim:
         if m is None or not m.alive or m.master is None or (name, m.name) in self.w.net.blocked:
             node.slave.disconnected(self.w.now)
             return
-        link = self._next_link
-        self._next_link += 1
-        self.links[link] = (name, m.name)
-        node.link = link
+        link = node.link = self.net_links.connect(name, m.name)
         self._run_master(m, m.master.connected(link, self.w.now))
         self._run_slave(node, node.slave.connected(self.w.now))
 
@@ -491,9 +473,7 @@ class HASim:
             return
         node.alive = False
         self.w.log(f"{name} crashed (log end {node.log.end})")
-        for link, (s, m) in list(self.links.items()):
-            if name in (s, m):
-                self._close(link, f"{name} crashed")
+        self.net_links.close_all(name, f"{name} crashed")
         if node.master is not None:
             self.rids = {r: v for r, v in self.rids.items() if v[0] != name}
         node.master = node.slave = None

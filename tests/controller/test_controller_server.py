@@ -3,7 +3,7 @@ its metadata after a restart; bad requests get clear errors; the controller embe
 the name server (enableControllerInNamesrv) makes a controller-mode broker its master; too
 few in-sync replicas is a clear send error, not a silent SEND_OK."""
 import asyncio
-import json
+import contextlib
 
 import pytest
 
@@ -104,46 +104,44 @@ def broker_in_controller_mode(tmp_path, namesrv: str, **extra) -> Broker:
     return Broker(bcfg, scfg)
 
 
-def test_controller_in_the_name_server_elects_a_broker(tmp_path):
+@contextlib.asynccontextmanager
+async def name_server_with_controller_and_broker(tmp_path, **broker_settings):
+    """A name server with an embedded controller, and a controller-mode broker that uses
+    the name server's address as its controllerAddr; yields once the broker is master."""
     ns_port, ctl_port = free_ports(2)
-
-    async def go():
-        ns = NameServer(NamesrvConfig(listenPort=ns_port))
-        ns.controller = controller(tmp_path, ctl_port)
-        await ns.start()
+    ns = NameServer(NamesrvConfig(listenPort=ns_port))
+    ns.controller = controller(tmp_path, ctl_port)
+    await ns.start()
+    try:
         await until(lambda: ns.controller.is_leader)
-        b = broker_in_controller_mode(tmp_path, ns.address)
+        b = broker_in_controller_mode(tmp_path, ns.address, **broker_settings)
         await b.start()
         try:
             await until(lambda: b.replicas.is_master)
+            yield ns, b
+        finally:
+            await b.stop()
+    finally:
+        await ns.stop()
+
+
+def test_controller_in_the_name_server_elects_a_broker(tmp_path):
+    async def go():
+        async with name_server_with_controller_and_broker(tmp_path) as (ns, b):
             async with Producer("p", ns.address) as p:
                 r = await p.send(Message("T", b"hello"))
                 assert r.status.value == "SEND_OK"
             async with ControllerClient(ns.address) as cli:  # through the name server's port
                 g = (await cli.sync_state_set())["broker-a"]
                 assert g["masterAddress"] == b.address and g["syncStateSet"] == [1]
-        finally:
-            await b.stop()
-            await ns.stop()
     asyncio.run(go())
 
 
 def test_too_few_in_sync_replicas_is_a_clear_send_error(tmp_path):
-    ns_port, ctl_port = free_ports(2)
-
     async def go():
-        ns = NameServer(NamesrvConfig(listenPort=ns_port))
-        ns.controller = controller(tmp_path, ctl_port)
-        await ns.start()
-        await until(lambda: ns.controller.is_leader)
-        b = broker_in_controller_mode(tmp_path, ns.address, minInSyncReplicas="2")
-        await b.start()
-        try:
-            await until(lambda: b.replicas.is_master)
+        async with name_server_with_controller_and_broker(tmp_path, minInSyncReplicas="2") \
+                as (ns, _):
             async with Producer("p", ns.address, retry_times=0) as p:
                 with pytest.raises(MQClientError, match="IN_SYNC_REPLICAS_NOT_ENOUGH"):
                     await p.send(Message("T", b"hello"))
-        finally:
-            await b.stop()
-            await ns.stop()
     asyncio.run(go())

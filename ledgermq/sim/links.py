@@ -1,0 +1,46 @@
+"""TCP-like links between simulated brokers (HA connections): messages on a link arrive in
+order and only while it is open; closing one tells both ends a moment later."""
+from __future__ import annotations
+
+from .world import World
+
+
+class Links:
+    def __init__(self, world: World, kind: str = "deliver"):
+        self.w = world
+        self.kind = kind  # the event a message arrives as: (dst, link, msg)
+        self.open: dict[int, tuple[str, str]] = {}  # link id -> (slave, master)
+        self._next = 1
+        self._last_delivery: dict[tuple, int] = {}
+
+    def connect(self, slave: str, master: str) -> int:
+        link = self._next
+        self._next += 1
+        self.open[link] = (slave, master)
+        return link
+
+    def send(self, src: str, dst: str, msg: tuple, link: int | None = None) -> None:
+        """Deliver later (unless the way is cut); on a link, in order."""
+        w = self.w
+        if (src, dst) in w.net.blocked:
+            return
+        t = w.now + w.rng.randint(w.net.min_delay_ms, w.net.max_delay_ms)
+        if link is not None:
+            key = (link, dst)
+            t = max(t, self._last_delivery.get(key, 0))
+            self._last_delivery[key] = t
+        w.at(t - w.now, self.kind, (dst, link, msg))
+
+    def close(self, link: int, reason: str) -> None:
+        ends = self.open.pop(link, None)
+        if ends is None:
+            return
+        slave, master = ends
+        self.w.log(f"link {link} {slave}->{master} closed: {reason}")
+        for end in (slave, master):
+            self.w.at(self.w.rng.randint(1, 10), "closed", (end, link))
+
+    def close_all(self, node: str, reason: str) -> None:
+        for link, ends in list(self.open.items()):
+            if node in ends:
+                self.close(link, reason)
