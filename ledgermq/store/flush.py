@@ -55,6 +55,8 @@ class FlushService:
         return fut
 
     def wakeup(self, requested_offset: int = 0) -> None:
+        if 0 < requested_offset <= self._requested:
+            return  # a flush at least this far is asked for already: no lock, no notify
         with self._cond:
             if requested_offset > self._requested:
                 self._requested = requested_offset
@@ -144,6 +146,9 @@ class LoopFlushWaiters:
     def wait(self, end_offset: int) -> asyncio.Future:
         """A future: True once `end_offset` is flushed, False after the timeout."""
         fut = self._loop.create_future()
+        if end_offset <= self._service.flushed_offset:
+            fut.set_result(True)
+            return fut
         self._waiters.append((end_offset, time.monotonic() + self._timeout, fut))
         self._service.wakeup(end_offset)
         if not self._sweeping:
