@@ -56,13 +56,14 @@ def property_per_message(raw: bytes, starts: list[int], ends: list[int],
                          key: bytes) -> dict[int, str]:
     """{message number: value} of one property over many messages' property regions
     [starts[i], ends[i]) of `raw`, found with one regex pass. A hit counts only inside a
-    region and at the start of a pair."""
+    region and at the start of a pair; of a property given twice, the first counts (as
+    property_value reads it)."""
     out: dict[int, str] = {}
     for m in re.finditer(re.escape(key) + rb"\x01([^\x02]*)", raw):
         at = m.start()
         i = bisect.bisect_right(starts, at) - 1
-        if i < 0 or at >= ends[i] or (at != starts[i] and raw[at - 1] != 2):
-            continue
+        if i < 0 or at >= ends[i] or (at != starts[i] and raw[at - 1] != 2) or i in out:
+            continue  # outside a region, inside a pair, or a repeat (the first one counts)
         out[i] = raw[m.start(1):min(m.end(1), ends[i])].decode("utf-8", "replace")
     return out
 
