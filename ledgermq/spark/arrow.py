@@ -60,6 +60,14 @@ def to_record_batch(topic: str, broker: str, queue_id: int, msgs: list[MessageEx
     return pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA)
 
 
+def repeated_string(value: str, n: int) -> pa.Array:
+    """A string column of `n` copies of `value`, built from buffers (no Python list)."""
+    data = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(data)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
+                                                  pa.py_buffer(data * n)])
+
+
 def raw_to_record_batch(topic: str, broker: str, queue_id: int, raw: bytes, end: int,
                         include_properties: bool, queue) -> pa.RecordBatch | None:
     """A pulled body (stored messages back to back) to a record batch of the messages
@@ -90,13 +98,14 @@ def raw_to_record_batch(topic: str, broker: str, queue_id: int, raw: bytes, end:
         from ..store.message import decode_properties
         props = [list(decode_properties(raw[a:b]).items()) for a, b in
                  zip(cols["props_at"].tolist(), cols["props_end"].tolist())]
+        props = pa.array(props, pa.map_(pa.string(), pa.string()))
     else:
-        props = [None] * n
+        props = pa.nulls(n, pa.map_(pa.string(), pa.string()))
     batch = pa.RecordBatch.from_arrays([
-        pa.array([topic] * n, pa.string()), pa.array([broker] * n, pa.string()),
+        repeated_string(topic, n), repeated_string(broker, n),
         pa.array(np.full(n, queue_id, np.int32)), pa.array(cols["queue_offset"]),
         uniq, property_array(cols, b"KEYS"), property_array(cols, b"TAGS"), cols["body"],
         pa.array(cols["born_ts"] * 1000).cast(ts), pa.array(cols["store_ts"] * 1000).cast(ts),
-        pa.array(props, pa.map_(pa.string(), pa.string())),
+        props,
     ], schema=ARROW_SCHEMA)
     return batch if keep == n else batch.slice(0, keep)

@@ -20,8 +20,17 @@ BODY_LEN, BODY = 84, 88
 
 
 def message_starts(raw) -> np.ndarray:
-    """Start of every whole message in `raw`."""
-    out, pos, n = [], 0, len(raw)
+    """Start of every whole message in `raw`. Messages of one size (common: fixed-size
+    records from one producer) are found at once, checked, without a loop."""
+    n = len(raw)
+    if n >= 4:
+        size = _SIZE.unpack_from(raw, 0)[0]
+        if size > 0 and n % size == 0:
+            guess = np.arange(0, n, size, dtype=np.int64)
+            buf = np.frombuffer(raw, dtype=np.uint8)
+            if (_be(buf, guess, 4) == size).all():
+                return guess
+    out, pos = [], 0
     unpack = _SIZE.unpack_from
     while pos + 4 <= n:
         size = unpack(raw, pos)[0]
@@ -39,10 +48,20 @@ def _be(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
 
 
 def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate buf[starts[i]:starts[i]+lengths[i]]; returns (bytes, int32 offsets)."""
+    """Concatenate buf[starts[i]:starts[i]+lengths[i]]; returns (bytes, int32 offsets).
+
+    Pieces of about one length (bodies of similar size, ids) are copied as rows of a
+    sliding window and trimmed with a mask: a row copy each, instead of an index per byte."""
     offsets = np.zeros(len(starts) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     total = int(offsets[-1])
+    widest = int(lengths.max()) if len(lengths) else 0
+    if 0 < widest and widest * len(lengths) <= 2 * total and \
+            int(starts.max()) + widest <= len(buf):
+        rows = np.lib.stride_tricks.sliding_window_view(buf, widest)[starts]
+        data = rows.ravel() if widest * len(lengths) == total else \
+            rows[np.arange(widest) < lengths[:, None]]
+        return data, offsets.astype(np.int32)
     idx = np.repeat(starts - offsets[:-1], lengths) + np.arange(total)
     return buf[idx], offsets.astype(np.int32)
 
@@ -91,7 +110,9 @@ def property_array(cols: dict, key: bytes) -> pa.Array:
     cand, m = cand[ok], m[ok]
     m, first = np.unique(m, return_index=True)  # a property's first occurrence counts
     start = cand[first] + len(k)
-    seps = np.append(np.flatnonzero(buf == 2), len(buf))
+    seps = cols.get("seps")
+    if seps is None:  # where every property pair ends, shared by the keys looked up
+        seps = cols["seps"] = np.append(np.flatnonzero(buf == 2), len(buf))
     stop = np.minimum(seps[np.searchsorted(seps, start)], end[m])
     starts, lengths = np.zeros(n, np.int64), np.zeros(n, np.int64)
     starts[m], lengths[m] = start, stop - start
