@@ -41,16 +41,30 @@ class RaftMeta:
         self.term = int(doc.get("term", 0))
         self.voted_for = doc.get("votedFor")
         c = self.dir / "commit"
-        self.commit = int(c.read_text()) if c.exists() else -1
+        self.commit = self._saved_commit = int(c.read_text()) if c.exists() else -1
+        self._commit_saved_at = 0.0
 
     def save(self, term: int, voted_for: str | None) -> None:
         self.term, self.voted_for = term, voted_for
         replace_file(self.dir / "meta", json.dumps({"term": term, "votedFor": voted_for})
                      .encode(), durable=True)
 
-    def save_commit(self, index: int) -> None:
-        self.commit = index  # recoverable: a lower value on disk only re-waits
-        replace_file(self.dir / "commit", str(index).encode(), durable=False)
+    COMMIT_SAVE_INTERVAL_S = 0.1
+
+    def save_commit(self, index: int, *, now: float | None = None) -> None:
+        """The committed index, written at most every COMMIT_SAVE_INTERVAL_S: a lower
+        value on disk only makes a restarted node wait for the leader to tell it again,
+        and a file replace per commit would cost the event loop a rename each time."""
+        self.commit = index
+        now = time.monotonic() if now is None else now
+        if now - self._commit_saved_at >= self.COMMIT_SAVE_INTERVAL_S:
+            self.flush_commit(now)
+
+    def flush_commit(self, now: float | None = None) -> None:
+        self._commit_saved_at = time.monotonic() if now is None else now
+        if self._saved_commit != self.commit:
+            self._saved_commit = self.commit
+            replace_file(self.dir / "commit", str(self.commit).encode(), durable=False)
 
 
 class RaftDriver:
@@ -91,6 +105,7 @@ class RaftDriver:
             await asyncio.gather(self._task, return_exceptions=True)
         await self.server.stop()
         await self.client.close()
+        self.meta.flush_commit()
         self.log.close()
 
     async def _ticker(self) -> None:
