@@ -50,3 +50,44 @@ def test_acknowledgement_rules():
     assert some.acknowledged(100) is True  # master + one slave
     few = SyncStateTracker(1, (1,), 1, 100, 0, SyncConfig(min_in_sync_replicas=2))
     assert few.acknowledged(50) is None  # too few in-sync replicas: a clear refusal
+
+
+def two_member_tracker(master_end=100):
+    return SyncStateTracker(1, (1, 2), 5, master_end, 0,
+                            SyncConfig(all_ack=True, proposal_timeout_ms=300))
+
+
+def test_while_a_change_is_in_flight_old_and_new_members_must_ack():
+    t = two_member_tracker()
+    t.ack(2, 100, 1)
+    t.appended(200)
+    t.ack(2, 200, 2)
+    assert t.ack(3, 200, 3) == [ProposeSyncStateSet((1, 2, 3), 5)]
+    t.appended(300)
+    t.ack(2, 300, 4)
+    # the controller may hold (1, 2, 3) already: electing 3 must not lose this write
+    assert t.acknowledged(300) is False
+    t.ack(3, 300, 5)
+    assert t.acknowledged(300) is True
+
+
+def test_a_new_master_admits_a_slave_only_once_it_holds_the_log_end_at_takeover():
+    t = two_member_tracker(master_end=1000)  # member 2's acks unknown: confirm reads 0
+    assert t.ack(3, 10, 1) == []  # may lack what the previous master acknowledged
+    assert t.ack(3, 1000, 2) == [ProposeSyncStateSet((1, 2, 3), 5)]
+
+
+def test_a_stale_refusal_waits_for_the_controllers_view():
+    t = two_member_tracker()
+    t.ack(3, 100, 1)
+    t.applied(None, 5, now=2, stale=True)  # maybe a copy of a change that did apply
+    assert t.pending is not None and t.ack_set == (1, 2, 3)
+    t.controller_view((1, 2, 3), 6, now=3)
+    assert t.pending is None and t.members == (1, 2, 3) and t.set_epoch == 6
+
+
+def test_an_unanswered_change_is_asked_again():
+    t = two_member_tracker()
+    first = t.ack(3, 100, 1)
+    assert first and t.tick(200) == []
+    assert t.tick(400) == first  # the set epoch fences the copies
