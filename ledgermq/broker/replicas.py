@@ -100,10 +100,10 @@ class ReplicasManager:
 
     # ---- roles ------------------------------------------------------------------------
     async def apply(self, view: dict) -> None:
-        self.view = view
         master, epoch = view["masterBrokerId"], view["masterEpoch"]
-        if master is None:
-            return
+        if master is None or epoch < self.master_epoch:
+            return  # an older view (a deposed controller leader answering late): ignore it
+        self.view = view
         if master == self.broker_id:
             if not self.is_master or self.master_epoch != epoch:
                 await self._become_master(view)

@@ -51,8 +51,6 @@ class Connection(asyncio.Protocol):
         self.closed = asyncio.get_event_loop().create_future()
         self._on_close = on_close
         self.attrs: dict = {}  # per-connection state of the layer above (client id, ...)
-        self._out: list = []  # frames waiting for this loop iteration's single write
-        self._flush_scheduled = False
 
     # ---- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -127,20 +125,9 @@ class Connection(asyncio.Protocol):
 
     # ---- requests out ---------------------------------------------------------------
     def send(self, cmd: RemotingCommand) -> None:
-        """Queue a frame; every frame queued during one loop iteration (pipelined requests,
-        the responses to a read full of requests) goes out in one write system call."""
         if self.transport is None or self.transport.is_closing():
             raise RemotingError(f"connection to {self.peer} is closed")
-        self._out.extend(cmd.encode())
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        out, self._out = self._out, []
-        if out and self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(out)
+        self.transport.writelines(cmd.encode())
 
     def request_future(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future:
         """Send a request; the future gets the response (or RemotingTimeout/RemotingError).
@@ -182,7 +169,6 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         if self.transport is not None:
-            self._flush()  # what was sent before closing still goes (transport.close drains)
             self.transport.close()
 
 

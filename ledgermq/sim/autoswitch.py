@@ -160,8 +160,10 @@ class AutoSwitchSim(ControllerSim):
 
     # ---- roles ------------------------------------------------------------------------
     def _apply_view(self, b: Broker, view: dict) -> None:
-        b.view = view
         master, epoch = view["masterBrokerId"], view["masterEpoch"]
+        if epoch < b.master_epoch:
+            return  # an older view, overtaken on the network: as ReplicasManager.apply
+        b.view = view
         if master == b.broker_id:
             if b.role != "MASTER" or b.master_epoch != epoch:
                 self._become_master(b, view)
