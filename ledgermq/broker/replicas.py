@@ -140,6 +140,7 @@ class ReplicasManager:
         b.ha_master = driver
         self.role, self.master_epoch = "MASTER", epoch
         self.store.set_dispatch_bound(tracker.confirm_offset)
+        b.adopt_stored_topics()  # serve every topic the log holds, config copied or not
         log.warning("controller: broker %d is the master of %s in epoch %d (log end %d, "
                     "SyncStateSet %s)", self.broker_id, self.group, epoch, end,
                     view["syncStateSet"])

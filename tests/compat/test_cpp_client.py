@@ -110,3 +110,30 @@ def test_cpp_oneway_delay_orderly_and_retry(dev, cpp):
                 out += [m.body for m in r.messages]
             return out
     assert sorted(asyncio.run(sent_back())) == sorted(b"body-%d" % i for i in range(10))
+
+
+def test_cpp_client_across_a_controller_mode_failover(tmp_path, cpp):
+    """RocketMQ's C++ client against a controller-mode group: its sends are on the new
+    master after the old one is killed, and it reads them all from there."""
+    import os
+    import signal
+
+    from ledgermq.cluster import down, up
+
+    from ..integration.test_controller_mode import full_set, group_view, master_name, procs
+    from ..integration.test_controller_mode import wait_until
+
+    d = tmp_path / "ctl"
+    state = up("controller", 3, d)
+    try:
+        before = full_set(state)
+        sent = cpp(state["namesrv"], "produce", "CtlTopic", 300)["results"]
+        assert len(sent) == 300 and all(status == 0 for status, _, _ in sent)
+        os.kill(procs(d)[master_name(d)]["pid"], signal.SIGKILL)
+        wait_until(lambda: group_view(state)["masterEpoch"] > before["masterEpoch"] and
+                   any(p.get("role") == "MASTER" for p in procs(d).values()), "a new master")
+        time.sleep(1)  # the new master's routes reach the name server
+        pulled = cpp(state["namesrv"], "pull", "CtlTopic", "CtlGroup")["messages"]
+        assert sorted(m["body"] for m in pulled) == sorted(f"body-{i}" for i in range(300))
+    finally:
+        down(d)
