@@ -343,6 +343,8 @@ class Broker:
         return 1 + sorted(self.dledger.peers).index(self.config.dLegerSelfId)
 
     def _on_role_change(self, role) -> None:
+        if self.is_writable_master:  # a new DLedger leader serves every topic it holds
+            self.adopt_stored_topics()
         asyncio.get_running_loop().create_task(self._reregister())
 
     async def _reregister(self) -> None:
