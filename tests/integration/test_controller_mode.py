@@ -152,3 +152,32 @@ def test_operator_elect_master(group):
                         state["controllerAddr"], "-b", "broker-a", "-i", "99"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "99" in r.stderr
+
+
+def test_paused_master_is_replaced_and_cut_back_when_it_wakes(group):
+    """SIGSTOP the master past the controller's timeout: a new master takes over; when the
+    old one wakes it still takes the writes queued for it, cannot get them acknowledged,
+    learns it was deposed, and cuts them away as it rejoins as a slave."""
+    import os
+    d, state = group
+    old = master_name(d)
+    before = group_view(state)
+    pid = procs(d)[old]["pid"]
+    statuses: dict = {}
+    acked = under_load(state["namesrv"], 8, "z", 1.5, (pid, signal.SIGSTOP, 3.5),
+                       (pid, signal.SIGCONT, 0), statuses=statuses)
+    after = group_view(state)
+    assert after["masterEpoch"] > before["masterEpoch"], after
+    assert after["masterBrokerId"] != before["masterBrokerId"]
+    wait_until(lambda: procs(d)[old].get("role") == "SLAVE", "the old master is a slave")
+    full_set(state)
+    check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
+    epochs = {b["brokerId"]: b for b in admin("getBrokerEpoch", "-n", state["namesrv"],
+                                              "-b", "broker-a")}
+    master = epochs[after["masterBrokerId"]]
+    # every replica's log ends where the master's does: the woken master's tail is gone
+    wait_until(lambda: len({b["maxOffset"] for b in admin(
+        "getBrokerEpoch", "-n", state["namesrv"], "-b", "broker-a")}) == 1,
+        "all replicas hold the same log")
+    assert master["epochs"][-1]["epoch"] == after["masterEpoch"]
+    os.kill(pid, signal.SIGCONT)  # harmless if it already runs
