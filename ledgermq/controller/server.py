@@ -88,7 +88,7 @@ class ControllerServer(RaftDriver):
                                 f"(leader: {self.raft.leader})")
         try:
             return handler(cmd)
-        except (KeyError, ValueError) as e:
+        except (KeyError, ValueError, TypeError) as e:
             return cmd.response(ResponseCode.CONTROLLER_INVALID_REQUEST,
                                 f"bad request: {type(e).__name__}: {e}")
 
