@@ -8,6 +8,7 @@ the stream cannot be resynchronized. Idle connections are closed after `idle_tim
 from __future__ import annotations
 
 import asyncio
+import heapq
 import inspect
 import itertools
 import logging
@@ -39,12 +40,19 @@ def next_opaque() -> int:
     return next(_opaques) & 0x7FFFFFFF
 
 
+SWEEP_S = 0.05  # how often request deadlines are checked
+
+
 class Connection(asyncio.Protocol):
     def __init__(self, handler: Handler | None, *, max_frame: int = MAX_FRAME_DEFAULT,
                  on_close: Callable[["Connection"], None] | None = None):
         self.handler = handler
         self.splitter = FrameSplitter(max_frame)
         self.pending: dict[int, asyncio.Future] = {}
+        # (deadline, opaque, code, timeout) of requests out: one sweep instead of a timer
+        # per request (pipelined senders keep thousands in flight)
+        self._deadlines: list[tuple[float, int, int, float]] = []
+        self._sweeping = False
         self.transport: asyncio.Transport | None = None
         self.peer = ""
         self.last_active = time.monotonic()
@@ -131,19 +139,34 @@ class Connection(asyncio.Protocol):
 
     def request_future(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future:
         """Send a request; the future gets the response (or RemotingTimeout/RemotingError).
-        No task is created: pipelined senders pay for a future and a timer only."""
+        No task and no timer: pipelined senders pay for a future only."""
         cmd.opaque = opaque = next_opaque()
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         self.pending[opaque] = fut
-        timer = loop.call_later(timeout, self._expire, opaque, cmd.code, timeout)
-        fut.add_done_callback(lambda _: timer.cancel())
+        heapq.heappush(self._deadlines, (loop.time() + timeout, opaque, cmd.code, timeout))
+        if not self._sweeping:
+            self._sweeping = True
+            loop.call_later(SWEEP_S, self._sweep)
         try:
             self.send(cmd)
         except RemotingError:
             self.pending.pop(opaque, None)
             raise
         return fut
+
+    def _sweep(self) -> None:
+        """Fail the requests whose deadline passed (within SWEEP_S of it)."""
+        now = asyncio.get_running_loop().time()
+        d = self._deadlines
+        while d and d[0][0] <= now:
+            _, opaque, code, timeout = heapq.heappop(d)
+            self._expire(opaque, code, timeout)
+        if not self.pending:
+            d.clear()  # answered requests leave their deadlines behind
+        self._sweeping = bool(d)
+        if self._sweeping:
+            asyncio.get_running_loop().call_later(SWEEP_S, self._sweep)
 
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         fut = self.request_future(cmd, timeout)
