@@ -120,7 +120,7 @@ def decode_frame(frame: memoryview | bytes) -> RemotingCommand:
 
 def _decode_json_header(raw: memoryview) -> RemotingCommand:
     try:
-        doc = json.loads(bytes(raw).decode("utf-8"))
+        doc = json.loads(bytes(raw))  # json detects UTF-8 itself
     except (UnicodeDecodeError, ValueError) as e:
         raise FrameError(f"header is not valid JSON: {e}") from None
     if not isinstance(doc, dict):
@@ -135,9 +135,12 @@ def _decode_json_header(raw: memoryview) -> RemotingCommand:
     ext_raw = doc.get("extFields") or {}
     if not isinstance(ext_raw, dict):
         raise FrameError("extFields is not an object")
-    ext = {str(k): "" if v is None else (v if isinstance(v, str) else json.dumps(v)
-                                         if isinstance(v, (dict, list)) else str(v))
-           for k, v in ext_raw.items()}
+    if all(type(v) is str for v in ext_raw.values()):
+        ext = ext_raw  # the usual case: every value a string already
+    else:
+        ext = {k: "" if v is None else (v if isinstance(v, str) else json.dumps(v)
+                                        if isinstance(v, (dict, list)) else str(v))
+               for k, v in ext_raw.items()}
     language = doc.get("language", "OTHER")
     if isinstance(language, int):
         language = LanguageCode(language).name if language in LanguageCode._value2member_map_ \
