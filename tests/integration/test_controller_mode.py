@@ -181,3 +181,23 @@ def test_paused_master_is_replaced_and_cut_back_when_it_wakes(group):
         "all replicas hold the same log")
     assert master["epochs"][-1]["epoch"] == after["masterEpoch"]
     os.kill(pid, signal.SIGCONT)  # harmless if it already runs
+
+
+def test_an_async_learner_copies_the_log_but_never_joins_the_set(group):
+    import os
+    d, state = group
+    learner = next(n for n, p in procs(d).items() if p.get("role") == "SLAVE")
+    conf = d / learner / "broker.conf"
+    conf.write_text(conf.read_text() + "asyncLearner=true\n")
+    os.kill(procs(d)[learner]["pid"], signal.SIGTERM)
+    restart(d, learner)
+    lid = wait_until(lambda: procs(d)[learner].get("brokerId"), "the learner registered")
+    acked = under_load(state["namesrv"], 3, "l", 1)
+    assert len(acked) > 30
+    view = wait_until(lambda: (v := group_view(state)) and lid not in v["syncStateSet"]
+                      and len(v["syncStateSet"]) == 2 and v, "the set without the learner")
+    wait_until(lambda: len({b["maxOffset"] for b in admin(
+        "getBrokerEpoch", "-n", state["namesrv"], "-b", "broker-a")}) == 1,
+        "the learner holds the master's log")
+    time.sleep(1)  # caught up, and still outside
+    assert lid not in group_view(state)["syncStateSet"], view

@@ -31,6 +31,12 @@ def test_a_learner_never_joins():
     assert t.ack(4, 10_000, now=5) == []
 
 
+def test_a_member_that_comes_back_as_a_learner_leaves_the_set():
+    t = tracker()
+    t.learners = t.learners | {3}
+    assert t.tick(10) == [ProposeSyncStateSet((1, 2), 5)]
+
+
 def test_a_refused_change_keeps_the_set():
     t = tracker()
     t.appended(200)

@@ -2,7 +2,8 @@
 
 The master tracks each slave's acked offset. A member that has not caught up (acked the
 master's end) for `max_not_catch_up_ms` is dropped; a slave whose ack reaches the confirm
-offset (the minimum ack over the set) is taken in; asynchronous learners never are.
+offset (the minimum ack over the set) is taken in; asynchronous learners never are (a
+member that reconnects as a learner is dropped).
 Changes are proposals to the controller (AlterSyncStateSet); the set only changes here
 when the controller's answer comes back (`applied`). A write is acknowledged once every
 member holds it (`allAckInSyncStateSet`), or `in_sync_replicas` of them do, and never with
@@ -109,8 +110,10 @@ class SyncStateTracker:
                 self.proposed_at = now  # no answer: ask again (the set epoch fences copies)
                 return [self.pending]
             return []
-        late = [m for m in self.members if m != self.master_id and
-                now - self.caught_up_at.get(m, now) > self.config.max_not_catch_up_ms]
+        # members that fell behind too long, and members that came back as learners
+        late = [m for m in self.members if m != self.master_id and (
+            m in self.learners or
+            now - self.caught_up_at.get(m, now) > self.config.max_not_catch_up_ms)]
         if late:
             return self._propose(tuple(m for m in self.members if m not in late), now)
         return []
