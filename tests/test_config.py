@@ -51,6 +51,8 @@ def test_unreadable_or_malformed_file(tmp_path):
     ({"enableControllerMode": "true", "controllerAddr": "h:1",
       "enableDLegerCommitLog": "true"}, "cannot be combined"),
     ({"minInSyncReplicas": "0"}, "minInSyncReplicas"),
+    ({"enableDLegerCommitLog": "true", "dLegerPeers": "n0-127.0.0.1:1", "dLegerSelfId": "n0",
+      "preferredLeaderId": "n7"}, "preferredLeaderId"),
     ({"brokerRole": "LEADER"}, "brokerRole"),
 ])
 def test_bad_replication_settings_are_refused_clearly(overrides, message):

@@ -159,7 +159,8 @@ class Broker:
                            heartbeat_ms=c.dLegerHeartBeatIntervalMs,
                            max_pending_size=c.dLegerMaxPendingSize,
                            max_push_timeout_ms=c.dLegerMaxPushTimeOutMs,
-                           quorum_ack_timeout_ms=c.dLegerQuorumAckTimeoutMs))
+                           quorum_ack_timeout_ms=c.dLegerQuorumAckTimeoutMs),
+                preferred_leader=c.preferredLeaderId)
             await self.dledger.start()
         if report.crashed:
             log.warning("store recovered after a crash: %s", report)

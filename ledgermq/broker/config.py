@@ -102,6 +102,7 @@ class BrokerConfig:
     dLegerMaxPendingSize: int = field(default=1000, metadata=check(positive))
     dLegerMaxPushTimeOutMs: int = field(default=1000, metadata=check(positive))
     dLegerQuorumAckTimeoutMs: int = field(default=3000, metadata=check(positive))
+    preferredLeaderId: str = ""  # a dLegerSelfId: leadership moves there once it caught up
 
     def __post_init__(self) -> None:
         if isinstance(self.brokerRole, str):
@@ -132,6 +133,9 @@ class BrokerConfig:
                 peers = parse_peers(self.dLegerPeers)
             except ValueError as e:
                 raise ConfigError(f"dLegerPeers={self.dLegerPeers!r}: {e}") from None
+            if self.preferredLeaderId and self.preferredLeaderId not in peers:
+                raise ConfigError(f"preferredLeaderId={self.preferredLeaderId!r} is not one of "
+                                  f"the dLegerPeers ids {sorted(peers)}")
             if self.dLegerSelfId not in peers:
                 raise ConfigError(f"dLegerSelfId={self.dLegerSelfId!r} is not one of the "
                                   f"dLegerPeers ids {sorted(peers)}")

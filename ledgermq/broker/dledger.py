@@ -21,9 +21,11 @@ __all__ = ["DLedgerDriver", "parse_peers"]
 
 
 class DLedgerDriver(RaftDriver):
+    TRANSFER_RETRY_MS = 1000
+
     def __init__(self, store: MessageStore, self_id: str, peers: dict[str, str],
                  directory: Path, on_role_change: Callable[[Role], None],
-                 config: RaftConfig | None = None):
+                 config: RaftConfig | None = None, preferred_leader: str = ""):
         if self_id not in peers:
             raise ValueError(f"dLegerSelfId {self_id} is not in dLegerPeers {sorted(peers)}")
         self.store = store
@@ -34,6 +36,8 @@ class DLedgerDriver(RaftDriver):
             store.truncate(raft_log.log_end)
         self.node = self.raft = self.core = self.new_node(config or RaftConfig())
         self.on_role_change = on_role_change
+        self.preferred_leader = preferred_leader
+        self._transfer_tried = -self.TRANSFER_RETRY_MS
         self._replicate_scheduled = False
 
     @property
@@ -44,6 +48,17 @@ class DLedgerDriver(RaftDriver):
     async def start(self) -> None:
         await super().start()
         self.store.set_dispatch_bound(self.committed_end)
+
+    def ticked(self, now: int) -> None:
+        """RocketMQ's preferred leader: a leader that is not it hands over once the
+        preferred node holds the whole log (so writes pause only for the hand-over)."""
+        p, node = self.preferred_leader, self.node
+        if not p or p == self.self_id or not self.is_leader or node.transfer_to is not None:
+            return
+        if now - self._transfer_tried >= self.TRANSFER_RETRY_MS and node.caught_up(p):
+            self._transfer_tried = now
+            log.info("dledger %s hands leadership to the preferred leader %s", self.self_id, p)
+            self.execute(node.transfer_leadership(p, now))
 
     def committed(self, index: int) -> None:
         self.store.set_dispatch_bound(self.log.ends[index])

@@ -112,7 +112,9 @@ class RaftDriver:
         while True:
             await asyncio.sleep(TICK_S)
             try:
-                self.execute(self.core.tick(now_ms()))
+                now = now_ms()
+                self.execute(self.core.tick(now))
+                self.ticked(now)
             except Exception:
                 log.exception("raft tick failed")
 
@@ -163,6 +165,9 @@ class RaftDriver:
             log.info("raft %s is now %s in term %d", self.self_id, self.role.value,
                      self.raft.term)
             self.role_changed(self.role)
+
+    def ticked(self, now: int) -> None:
+        """After each tick (subclasses' periodic work)."""
 
     def committed(self, index: int) -> None:
         pass

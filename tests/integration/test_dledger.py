@@ -105,3 +105,27 @@ def test_retries_are_delivered_in_dledger_mode(tmp_path):
         assert seen[:2] == [0, 1]  # first delivery, then the retry
     finally:
         down(d)
+
+
+def test_leadership_moves_to_the_preferred_leader_and_back(tmp_path):
+    """preferredLeaderId: the group hands leadership to n2 once it caught up; when n2 dies
+    another node leads; when n2 is back and caught up it leads again. Nothing acked lost."""
+    d = tmp_path / "preferred"
+    state = up("dledger", 3, d, {"preferredLeaderId": "n2"})
+    try:
+        end = time.monotonic() + 20
+        while leader_of(d)["name"] != "n2" and time.monotonic() < end:
+            time.sleep(0.2)
+        first = leader_of(d)
+        assert first["name"] == "n2"
+        acked = under_load(state["namesrv"], 4, "p", 1, (first["pid"], signal.SIGKILL, 0))
+        assert leader_of(d, not_name="n2")["name"] != "n2"
+        restart(d, "n2")
+        more = under_load(state["namesrv"], 4, "q", 0.5)
+        end = time.monotonic() + 20
+        while leader_of(d)["name"] != "n2" and time.monotonic() < end:
+            time.sleep(0.2)
+        assert leader_of(d)["name"] == "n2"
+        check_nothing_lost(acked + more, asyncio.run(read_all(state["namesrv"])))
+    finally:
+        down(d)

@@ -103,6 +103,22 @@ def test_leadership_transfer():
     assert h.leader() is target
 
 
+def test_a_transfer_to_a_peer_that_never_takes_over_is_given_up():
+    h = Harness()
+    h.run(1000)
+    leader = h.leader()
+    target = next(n for n in h.nodes.values() if n is not leader)
+    h.cut.add(target.id)  # its TimeoutNow is lost: it cannot take over
+    h.apply(leader.transfer_leadership(target.id, h.now))
+    h.apply(leader.propose(1, b"refused", h.now))
+    assert h.done[1].code is Code.NOT_LEADER  # writes wait while a transfer is on
+    h.run(2 * CFG.election_timeout_ms + 100)
+    assert h.leader() is leader and leader.transfer_to is None
+    h.apply(leader.propose(2, b"served", h.now))
+    h.run(200)
+    assert h.done[2].code is Code.SUCCESS
+
+
 def test_follower_push_handling():
     f = RaftNode("f", ["f", "l", "x"], CFG, term=1)
     e = [Entry(i, 1, b"e%d" % i) for i in range(4)]

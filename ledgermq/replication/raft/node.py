@@ -75,6 +75,7 @@ class RaftNode:
         self.pending_appends: dict[int, tuple[Push, int]] = {}  # follower: first -> (push, at)
         self.match_end = -1  # follower: highest index known equal to the current leader's
         self.transfer_to: str | None = None
+        self.transfer_started = 0
         self.leader_since = 0
         self.last_reply: dict[str, int] = {}  # leader: when each peer last answered
 
@@ -113,6 +114,9 @@ class RaftNode:
             if self._lost_quorum(now):
                 self._become_follower(self.term, None, now, out)
                 return out
+            if self.transfer_to is not None and \
+                    now - self.transfer_started >= 2 * self.cfg.election_timeout_ms:
+                self.transfer_to = None  # the target did not take over: serve writes again
             for peer in self.peers:
                 self._dispatch(peer, now, out, housekeeping=True)
             self._expire_waiters(now, out)
@@ -148,11 +152,16 @@ class RaftNode:
                 self._dispatch(peer, now, out)
         return out
 
+    def caught_up(self, peer: str) -> bool:
+        """Does `peer` hold the leader's whole log (a transfer to it can start at once)?"""
+        return self.watermarks.get(self.term, {}).get(peer, -1) >= self.end
+
     def transfer_leadership(self, target: str, now: int) -> list[Action]:
         """Hand leadership to `target` once it has caught up (RocketMQ's preferred leader)."""
         if self.role is not Role.LEADER or target not in self.peers:
             return []
         self.transfer_to = target
+        self.transfer_started = now
         out: list[Action] = []
         self._maybe_send_timeout_now(now, out)
         return out
@@ -448,7 +457,7 @@ class RaftNode:
 
     def _maybe_send_timeout_now(self, now: int, out: list[Action]) -> None:
         t = self.transfer_to
-        if t and self.watermarks.get(self.term, {}).get(t, -1) >= self.end:
+        if t and self.caught_up(t):
             out.append(Send(TimeoutNow(self.id, t, self.term)))
 
     # ---- follower: the entry handler -------------------------------------------------
