@@ -88,7 +88,9 @@ class ReplicasManager:
         view = await self.controller.call(RequestCode.BROKER_HEARTBEAT, {
             "brokerName": self.group, "brokerId": self.broker_id})
         if str(self.broker_id) not in view["brokers"]:
-            self.broker_id = None  # cleaned from the controller's metadata: register again
+            # cleaned from the controller's metadata: register again, and take the group's
+            # epochs as they come from now on
+            self.broker_id, self.master_epoch = None, -1
             return
         if view["masterBrokerId"] is None:
             view = await self.controller.call(RequestCode.CONTROLLER_ELECT_MASTER,
