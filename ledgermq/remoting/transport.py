@@ -59,6 +59,9 @@ class Connection(asyncio.Protocol):
         self.closed = asyncio.get_event_loop().create_future()
         self._on_close = on_close
         self.attrs: dict = {}  # per-connection state of the layer above (client id, ...)
+        # while the frames of one read are handled, replies collect here and go out in one
+        # write (pipelined peers send many frames per read; no reply waits for a later one)
+        self._corked: list | None = None
 
     # ---- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -80,13 +83,20 @@ class Connection(asyncio.Protocol):
             log.warning("closing %s: %s", self.peer, e)
             self.close()
             return
-        for cmd in commands:
-            if cmd.is_response:
-                fut = self.pending.pop(cmd.opaque, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(cmd)
-            else:
-                self._handle(cmd)
+        if len(commands) > 1:
+            self._corked = []
+        try:
+            for cmd in commands:
+                if cmd.is_response:
+                    fut = self.pending.pop(cmd.opaque, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(cmd)
+                else:
+                    self._handle(cmd)
+        finally:
+            corked, self._corked = self._corked, None
+            if corked and self.transport is not None and not self.transport.is_closing():
+                self.transport.writelines(corked)
 
     def connection_lost(self, exc) -> None:
         err = RemotingError(f"connection to {self.peer} closed")
@@ -135,7 +145,10 @@ class Connection(asyncio.Protocol):
     def send(self, cmd: RemotingCommand) -> None:
         if self.transport is None or self.transport.is_closing():
             raise RemotingError(f"connection to {self.peer} is closed")
-        self.transport.writelines(cmd.encode())
+        if self._corked is not None:
+            self._corked += cmd.encode()
+        else:
+            self.transport.writelines(cmd.encode())
 
     def request_future(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future:
         """Send a request; the future gets the response (or RemotingTimeout/RemotingError).

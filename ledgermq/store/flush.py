@@ -33,6 +33,9 @@ class FlushService:
         self._cond = threading.Condition()
         self._waiters: list[tuple[int, Future]] = []
         self._requested = 0  # highest offset an asyncio waiter is waiting for
+        # the flush thread was told to flush and has not started that flush yet: a flush
+        # covers the whole log as it is when it starts, so writers need not tell it again
+        self._woken = False
         self._listeners: list[Callable[[int], None]] = []  # told of every flush
         self._stop = False
         self.flushed_offset = 0
@@ -55,11 +58,12 @@ class FlushService:
         return fut
 
     def wakeup(self, requested_offset: int = 0) -> None:
-        if 0 < requested_offset <= self._requested:
-            return  # a flush at least this far is asked for already: no lock, no notify
+        if requested_offset > self._requested:
+            self._requested = requested_offset
+        if self._woken:
+            return  # the flush about to start covers this write: no lock, no notify
         with self._cond:
-            if requested_offset > self._requested:
-                self._requested = requested_offset
+            self._woken = True
             self._cond.notify()
 
     def lower_to(self, offset: int) -> None:
@@ -84,6 +88,7 @@ class FlushService:
                     elif not self._group_commit:
                         self._cond.wait(self._log_interval)
                 stopping = self._stop
+                self._woken = False  # before the flush reads the log's end
             self._flush_once()
             now = time.monotonic()
             if (stopping or now >= next_rest or
