@@ -9,7 +9,6 @@ import asyncio
 import json
 import logging
 import random
-import struct
 import time
 
 from ..remoting import (
@@ -570,11 +569,7 @@ class Broker:
         result = self.store.append(encoded)
         if not result.ok:
             return result, None
-        fut = self.dledger.propose(
-            struct.pack(">q", start) + self.dledger.log.read_span(start, result.end_offset))
-        if fut.done() and fut.result().code is not Code.SUCCESS:
-            self.store.truncate(start)  # not taken into the log: leave no stray bytes
-        return result, fut
+        return result, self.dledger.propose_range(start, result.end_offset)
 
     def _append_for_schedule(self, encoded):
         """Delayed delivery writes through Raft in DLedger mode (fire and forget: a batch

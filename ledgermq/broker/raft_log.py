@@ -20,6 +20,11 @@ _REC = struct.Struct(">qqq")
 _OFF = struct.Struct(">q")
 
 
+def entry_data(start: int, payload: bytes) -> bytes:
+    """An entry's data: where its bytes start in the commit log, then the bytes."""
+    return _OFF.pack(start) + payload
+
+
 def entry_range(e: Entry, log_end: int) -> tuple[int, int]:
     """(start, end) in the commit log of an entry's bytes; an empty entry sits at log_end."""
     if not e.data:
@@ -82,7 +87,7 @@ class StoreRaftLog:
         start, end = self.starts[index], self.ends[index]
         if end == start:
             return Entry(index, self.terms[index], b"")
-        return Entry(index, self.terms[index], _OFF.pack(start) + self.read_span(start, end))
+        return Entry(index, self.terms[index], entry_data(start, self.read_span(start, end)))
 
     def entries(self, lo: int, hi: int) -> tuple[Entry, ...]:
         return tuple(self.entry(i) for i in range(max(lo, 0), min(hi, self.end) + 1))
@@ -119,20 +124,45 @@ class StoreRaftLog:
     # ---- durability (the driver calls these for the core's persist actions) -------
     def write_entries(self, entries) -> None:
         """Store the bytes of entries (a follower's; the leader's are already there) and
-        their index records."""
+        their index records. Entries whose bytes follow on from each other are written as
+        one range: a push carries many small entries, and each store append has a fixed
+        cost (scanning, dispatch bookkeeping)."""
+        run: list = []  # bytes of consecutive entries not yet written
+        run_start = run_end = -1
+        records = []
+        first_index = entries[0].index if entries else 0
         for e in entries:
             self._unwritten.pop(e.index, None)
             start, end = entry_range(e, self.starts[e.index])
-            have = self.store.commitlog.max_offset
-            if end > start and have < end:
-                if have > start:  # a torn copy of this very entry: write it again
-                    self.store.truncate(start)
-                elif have < start:
-                    raise StoreError(f"entry {e.index} starts at {start} but the commit log "
-                                     f"ends at {have}")
-                self.store.append_raw(start, memoryview(e.data)[8:])
-            self._index.seek(e.index * _REC.size)
-            self._index.write(_REC.pack(e.term, start, end))
+            if end > start:
+                if not run or start != run_end:
+                    self._write_range(run_start, run_end, run)
+                    run, run_start = [], start
+                run.append(memoryview(e.data)[8:])
+                run_end = end
+            if e.index != first_index + len(records):  # not consecutive: write what we have
+                self._write_records(first_index, records)
+                first_index, records = e.index, []
+            records.append(_REC.pack(e.term, start, end))
+        self._write_range(run_start, run_end, run)
+        self._write_records(first_index, records)
+
+    def _write_range(self, start: int, end: int, parts: list) -> None:
+        if not parts:
+            return
+        have = self.store.commitlog.max_offset
+        if have >= end:
+            return  # already there (the leader appended it before proposing)
+        if have > start:  # a torn copy of these very entries: write them again
+            self.store.truncate(start)
+        elif have < start:
+            raise StoreError(f"entries start at {start} but the commit log ends at {have}")
+        self.store.append_raw(start, parts[0] if len(parts) == 1 else b"".join(parts))
+
+    def _write_records(self, first_index: int, records: list[bytes]) -> None:
+        if records:
+            self._index.seek(first_index * _REC.size)
+            self._index.write(b"".join(records))
 
     def cut_after(self, index: int) -> None:
         """Durably forget entries above `index`, and their bytes."""

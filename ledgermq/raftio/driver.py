@@ -153,9 +153,7 @@ class RaftDriver:
                 if isinstance(a, Send):
                     self._send(a.msg)
                 elif isinstance(a, Complete):
-                    fut = self.waiters.pop(a.request_id, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(a)
+                    self.complete(a)
                 else:
                     self.other(a)
         if dirty:
@@ -165,6 +163,12 @@ class RaftDriver:
             log.info("raft %s is now %s in term %d", self.self_id, self.role.value,
                      self.raft.term)
             self.role_changed(self.role)
+
+    def complete(self, done: Complete) -> None:
+        """A proposal committed or failed: its waiter gets the core's Complete."""
+        fut = self.waiters.pop(done.request_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(done)
 
     def ticked(self, now: int) -> None:
         """After each tick (subclasses' periodic work)."""

@@ -62,6 +62,7 @@ class Connection(asyncio.Protocol):
         # while the frames of one read are handled, replies collect here and go out in one
         # write (pipelined peers send many frames per read; no reply waits for a later one)
         self._corked: list | None = None
+        self._later: list | None = None  # replies of finished tasks, written together
 
     # ---- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -132,10 +133,22 @@ class Connection(asyncio.Protocol):
         exc = task.exception()
         if exc is not None:
             log.error("handler failed on code %s", cmd.code, exc_info=exc)
-            self._reply(cmd, cmd.response(ResponseCode.SYSTEM_ERROR,
-                                          f"{type(exc).__name__}: {exc}"))
+            response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         else:
-            self._reply(cmd, task.result())
+            response = task.result()
+        if response is None or cmd.is_oneway or not self.is_open:
+            return
+        # handlers waiting on one event (a commit, a flush) finish together: their replies
+        # are gathered and written once, after the callbacks already queued have run
+        if self._later is None:
+            self._later = []
+            asyncio.get_running_loop().call_soon(self._write_later)
+        self._later += response.encode()
+
+    def _write_later(self) -> None:
+        later, self._later = self._later, None
+        if later and self.is_open:
+            self.transport.writelines(later)
 
     def _reply(self, cmd: RemotingCommand, response: Reply) -> None:
         if response is not None and not cmd.is_oneway:

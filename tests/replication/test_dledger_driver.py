@@ -1,0 +1,103 @@
+"""DLedger drivers of three in-process replicas over real sockets: what the leader appends
+in one loop iteration travels as one Raft entry and lands byte for byte on the followers;
+a range the core refuses leaves no stray bytes in the leader's commit log."""
+import asyncio
+import os
+import time
+
+import pytest
+
+from ledgermq.broker.dledger import DLedgerDriver
+from ledgermq.cluster import free_ports
+from ledgermq.replication.raft import Code, Complete, RaftConfig, Role
+from ledgermq.store import MessageStore
+
+from ..store.conftest import small_config
+
+FAST = RaftConfig(election_timeout_ms=150, heartbeat_ms=30)
+
+
+async def start_group(tmp_path):
+    ports = free_ports(3)
+    peers = {f"n{i}": f"127.0.0.1:{p}" for i, p in enumerate(ports)}
+    drivers = []
+    for name in peers:
+        store = MessageStore(small_config(tmp_path / name / "store",
+                                          mappedFileSizeCommitLog=1 << 20))
+        store.open()
+        d = DLedgerDriver(store, name, peers, tmp_path / name / "raft", lambda role: None,
+                          FAST)
+        await d.start()
+        drivers.append(d)
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        leaders = [d for d in drivers if d.node.role is Role.LEADER]
+        if len(leaders) == 1 and leaders[0].node.commit >= 0:
+            return drivers, leaders[0]
+        await asyncio.sleep(0.02)
+    raise AssertionError("no leader")
+
+
+async def stop_group(drivers):
+    for d in drivers:
+        await d.stop()
+        d.store.close()
+
+
+def append(store: MessageStore, n: int) -> tuple[int, int]:
+    start = store.commitlog.max_offset
+    result = store.append(store.encode("T", n % 4, [os.urandom(50 + n)]))
+    assert result.ok
+    return start, result.end_offset
+
+
+def log_bytes(d: DLedgerDriver) -> bytes:
+    return d.log.read_span(d.store.commitlog.min_offset, d.store.commitlog.max_offset)
+
+
+@pytest.mark.timeout(60)
+def test_appends_of_one_iteration_become_one_entry_on_every_replica(tmp_path):
+    async def run():
+        drivers, leader = await start_group(tmp_path)
+        try:
+            entries_before = leader.log.end
+            futs = [leader.propose_range(*append(leader.store, n)) for n in range(50)]
+            done = await asyncio.wait_for(asyncio.gather(*futs), 10)
+            assert {d.code for d in done} == {Code.SUCCESS}
+            assert leader.log.end == entries_before + 1  # one entry for the 50 appends
+            end = time.monotonic() + 10
+            while time.monotonic() < end and any(
+                    d.node.commit < leader.node.commit or
+                    d.store.commitlog.max_offset < leader.store.commitlog.max_offset
+                    for d in drivers):
+                await asyncio.sleep(0.02)
+            for d in drivers:
+                assert log_bytes(d) == log_bytes(leader)
+                assert d.store.max_offset_in_queue("T", 0) == leader.store.max_offset_in_queue("T", 0)
+            assert sum(leader.store.max_offset_in_queue("T", q) for q in range(4)) == 50
+        finally:
+            await stop_group(drivers)
+    asyncio.run(run())
+
+
+@pytest.mark.timeout(60)
+def test_a_refused_range_is_cut_from_the_leaders_log(tmp_path):
+    async def run():
+        drivers, leader = await start_group(tmp_path)
+        try:
+            committed = await leader.propose_range(*append(leader.store, 1))
+            assert committed.code is Code.SUCCESS
+            keep = leader.store.commitlog.max_offset
+            core_propose = leader.node.propose
+            # the core refuses as it does during a leadership transfer
+            leader.node.propose = lambda rid, data, now, **kw: [Complete(rid, Code.NOT_LEADER)]
+            futs = [leader.propose_range(*append(leader.store, n)) for n in range(5)]
+            done = await asyncio.wait_for(asyncio.gather(*futs), 10)
+            assert {d.code for d in done} == {Code.NOT_LEADER}
+            assert leader.store.commitlog.max_offset == keep == leader.log.log_end
+            leader.node.propose = core_propose
+            again = await leader.propose_range(*append(leader.store, 7))
+            assert again.code is Code.SUCCESS  # the log goes on from where it was cut
+        finally:
+            await stop_group(drivers)
+    asyncio.run(run())
