@@ -33,7 +33,7 @@ def same(data, base=1000, damage=None):
         view[damage % len(view)] ^= 0x5A
     msgs = []
     slow = walk(view, 0, len(view), base, len(view) + 64, out=msgs)
-    fast = walk_batch(view, 0, len(view), base, len(view) + 64)
+    fast = walk_batch(view, 0, len(view), base, len(view) + 64, few=0)  # numpy's walk
     assert fast[:3] == slow
     a, b = fast[3], batch_from_messages(msgs)
     for field in ("phys", "sizes", "queue_ids", "queue_offsets", "store_timestamps", "tag_codes"):
