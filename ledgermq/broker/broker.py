@@ -47,6 +47,9 @@ PULL_FLAG_COMMIT_OFFSET = 0x1
 PULL_FLAG_SUSPEND = 0x2
 PULL_FLAG_SUBSCRIPTION = 0x4
 
+# clients that send this language (ledgermq's) understand SEND_PENDING and resolve it
+PENDING_AWARE_LANGUAGE = "PYTHON"
+
 _SEND_CODES = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
     PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
@@ -641,6 +644,14 @@ class Broker:
         except StoreError:  # rolled back meanwhile: it is not ours to keep
             data = b""
         if data and await self.checkpoint.cache(start, result.end_offset, msg_id, data):
+            return self._send_response(cmd, qid, result)
+        if cmd.language != PENDING_AWARE_LANGUAGE:
+            # RocketMQ's own clients know no PENDING: an unknown code makes them resend (a
+            # duplicate). FLUSH_SLAVE_TIMEOUT is theirs for "stored on the master, not
+            # confirmed by a slave", which is what PENDING means; they do not resend it.
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+            result.error = (f"pending {msg_id}: not yet covered by the consistent checkpoint "
+                            "and not cached by the control node; a failover may roll it back")
             return self._send_response(cmd, qid, result)
         resp = self._send_response(cmd, qid, result)
         resp.code = ResponseCode.SEND_PENDING

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# the sender waits syncFlushTimeout, then this for the control node: together they should
+# stay below RocketMQ clients' 3 s send timeout (the control node answers in milliseconds)
+CACHE_TIMEOUT_S = 1.0
+
 PROMOTING_POLL_S = 0.02
 
 
@@ -247,7 +251,8 @@ class CheckpointDriver:
             r = await self.client.invoke(self.control_addr, RemotingCommand(
                 RequestCode.CONTROL_CACHE, ext={
                     "brokerName": self.group, "epoch": str(self.master_epoch),
-                    "offset": str(offset), "end": str(end), "msgId": msg_id}, body=data), 3.0)
+                    "offset": str(offset), "end": str(end), "msgId": msg_id}, body=data),
+                CACHE_TIMEOUT_S)
         except RemotingError as e:
             log.warning("control node unreachable for caching: %s", e)
             return False

@@ -12,6 +12,7 @@ import pytest
 
 from ledgermq import Message, Producer, SendStatus
 from ledgermq.cluster import down, restart, status, up
+from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
 from .load import check_nothing_lost, read_all, under_load
 
@@ -108,6 +109,48 @@ def test_pending_resolves_done_when_the_master_survives(group):
     assert asyncio.run(_resolve_all(state["namesrv"], results)) == ["DONE"] * 3
     bodies = {b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q}
     assert {b"d-0", b"d-1", b"d-2"} <= bodies
+
+
+def _raw_send(addr, body, language):
+    """A SEND_MESSAGE_V2 as a client of `language` sends it (RocketMQ's request header)."""
+    async def go():
+        client = RemotingClient()
+        try:
+            cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, language=language, ext={
+                "a": "raw", "b": "Replicated", "c": "TBW102", "d": "4", "e": "0", "f": "0",
+                "g": str(int(time.time() * 1000)), "h": "0", "i": "WAIT\x01true\x02",
+                "j": "0", "k": "false", "m": "false"}, body=body)
+            return await client.invoke(addr, cmd, 10.0)
+        finally:
+            await client.close()
+    return asyncio.run(go())
+
+
+def test_clients_that_know_no_pending_get_flush_slave_timeout(group):
+    """RocketMQ's own clients do not know SEND_PENDING (an unknown code is an error, which
+    some of them resend): they get FLUSH_SLAVE_TIMEOUT, RocketMQ's status for "stored on
+    the master, not confirmed by a slave"; ledgermq's client gets SEND_PENDING."""
+    d, state = group
+    st = procs(d)
+    master = f"127.0.0.1:{st['n0']['port']}"
+    frozen = [st["n1"]["pid"], st["n2"]["pid"], st["control"]["pid"]]
+    _freeze(*frozen)
+    try:
+        java = _raw_send(master, b"from-java", "JAVA")
+        cpp = _raw_send(master, b"from-cpp", "CPP")
+        ours = _raw_send(master, b"from-ledgermq", "PYTHON")
+    finally:
+        _thaw(*frozen)
+    assert java.code == cpp.code == ResponseCode.FLUSH_SLAVE_TIMEOUT, (java, cpp)
+    assert "pending" in java.remark and java.ext["msgId"]
+    assert ours.code == ResponseCode.SEND_PENDING
+    end = time.monotonic() + 20
+    while time.monotonic() < end:  # each stored once, visible once the slaves are back
+        bodies = [b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q]
+        if len(bodies) >= 3:
+            break
+        time.sleep(0.3)
+    assert sorted(bodies) == [b"from-cpp", b"from-java", b"from-ledgermq"]
 
 
 def test_pending_resolves_resend_when_the_master_died_with_it(group):
