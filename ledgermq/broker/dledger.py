@@ -80,8 +80,10 @@ class DLedgerDriver(RaftDriver):
         loop iteration travel as one entry, in the push that iteration ends with."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        if self._staged and start != self._staged_end:
-            self._propose_staged()  # not back to back: the staged range goes on its own
+        if self._staged and (start != self._staged_end or
+                             end - self._staged_start > self.MAX_ENTRY_BYTES):
+            # not back to back, or too big together: the staged range goes on its own
+            self._propose_staged()
             if self.store.commitlog.max_offset < end:  # it was refused, and cut with ours
                 fut.set_result(Complete(-1, Code.NOT_LEADER))
                 return fut
@@ -89,8 +91,6 @@ class DLedgerDriver(RaftDriver):
             self._staged_start = start
         self._staged.append(fut)
         self._staged_end = end
-        if end - self._staged_start >= self.MAX_ENTRY_BYTES:
-            self._propose_staged()
         if not self._replicate_scheduled:  # appends of one loop iteration share a push
             self._replicate_scheduled = True
             loop.call_soon(self._replicate)

@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 TICK_S = 0.01
 
 
+# a push holds at most max_push_bytes, or one entry of any size: an entry is at most
+# DLedger mode's gathering limit plus one client request (itself at most a 16 MiB frame)
+PEER_MAX_FRAME = 64 * 1024 * 1024
+
+
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -84,7 +89,8 @@ class RaftDriver:
         self.role = Role.FOLLOWER
         self.client = RemotingClient()
         host, port = peers[self_id].rsplit(":", 1)
-        self.server = RemotingServer(self._on_request, host, int(port))
+        self.server = RemotingServer(self._on_request, host, int(port),
+                                     max_frame=PEER_MAX_FRAME)
         self.waiters: dict[int, asyncio.Future] = {}
         self._next_rid = 1
         self._task: asyncio.Task | None = None

@@ -186,3 +186,57 @@ def test_a_far_behind_follower_is_fed_under_the_quota():
     out = []
     leader._dispatch("f", 2000, out)  # the next second: the next slice
     assert any(isinstance(a, Send) and a.msg.kind is PushType.APPEND for a in out)
+
+
+def test_pushes_to_a_follower_far_behind_stay_within_max_push_bytes():
+    """A follower that lost its log comes back to many large entries: every push carries
+    at most max_push_bytes of entries (or a single larger entry), and it catches up."""
+    from dataclasses import replace
+    cfg = replace(CFG, max_push_bytes=10_000)
+    ids = ["n0", "n1", "n2"]
+    h = Harness()
+    h.nodes = {i: RaftNode(i, ids, cfg, rng=random.Random(f"7{i}")) for i in ids}
+    h.run(1000)
+    leader = h.leader()
+    away = next(i for i in ids if i != leader.id)
+    h.cut.add(away)
+    sizes = [3000] * 30 + [25_000] + [3000] * 10  # one entry larger than a push
+    for rid, size in enumerate(sizes):
+        h.apply(leader.propose(rid, bytes(size), h.now))
+    h.run(300)
+    # it comes back with an empty log (a replaced disk): the leader compares, then appends
+    # from the start in pushes of up to max_batch_entries entries
+    h.nodes[away] = RaftNode(away, ids, cfg, rng=random.Random(9))
+    pushes = []
+    original_step = h.nodes[away].step
+
+    def step(m, now):
+        if isinstance(m, Push) and m.entries:
+            pushes.append(sum(len(e.data) for e in m.entries))
+        return original_step(m, now)
+    h.nodes[away].step = step
+    h.cut.discard(away)
+    h.run(3000)
+    assert h.nodes[away].end == leader.end and h.nodes[away].commit == leader.commit
+    assert pushes and all(b <= 10_000 or b == 25_000 for b in pushes), pushes
+    assert max(pushes) == 25_000  # the large entry travelled alone
+
+
+def test_a_follower_that_lost_its_log_catches_up_although_heartbeats_clear_its_queue():
+    """Its queued appends (past the gap) are cleared by every COMMIT heartbeat, which
+    comes faster than the push timeout; the gap's age is kept apart, so a heartbeat after
+    the timeout answers INCONSISTENT_STATE and the leader compares and refills it."""
+    h = Harness()
+    h.run(1000)
+    leader = h.leader()
+    away = next(i for i in h.nodes if i != leader.id)
+    h.cut.add(away)
+    for rid in range(10):
+        h.apply(leader.propose(rid, b"e%d" % rid, h.now))
+    h.run(200)
+    assert CFG.heartbeat_ms < CFG.max_push_timeout_ms
+    h.nodes[away] = RaftNode(away, list(h.nodes), CFG, rng=random.Random(5))  # empty log
+    h.cut.discard(away)
+    h.run(1000)
+    assert h.nodes[away].end == leader.end
+    assert h.nodes[away].entries(0, leader.end) == leader.entries(0, leader.end)

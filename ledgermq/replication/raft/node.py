@@ -73,6 +73,9 @@ class RaftNode:
         self.watermarks: dict[int, dict[str, int]] = {}  # term -> peer -> acked end
         self.waiters: dict[int, tuple[int, int, int]] = {}  # request id -> (index, term, deadline)
         self.pending_appends: dict[int, tuple[Push, int]] = {}  # follower: first -> (push, at)
+        # follower: since when appends arrive past a gap (COMMIT heartbeats clear the queued
+        # appends, so the gap's age is kept apart from them)
+        self.gap_since: int | None = None
         self.match_end = -1  # follower: highest index known equal to the current leader's
         self.transfer_to: str | None = None
         self.transfer_started = 0
@@ -341,7 +344,8 @@ class RaftNode:
                     out.append(self._push(peer, PushType.APPEND, first,
                                           self.entries(first, last)))
         while d.write_index <= self.end and len(d.pending) < self.cfg.max_pending_size:
-            last = min(self.end, d.write_index + self.cfg.max_batch_entries - 1)
+            last = self._push_end(d.write_index,
+                                  min(self.end, d.write_index + self.cfg.max_batch_entries - 1))
             if self._over_quota(peer, d, last, now):
                 break
             d.pending[d.write_index] = (last, now)
@@ -352,6 +356,21 @@ class RaftNode:
         if now - d.last_push_ms >= self.cfg.heartbeat_ms:
             d.last_push_ms = now  # a stand-alone COMMIT doubles as the heartbeat
             out.append(self._push(peer, PushType.COMMIT, -1, ()))
+
+    def _push_end(self, first: int, last: int) -> int:
+        """The last entry of a push from `first` (at most `last`) whose entries stay within
+        max_push_bytes, so that a push fits a frame however large the entries are."""
+        base = self.log.bytes_after(first - 1)
+        if base - self.log.bytes_after(last) <= self.cfg.max_push_bytes:
+            return last
+        lo, hi = first, last  # the answer lies in [lo, hi): bytes grow with the last index
+        while lo + 1 < hi:
+            mid = (lo + hi) // 2
+            if base - self.log.bytes_after(mid) <= self.cfg.max_push_bytes:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def _over_quota(self, peer: str, d: Dispatcher, last: int, now: int) -> bool:
         """S0-5: a peer further behind than peer_push_throttle_point gets at most
@@ -480,7 +499,15 @@ class RaftNode:
         else:
             # COMPARE / TRUNCATE / COMMIT go first and clear queued appends (S0-7)
             self.pending_appends.clear()
-            if m.kind is PushType.COMPARE:
+            stale_gap = self.gap_since is not None and \
+                now - self.gap_since >= self.cfg.max_push_timeout_ms
+            if m.kind is not PushType.COMMIT or stale_gap:
+                self.gap_since = None
+            if m.kind is PushType.COMMIT and stale_gap:
+                # heartbeats come faster than the push timeout: without this a follower
+                # missing entries (a lost disk) would clear its queue and wait for ever
+                self._respond(m, Code.INCONSISTENT_STATE, out)
+            elif m.kind is PushType.COMPARE:
                 mine = self.entry(m.index)
                 ok = bool(m.entries) and mine == m.entries[0]
                 if ok:
@@ -516,12 +543,15 @@ class RaftNode:
             self._respond(m, Code.REPEATED_PUSH, out, last)
             return
         if m.index <= self.end + 1:
+            self.gap_since = None
             self._apply_append(m, out)
             while self.end + 1 in self.pending_appends:
                 push, _ = self.pending_appends.pop(self.end + 1)
                 self._apply_append(push, out)
             return
         self.pending_appends[m.index] = (m, now)  # a gap: wait for the missing push
+        if self.gap_since is None:
+            self.gap_since = now
 
     def _apply_append(self, m: Push, out: list[Action]) -> None:
         """Append a push that starts at or before our end + 1: entries we hold must be the

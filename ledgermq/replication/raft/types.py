@@ -156,6 +156,7 @@ class RaftConfig:
     max_pending_size: int = 1000  # in-flight pushes per peer
     max_push_timeout_ms: int = 1000  # re-push an unacked push after this
     max_batch_entries: int = 64  # entries per APPEND push
+    max_push_bytes: int = 4 * 1024 * 1024  # entry bytes per APPEND push (one at least)
     quorum_ack_timeout_ms: int = 3000  # client append -> WAIT_QUORUM_ACK_TIMEOUT
     check_leak_interval_ms: int = 1000
     peer_push_quota: int = 20 * 1024 * 1024  # bytes/s to a peer behind the throttle point
