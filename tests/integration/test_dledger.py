@@ -160,3 +160,31 @@ def test_a_follower_far_behind_catches_up_with_large_entries(group):
             break
         time.sleep(0.5)
     assert len(ends) == 1 and None not in ends, st
+
+
+def test_a_follower_that_lost_its_data_directory_gets_the_whole_log_back(group):
+    """kill -9 a follower, delete its store (commit log, raft index, meta), restart it:
+    it rejoins empty, the leader compares, truncates and refills it."""
+    import shutil
+    d, state = group
+    acked = under_load(state["namesrv"], 4, "w", 1.0)
+    leader = leader_of(d)
+    procs = {p["name"]: p for p in status(d)["processes"]}
+    follower = next(n for n, p in procs.items() if p.get("role") == "FOLLOWER")
+    os.kill(procs[follower]["pid"], signal.SIGKILL)
+    time.sleep(0.5)
+    shutil.rmtree(d / follower / "store")
+    restart(d, follower)
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        st = {p["name"]: p for p in status(d)["processes"]}
+        if st[follower].get("end") == st[leader["name"]].get("end") and \
+                st[follower].get("commit") == st[leader["name"]].get("commit"):
+            break
+        time.sleep(0.3)
+    st = {p["name"]: p for p in status(d)["processes"]}
+    assert st[follower].get("end") == st[leader["name"]].get("end"), st
+    # it serves what it got: read everything from the refilled follower alone
+    os.kill(st[leader["name"]]["pid"], signal.SIGKILL)
+    leader_of(d, not_name=leader["name"])
+    check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))

@@ -240,3 +240,21 @@ def test_a_follower_that_lost_its_log_catches_up_although_heartbeats_clear_its_q
     h.run(1000)
     assert h.nodes[away].end == leader.end
     assert h.nodes[away].entries(0, leader.end) == leader.entries(0, leader.end)
+
+
+def test_a_follower_that_lost_acknowledged_entries_is_refilled_from_heartbeats_alone():
+    """Everything was pushed and acknowledged, nothing is in flight; the follower comes
+    back with an empty log. Only COMMIT heartbeats reach it; its answer shows it holds less
+    than it acknowledged, so the leader compares and refills it."""
+    h = Harness()
+    h.run(1000)
+    leader = h.leader()
+    for rid in range(10):
+        h.apply(leader.propose(rid, b"e%d" % rid, h.now))
+    h.run(300)
+    away = next(i for i in h.nodes if i != leader.id)
+    assert h.nodes[away].end == leader.end and not leader.dispatchers[away].pending
+    h.nodes[away] = RaftNode(away, list(h.nodes), CFG, rng=random.Random(5))  # empty log
+    h.run(1000)
+    assert h.nodes[away].end == leader.end
+    assert h.nodes[away].entries(0, leader.end) == leader.entries(0, leader.end)

@@ -419,8 +419,11 @@ class RaftNode:
             elif m.code is Code.INCONSISTENT_STATE:
                 self._set_state(d, PushType.COMPARE, min(self.end, m.end))
             # REPEATED_PUSH: the first copy is on its way; nothing to do
-        elif m.kind is PushType.COMMIT and m.code is Code.INCONSISTENT_STATE and \
-                d.state is PushType.APPEND:
+        elif m.kind is PushType.COMMIT and d.state is PushType.APPEND and (
+                m.code is Code.INCONSISTENT_STATE or
+                (not d.pending and m.end < d.write_index - 1)):
+            # a gap on its side, or it holds less than it acknowledged with nothing on the
+            # way (its disk lost entries): walk back to what it really holds
             self._set_state(d, PushType.COMPARE, min(self.end, m.end))
         self._dispatch(m.src, now, out)
 
