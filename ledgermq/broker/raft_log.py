@@ -44,8 +44,11 @@ class StoreRaftLog:
         self._unwritten: dict[int, Entry] = {}  # appended in memory, bytes not yet stored
         self._index_path = self.dir / "index"
         raw = self._index_path.read_bytes() if self._index_path.exists() else b""
+        have = store.commitlog.max_offset
         for k in range(len(raw) // _REC.size):  # a torn last record is ignored
             term, start, end = _REC.unpack_from(raw, k * _REC.size)
+            if end > have:  # recovery cut its bytes (a torn tail): the entry is gone too
+                break
             self.terms.append(term)
             self.starts.append(start)
             self.ends.append(end)

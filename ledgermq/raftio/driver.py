@@ -97,8 +97,10 @@ class RaftDriver:
         self._connecting: set[str] = set()
 
     def new_node(self, config, **kw) -> RaftNode:
+        # never above what the log holds (a torn tail may have been cut since it was saved)
+        commit = min(self.meta.commit, self.log.end)
         return RaftNode(self.self_id, list(self.peers), config, term=self.meta.term,
-                        voted_for=self.meta.voted_for, log=self.log, commit=self.meta.commit,
+                        voted_for=self.meta.voted_for, log=self.log, commit=commit,
                         rng=random.Random(), now=now_ms(), **kw)
 
     async def start(self) -> None:

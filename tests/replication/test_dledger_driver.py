@@ -101,3 +101,40 @@ def test_a_refused_range_is_cut_from_the_leaders_log(tmp_path):
         finally:
             await stop_group(drivers)
     asyncio.run(run())
+
+
+@pytest.mark.timeout(60)
+def test_a_follower_whose_commit_log_lost_its_tail_drops_those_entries_and_is_refilled(
+        tmp_path):
+    """After a crash recovery cut a torn tail, the raft index still lists entries whose bytes
+    are gone: they are dropped on start (and the saved commit index clamped), the follower
+    holds less than it acknowledged, and the leader refills it byte for byte."""
+    async def run():
+        drivers, leader = await start_group(tmp_path)
+        try:
+            for n in range(30):
+                assert (await leader.propose_range(*append(leader.store, n))).code is Code.SUCCESS
+            await asyncio.sleep(0.3)  # the followers have the commit index too
+            victim = next(d for d in drivers if d is not leader)
+            name, peers = victim.self_id, victim.peers
+            await victim.stop()
+            cut = victim.log.starts[victim.log.end - 5]  # the last 6 entries' bytes go
+            victim.store.truncate(cut)
+            victim.store.close()
+            drivers.remove(victim)
+            store = MessageStore(small_config(tmp_path / name / "store",
+                                              mappedFileSizeCommitLog=1 << 20))
+            store.open()
+            back = DLedgerDriver(store, name, peers, tmp_path / name / "raft",
+                                 lambda role: None, FAST)
+            assert back.log.log_end == cut and back.node.commit <= back.node.end
+            await back.start()
+            drivers.append(back)
+            end = time.monotonic() + 10
+            while time.monotonic() < end and back.node.end < leader.node.end:
+                await asyncio.sleep(0.05)
+            assert back.node.end == leader.node.end
+            assert log_bytes(back) == log_bytes(leader)
+        finally:
+            await stop_group(drivers)
+    asyncio.run(run())
