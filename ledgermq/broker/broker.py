@@ -645,18 +645,18 @@ class Broker:
             data = b""
         if data and await self.checkpoint.cache(start, result.end_offset, msg_id, data):
             return self._send_response(cmd, qid, result)
+        why = "not yet covered by the consistent checkpoint and not cached by the control node"
         if cmd.language != PENDING_AWARE_LANGUAGE:
-            # RocketMQ's own clients know no PENDING: an unknown code makes them resend (a
-            # duplicate). FLUSH_SLAVE_TIMEOUT is theirs for "stored on the master, not
-            # confirmed by a slave", which is what PENDING means; they do not resend it.
+            # RocketMQ's own clients know no PENDING (an unknown code is an error to them).
+            # FLUSH_SLAVE_TIMEOUT is their status for "stored on the master, not confirmed
+            # by a slave", which is what PENDING means; Java's does not resend it by
+            # default, the C++ client resends any non-SEND_OK, as against RocketMQ itself.
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
-            result.error = (f"pending {msg_id}: not yet covered by the consistent checkpoint "
-                            "and not cached by the control node; a failover may roll it back")
+            result.error = f"pending {msg_id}: {why}; a failover may roll it back"
             return self._send_response(cmd, qid, result)
         resp = self._send_response(cmd, qid, result)
         resp.code = ResponseCode.SEND_PENDING
-        resp.remark = ("not yet covered by the consistent checkpoint and not cached by the "
-                       "control node: resolve before resending")
+        resp.remark = f"{why}: resolve before resending"
         resp.ext.update(pendingEpoch=str(epoch), pendingEnd=str(result.end_offset),
                         pendingId=msg_id, controlNodeAddr=self.config.controlNodeAddr,
                         brokerName=self.config.brokerName)
