@@ -11,9 +11,10 @@ key + i32 value length + value). Responses go back in the caller's serialization
 """
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, field
+
+import orjson  # headers are on every request: json's pure-Python paths cost ~20 µs each way
 
 from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 
@@ -64,7 +65,7 @@ class RemotingCommand:
             doc["remark"] = self.remark
         if self.ext:
             doc["extFields"] = {k: str(v) for k, v in self.ext.items() if v is not None}
-        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+        return orjson.dumps(doc)
 
     def _binary_header(self) -> bytes:
         try:
@@ -120,8 +121,8 @@ def decode_frame(frame: memoryview | bytes) -> RemotingCommand:
 
 def _decode_json_header(raw: memoryview) -> RemotingCommand:
     try:
-        doc = json.loads(bytes(raw))  # json detects UTF-8 itself
-    except (UnicodeDecodeError, ValueError) as e:
+        doc = orjson.loads(raw)  # RocketMQ's headers are UTF-8
+    except orjson.JSONDecodeError as e:
         raise FrameError(f"header is not valid JSON: {e}") from None
     if not isinstance(doc, dict):
         raise FrameError("JSON header is not an object")
@@ -138,7 +139,7 @@ def _decode_json_header(raw: memoryview) -> RemotingCommand:
     if all(type(v) is str for v in ext_raw.values()):
         ext = ext_raw  # the usual case: every value a string already
     else:
-        ext = {k: "" if v is None else (v if isinstance(v, str) else json.dumps(v)
+        ext = {k: "" if v is None else (v if isinstance(v, str) else orjson.dumps(v).decode()
                                         if isinstance(v, (dict, list)) else str(v))
                for k, v in ext_raw.items()}
     language = doc.get("language", "OTHER")
