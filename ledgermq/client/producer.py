@@ -15,7 +15,7 @@ import numpy as np
 
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..store.batch import put_be
-from ..store.message import PROPERTY_UNIQ_KEY
+from ..store.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_KEY
 from .instance import AUTO_CREATE_TOPIC, ClientInstance, MQClientError, periodic
 from .message import (
     Message, MessageQueue, Pending, SendResult, SendStatus, UniqueIdGenerator,
@@ -61,6 +61,18 @@ _REROUTE_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILAB
                   ResponseCode.NO_PERMISSION}
 REROUTE_PAUSE_S = 0.1
 
+COALESCE_MAX_BODY = 64 * 1024  # larger messages are sent alone
+COALESCE_MAX_BYTES = 1 << 20  # a held batch is sent once its bodies reach this size
+
+
+def _coalescible(msg: Message) -> bool:
+    """Whether a message may share a SEND_BATCH_MESSAGE request with others: batches
+    cannot carry delayed messages, and a large body would make its neighbours wait."""
+    return (len(msg.body) <= COALESCE_MAX_BODY and not msg.delay_level
+            and PROPERTY_DELAY_TIME_LEVEL not in msg.properties
+            and not msg.topic.startswith("%"))
+
+
 QueueSelector = Callable[[list[MessageQueue], Message, object], MessageQueue]
 
 
@@ -105,7 +117,8 @@ class Producer:
     def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv: str = "127.0.0.1:9876", *,
                  send_timeout: float = 3.0, retry_times: int = 2,
                  default_topic_queue_nums: int = 4, linger_ms: float = 0,
-                 batch_max_messages: int = 256, instance: ClientInstance | None = None,
+                 batch_max_messages: int = 256, coalesce: bool = True,
+                 instance: ClientInstance | None = None,
                  resolve_pending: bool = True, resolve_timeout: float = 60.0):
         self.group = group
         self.instance = instance or ClientInstance(namesrv)
@@ -114,13 +127,16 @@ class Producer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self.linger_ms = linger_ms
         self.batch_max_messages = batch_max_messages
+        # send_async calls of one event-loop turn travel as one batch per topic
+        self.coalesce = coalesce
         self.resolve_pending = resolve_pending  # settle PENDING sends before answering
         self.resolve_timeout = resolve_timeout
         self._ids = UniqueIdGenerator()
         self._rr = itertools.count()
         self._tasks: list[asyncio.Task] = []
         self._pending: dict[str, list[tuple[Message, asyncio.Future]]] = {}
-        self._flushers: dict[str, asyncio.TimerHandle] = {}
+        self._pending_bytes: dict[str, int] = {}
+        self._flushers: dict[str, asyncio.Handle] = {}
         self.started = False
 
     async def start(self) -> "Producer":
@@ -191,8 +207,9 @@ class Producer:
                    selector: QueueSelector | None = None, arg=None) -> SendResult:
         """Send one message and wait for the broker's answer (retried elsewhere on failure
         unless the queue was chosen by the caller)."""
-        if selector is None:
-            return await self.send_async(msg, queue)
+        if selector is None:  # not held for coalescing: the caller waits for this one
+            self._check(msg)
+            return await self._send_single(msg, queue)
         return await self._send_slow(msg, queue, selector, arg)
 
     async def _send_slow(self, msg: Message, queue: MessageQueue | None = None,
@@ -215,8 +232,12 @@ class Producer:
         pipelined producers); otherwise, and on any failure, it falls back to send() with
         its retries."""
         self._check(msg)
-        if self.linger_ms > 0 and queue is None:
+        if queue is None and (self.linger_ms > 0 or self.coalesce) and _coalescible(msg):
             return self._enqueue(msg)
+        return self._send_single(msg, queue)
+
+    def _send_single(self, msg: Message, queue: MessageQueue | None) -> asyncio.Future:
+        """One SEND_MESSAGE_V2 request, straight onto the connection when it is open."""
         route = self.instance.routes.get(msg.topic)
         queues = route.write_queues() if route is not None else None
         q = queue or (self._pick(queues, None) if queues else None)
@@ -383,31 +404,56 @@ class Producer:
 
     # ---- client-side batching -------------------------------------------------------
     def _enqueue(self, msg: Message) -> asyncio.Future:
-        """Hold `msg` for the topic's next batch (sent after linger_ms or when full)."""
-        fut = asyncio.get_running_loop().create_future()
-        pending = self._pending.setdefault(msg.topic, [])
+        """Hold `msg` for the topic's next batch: sent when full, else after linger_ms, or
+        (linger_ms=0) once the calls of this event-loop turn are made. Nothing waits longer
+        than it would have anyway: the loop could not write before the turn ends."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        topic = msg.topic
+        pending = self._pending.setdefault(topic, [])
         pending.append((msg, fut))
-        if len(pending) >= self.batch_max_messages:
-            self._pending.pop(msg.topic)
-            asyncio.ensure_future(self._send_chunk(pending))
-        elif msg.topic not in self._flushers:
-            self._flushers[msg.topic] = asyncio.get_running_loop().call_later(
-                self.linger_ms / 1000, self._linger_done, msg.topic)
+        size = self._pending_bytes.get(topic, 0) + len(msg.body)
+        self._pending_bytes[topic] = size
+        if len(pending) >= self.batch_max_messages or size >= COALESCE_MAX_BYTES:
+            self._take(topic)
+        elif topic not in self._flushers:
+            self._flushers[topic] = loop.call_later(self.linger_ms / 1000, self._take, topic) \
+                if self.linger_ms > 0 else loop.call_soon(self._take, topic)
         return fut
 
-    def _linger_done(self, topic: str) -> None:
-        self._flushers.pop(topic, None)
+    def _take(self, topic: str) -> None:
+        """Send what is held for `topic` now."""
+        timer = self._flushers.pop(topic, None)
+        if timer is not None:
+            timer.cancel()
+        self._pending_bytes.pop(topic, None)
         pending = self._pending.pop(topic, None)
-        if pending:
+        if not pending:
+            return
+        if len(pending) == 1:  # nothing to coalesce with: the plain single send
+            msg, fut = pending[0]
+            _chain(self._send_single(msg, None), fut)
+        else:
             asyncio.ensure_future(self._send_chunk(pending))
+
     async def _flush_topic(self, topic: str) -> None:
         pending = self._pending.pop(topic, [])
+        self._pending_bytes.pop(topic, None)
         for i in range(0, len(pending), self.batch_max_messages):
             await self._send_chunk(pending[i:i + self.batch_max_messages])
 
     async def _send_chunk(self, chunk: list[tuple[Message, asyncio.Future]]) -> None:
         try:
             result = await self.send_batch([m for m, _ in chunk])
+        except MQClientError as e:
+            if e.code == ResponseCode.MESSAGE_ILLEGAL:  # refused whole, nothing stored:
+                for m, fut in chunk:  # each alone, so only the bad one fails
+                    _chain(self._send_single(m, None), fut)
+                return
+            for _, fut in chunk:
+                if not fut.done():
+                    fut.set_exception(e)
+            return
         except Exception as e:
             for _, fut in chunk:
                 if not fut.done():
@@ -419,4 +465,5 @@ class Producer:
             if not fut.done():
                 fut.set_result(SendResult(result.status, ids[j],
                                           offsets[j] if j < len(offsets) else "",
-                                          result.queue, result.queue_offset + j))
+                                          result.queue, result.queue_offset + j,
+                                          result.pending))

@@ -8,6 +8,7 @@ from ledgermq import (
     ConsumeStatus, Message, MQClientError, Producer, PullConsumer, PullStatus, PushConsumer,
     SendStatus, SyncProducer,
 )
+from ledgermq.remoting import ResponseCode
 
 
 def run(coro, timeout=60):
@@ -272,4 +273,49 @@ def test_compressed_bodies_from_java_clients_are_inflated(dev):
             q = [q for q in await c.fetch_queues("Zipped") if q.queue_id == 0][0]
             got = await c.pull(q, 0)
             assert got.messages[0].body == big and got.messages[0].tags == "z"
+    run(main())
+
+
+def test_pipelined_sends_travel_in_batches_and_are_answered_one_by_one(dev):
+    """send_async calls of one event-loop turn are coalesced into batch requests; each
+    caller still gets its own result, and a message the broker refuses fails alone."""
+    d = dev({"maxMessageSize": "2048"})
+
+    async def main():
+        async with Producer("p", d.namesrv) as p, PullConsumer("c", d.namesrv) as c:
+            await p.send(Message("Coalesced", b"warm-up"))
+            futs = [p.send_async(Message("Coalesced", b"m-%03d" % i, tags="T", keys=f"k{i}"))
+                    for i in range(300)]
+            results = await asyncio.gather(*futs)
+            assert all(r.status is SendStatus.SEND_OK for r in results)
+            assert len({r.msg_id for r in results}) == 300
+            # coalesced: the turn's 300 messages landed as two batches, not round-robin
+            assert len({r.queue.queue_id for r in results}) <= 2
+            futs = [p.send_async(Message("Coalesced", b"m-%03d" % i)) for i in range(300, 310)]
+            futs.insert(5, p.send_async(Message("Coalesced", b"x" * 4000)))  # too large
+            more = await asyncio.gather(*futs, return_exceptions=True)
+            bad = more.pop(5)
+            assert isinstance(bad, MQClientError) and bad.code == ResponseCode.MESSAGE_ILLEGAL
+            assert all(r.status is SendStatus.SEND_OK for r in more)
+            results += more
+            got = await drain(c, "Coalesced", 311)
+            stored = {(q, m.queue_offset): m for q, ms in got.items() for m in ms}
+            assert len(stored) == 311  # the warm-up and the 310 good ones, nothing else
+            for i, r in enumerate(results):
+                m = stored[(r.queue.queue_id, r.queue_offset)]
+                assert (m.body, m.msg_id) == (b"m-%03d" % i, r.msg_id)
+                assert i >= 300 or (m.tags, m.keys) == ("T", [f"k{i}"])
+    run(main())
+
+
+def test_producer_without_coalescing_sends_one_request_per_message(dev):
+    d = dev()
+
+    async def main():
+        async with Producer("p", d.namesrv, coalesce=False) as p:
+            await p.send(Message("Single", b"warm-up"))
+            results = await asyncio.gather(*(p.send_async(Message("Single", b"%d" % i))
+                                             for i in range(8)))
+            assert all(r.status is SendStatus.SEND_OK for r in results)
+            assert len({r.queue.queue_id for r in results}) == 4  # round-robin, one by one
     run(main())
