@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..store.message import MAGIC_CODE, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
+from ..store.scan_batch import pair_ends, property_spans
 
 _SIZE = struct.Struct(">i")
 QUEUE_OFFSET, SYSFLAG, BORN_TS, STORE_TS, STORE_HOST, PHYS = 20, 36, 40, 56, 64, 28
@@ -100,20 +101,10 @@ def property_array(cols: dict, key: bytes) -> pa.Array:
     they lie in, the value up to the next separator gathered into one string buffer."""
     buf, n = cols["buf"], cols["n"]
     at, end = cols["props_at"], cols["props_end"]
-    k = np.frombuffer(key + b"\x01", np.uint8)
-    cand = np.flatnonzero(buf[:len(buf) - len(k) + 1] == k[0])
-    if len(cand):
-        cand = cand[np.all(buf[cand[:, None] + np.arange(len(k))] == k, axis=1)]
-    m = np.searchsorted(at, cand, side="right") - 1
-    ok = (m >= 0) & (cand < end[np.maximum(m, 0)]) & \
-        ((cand == at[np.maximum(m, 0)]) | (buf[np.maximum(cand - 1, 0)] == 2))
-    cand, m = cand[ok], m[ok]
-    m, first = np.unique(m, return_index=True)  # a property's first occurrence counts
-    start = cand[first] + len(k)
     seps = cols.get("seps")
     if seps is None:  # where every property pair ends, shared by the keys looked up
-        seps = cols["seps"] = np.append(np.flatnonzero(buf == 2), len(buf))
-    stop = np.minimum(seps[np.searchsorted(seps, start)], end[m])
+        seps = cols["seps"] = pair_ends(buf)
+    m, start, stop = property_spans(buf, at, end, key, seps)
     starts, lengths = np.zeros(n, np.int64), np.zeros(n, np.int64)
     starts[m], lengths[m] = start, stop - start
     present = np.zeros(n, bool)

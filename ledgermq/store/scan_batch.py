@@ -7,8 +7,6 @@ V2 magic code, IPv6 hosts) is handed to the careful one-message-at-a-time walk.
 """
 from __future__ import annotations
 
-import bisect
-import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -55,32 +53,57 @@ def batch_from_messages(msgs: list[ScannedMessage]) -> ScannedBatch:
                         [m.index_keys for m in msgs])
 
 
-def property_per_message(raw: bytes, starts: list[int], ends: list[int],
-                         key: bytes) -> dict[int, str]:
-    """{message number: value} of one property over many messages' property regions
-    [starts[i], ends[i]) of `raw`, found with one regex pass. A hit counts only inside a
-    region and at the start of a pair; of a property given twice, the first counts (as
-    property_value reads it)."""
-    out: dict[int, str] = {}
-    for m in re.finditer(re.escape(key) + rb"\x01([^\x02]*)", raw):
-        at = m.start()
-        i = bisect.bisect_right(starts, at) - 1
-        if i < 0 or at >= ends[i] or (at != starts[i] and raw[at - 1] != 2) or i in out:
-            continue  # outside a region, inside a pair, or a repeat (the first one counts)
-        out[i] = raw[m.start(1):min(m.end(1), ends[i])].decode("utf-8", "replace")
-    return out
+def property_spans(buf: np.ndarray, at: np.ndarray, end: np.ndarray, key: bytes,
+                   seps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where property `key` has its value in each of many property regions
+    [at[i], end[i]) of `buf` (uint8), found for all messages at once: (message numbers,
+    value starts, value ends), for the messages that have it. Candidates come from one
+    byte compare, count only inside a region at the start of a pair, and of a property
+    given twice the first counts (as property_value reads it). `seps` is pair_ends(buf)."""
+    k = np.frombuffer(key + b"\x01", np.uint8)
+    cand = np.flatnonzero(buf[:len(buf) - len(k) + 1] == k[0])
+    if len(cand):
+        cand = cand[np.all(buf[cand[:, None] + np.arange(len(k))] == k, axis=1)]
+    m = np.searchsorted(at, cand, side="right") - 1
+    m0 = np.maximum(m, 0)
+    ok = (m >= 0) & (cand < end[m0]) & ((cand == at[m0]) | (buf[np.maximum(cand - 1, 0)] == 2))
+    cand, m = cand[ok], m[ok]
+    m, first = np.unique(m, return_index=True)
+    start = cand[first] + len(k)
+    return m, start, np.minimum(seps[np.searchsorted(seps, start)], end[m])
 
 
-def tags_and_keys(raw: bytes, starts: list[int],
-                  ends: list[int]) -> tuple[list[str | None], list[list[str]]]:
+def pair_ends(buf: np.ndarray) -> np.ndarray:
+    """Positions of every pair separator in `buf`, then its length (shared by lookups)."""
+    return np.append(np.flatnonzero(buf == 2), len(buf))
+
+
+def property_per_message(raw: bytes, starts, ends, key: bytes,
+                         seps: np.ndarray | None = None) -> dict[int, str]:
+    """{message number: value} of one property over property regions
+    [starts[i], ends[i]) of `raw` (see property_spans)."""
+    if key + b"\x01" not in raw:
+        return {}
+    buf = np.frombuffer(raw, np.uint8)
+    m, s, e = property_spans(buf, np.asarray(starts, np.int64), np.asarray(ends, np.int64),
+                             key, pair_ends(buf) if seps is None else seps)
+    return {i: raw[a:b].decode("utf-8", "replace")
+            for i, a, b in zip(m.tolist(), s.tolist(), e.tolist())}
+
+
+def tags_and_keys(raw: bytes, starts, ends) -> tuple[list[str | None], list[list[str]]]:
     """Per message: its TAGS, and the keys the index files it under (KEYS, then UNIQ_KEY),
-    from property regions [starts[i], ends[i]) of `raw`."""
-    tags_at, keys_at, uniq_at = (property_per_message(raw, starts, ends, k.encode())
+    from property regions [starts[i], ends[i]) of `raw` (found vectorized; only the values
+    found become Python strings)."""
+    seps = pair_ends(np.frombuffer(raw, np.uint8))
+    tags_at, keys_at, uniq_at = (property_per_message(raw, starts, ends, k.encode(), seps)
                                  for k in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
     n = len(starts)
-    keys = [([k for k in keys_at[i].split(" ") if k] if i in keys_at else []) +
-            ([uniq_at[i]] if i in uniq_at else []) for i in range(n)]
-    return [tags_at.get(i) for i in range(n)], keys
+    tags = [tags_at.get(i) for i in range(n)] if tags_at else [None] * n
+    if not keys_at and len(uniq_at) == n and all(uniq_at.values()):  # the usual batch
+        return tags, [[u] for u in uniq_at.values()]
+    return tags, [([k for k in keys_at[i].split(" ") if k] if i in keys_at else []) +
+                  ([uniq_at[i]] if uniq_at.get(i) else []) for i in range(n)]
 
 
 def walk_batch(view: memoryview, pos: int, limit: int, base: int,
