@@ -67,10 +67,24 @@ COALESCE_MAX_BYTES = 1 << 20  # a held batch is sent once its bodies reach this 
 
 def _coalescible(msg: Message) -> bool:
     """Whether a message may share a SEND_BATCH_MESSAGE request with others: batches
-    cannot carry delayed messages, and a large body would make its neighbours wait."""
-    return (len(msg.body) <= COALESCE_MAX_BODY and not msg.delay_level
-            and PROPERTY_DELAY_TIME_LEVEL not in msg.properties
-            and not msg.topic.startswith("%"))
+    cannot carry delayed messages, and a large body would make its neighbours wait.
+    (Also the checks of Producer._check: a message that fails them is sent alone.)"""
+    body, topic = msg.body, msg.topic
+    return (type(body) is bytes and len(body) <= COALESCE_MAX_BODY and not msg.delay_level
+            and topic and topic[0] != "%"
+            and (not msg.properties or PROPERTY_DELAY_TIME_LEVEL not in msg.properties))
+
+
+class _Held:
+    """send_async calls held for one topic's next batch request."""
+
+    __slots__ = ("msgs", "futs", "nbytes", "timer")
+
+    def __init__(self) -> None:
+        self.msgs: list[Message] = []
+        self.futs: list[asyncio.Future] = []
+        self.nbytes = 0
+        self.timer: asyncio.Handle | None = None
 
 
 QueueSelector = Callable[[list[MessageQueue], Message, object], MessageQueue]
@@ -129,14 +143,13 @@ class Producer:
         self.batch_max_messages = batch_max_messages
         # send_async calls of one event-loop turn travel as one batch per topic
         self.coalesce = coalesce
+        self._holds = coalesce or linger_ms > 0
         self.resolve_pending = resolve_pending  # settle PENDING sends before answering
         self.resolve_timeout = resolve_timeout
         self._ids = UniqueIdGenerator()
         self._rr = itertools.count()
         self._tasks: list[asyncio.Task] = []
-        self._pending: dict[str, list[tuple[Message, asyncio.Future]]] = {}
-        self._pending_bytes: dict[str, int] = {}
-        self._flushers: dict[str, asyncio.Handle] = {}
+        self._held: dict[str, _Held] = {}
         self.started = False
 
     async def start(self) -> "Producer":
@@ -146,10 +159,7 @@ class Producer:
         return self
 
     async def shutdown(self) -> None:
-        for timer in self._flushers.values():
-            timer.cancel()
-        self._flushers.clear()
-        for topic in list(self._pending):
+        for topic in list(self._held):
             await self._flush_topic(topic)
         for t in self._tasks:
             t.cancel()
@@ -231,9 +241,9 @@ class Producer:
         When the route and connection are at hand, no task is created (the fast path for
         pipelined producers); otherwise, and on any failure, it falls back to send() with
         its retries."""
-        self._check(msg)
-        if queue is None and (self.linger_ms > 0 or self.coalesce) and _coalescible(msg):
+        if queue is None and self._holds and _coalescible(msg):
             return self._enqueue(msg)
+        self._check(msg)
         return self._send_single(msg, queue)
 
     def _send_single(self, msg: Message, queue: MessageQueue | None) -> asyncio.Future:
@@ -325,14 +335,19 @@ class Producer:
         if not msgs:
             raise ValueError("send_batch needs at least one message")
         topic = msgs[0].topic
-        uniqs = self._ids.next_many(len(msgs))
-        props = []
-        for m, uniq in zip(msgs, uniqs):
+        for m in msgs:
             self._check(m)
             if m.topic != topic:
                 raise ValueError("all messages of a batch must have the same topic")
             if m.delay_level:
                 raise ValueError("delayed messages cannot be sent in a batch")
+        return await self._send_batch_checked(msgs, topic, queue)
+
+    async def _send_batch_checked(self, msgs: Sequence[Message], topic: str,
+                                  queue: MessageQueue | None) -> SendResult:
+        uniqs = self._ids.next_many(len(msgs))
+        props = []
+        for m, uniq in zip(msgs, uniqs):
             if m.properties or m.tags or m.keys:
                 own = m.all_properties()
                 if PROPERTY_UNIQ_KEY in own:  # the caller's id (idempotent resends) wins
@@ -410,58 +425,58 @@ class Producer:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         topic = msg.topic
-        pending = self._pending.setdefault(topic, [])
-        pending.append((msg, fut))
-        size = self._pending_bytes.get(topic, 0) + len(msg.body)
-        self._pending_bytes[topic] = size
-        if len(pending) >= self.batch_max_messages or size >= COALESCE_MAX_BYTES:
-            self._take(topic)
-        elif topic not in self._flushers:
-            self._flushers[topic] = loop.call_later(self.linger_ms / 1000, self._take, topic) \
+        held = self._held.get(topic)
+        if held is None:
+            held = self._held[topic] = _Held()
+            held.timer = loop.call_later(self.linger_ms / 1000, self._take, topic) \
                 if self.linger_ms > 0 else loop.call_soon(self._take, topic)
+        held.msgs.append(msg)
+        held.futs.append(fut)
+        held.nbytes += len(msg.body)
+        if len(held.msgs) >= self.batch_max_messages or held.nbytes >= COALESCE_MAX_BYTES:
+            self._take(topic)
         return fut
 
     def _take(self, topic: str) -> None:
         """Send what is held for `topic` now."""
-        timer = self._flushers.pop(topic, None)
-        if timer is not None:
-            timer.cancel()
-        self._pending_bytes.pop(topic, None)
-        pending = self._pending.pop(topic, None)
-        if not pending:
+        held = self._held.pop(topic, None)
+        if held is None:
             return
-        if len(pending) == 1:  # nothing to coalesce with: the plain single send
-            msg, fut = pending[0]
-            _chain(self._send_single(msg, None), fut)
+        held.timer.cancel()
+        if len(held.msgs) == 1:  # nothing to coalesce with: the plain single send
+            _chain(self._send_single(held.msgs[0], None), held.futs[0])
         else:
-            asyncio.ensure_future(self._send_chunk(pending))
+            asyncio.ensure_future(self._send_held(held.msgs, held.futs))
 
     async def _flush_topic(self, topic: str) -> None:
-        pending = self._pending.pop(topic, [])
-        self._pending_bytes.pop(topic, None)
-        for i in range(0, len(pending), self.batch_max_messages):
-            await self._send_chunk(pending[i:i + self.batch_max_messages])
+        held = self._held.pop(topic, None)
+        if held is None:
+            return
+        held.timer.cancel()
+        step = self.batch_max_messages
+        for i in range(0, len(held.msgs), step):
+            await self._send_held(held.msgs[i:i + step], held.futs[i:i + step])
 
-    async def _send_chunk(self, chunk: list[tuple[Message, asyncio.Future]]) -> None:
+    async def _send_held(self, msgs: list[Message], futs: list[asyncio.Future]) -> None:
         try:
-            result = await self.send_batch([m for m, _ in chunk])
+            result = await self._send_batch_checked(msgs, msgs[0].topic, None)
         except MQClientError as e:
             if e.code == ResponseCode.MESSAGE_ILLEGAL:  # refused whole, nothing stored:
-                for m, fut in chunk:  # each alone, so only the bad one fails
+                for m, fut in zip(msgs, futs):  # each alone, so only the bad one fails
                     _chain(self._send_single(m, None), fut)
                 return
-            for _, fut in chunk:
+            for fut in futs:
                 if not fut.done():
                     fut.set_exception(e)
             return
         except Exception as e:
-            for _, fut in chunk:
+            for fut in futs:
                 if not fut.done():
                     fut.set_exception(e)
             return
         ids = result.msg_id.split(",")
         offsets = result.offset_msg_id.split(",")
-        for j, (_, fut) in enumerate(chunk):
+        for j, fut in enumerate(futs):
             if not fut.done():
                 fut.set_result(SendResult(result.status, ids[j],
                                           offsets[j] if j < len(offsets) else "",
