@@ -35,16 +35,20 @@ def get_be(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     return raw.view(f">i{width}").reshape(-1).astype(np.int64)
 
 
-@dataclass
+ONE_START = (0,)
+
+
+@dataclass(slots=True)
 class EncodedBatch:
-    """Messages of one (topic, queue) back to back in stored form, positions not yet set."""
+    """Messages of one (topic, queue) back to back in stored form, positions not yet set.
+    A batch of one carries tuples instead of arrays (numpy's per-call cost dominates it)."""
 
     topic: str
     queue_id: int
     buf: bytearray
-    starts: np.ndarray  # int64, start of each message in buf
-    sizes: np.ndarray  # int64, TOTALSIZE of each message
-    tag_codes: np.ndarray  # int64, tag hash per message (consume-queue entry)
+    starts: np.ndarray | tuple  # int64, start of each message in buf
+    sizes: np.ndarray | tuple  # int64, TOTALSIZE of each message
+    tag_codes: np.ndarray | tuple  # int64, tag hash per message (consume-queue entry)
     index_keys: list[list[str]] | None = None  # per message, keys for the index file
     store_timestamp: int = 0
     queue_offsets: np.ndarray | None = field(default=None, repr=False)
@@ -148,13 +152,11 @@ def _encode_one(topic, queue_id, body, props, tag, flag, sys_flag, born_timestam
                        0, len(body))
     buf = bytearray().join((head, body, bytes((len(topic_raw),)), topic_raw,
                             struct.pack(">h", len(props)), props))
-    return EncodedBatch(topic, queue_id, buf, np.zeros(1, np.int64),
-                        np.array([size], np.int64), np.array([tag_hash(tag)], np.int64),
-                        index_keys)
+    return EncodedBatch(topic, queue_id, buf, ONE_START, (size,), (tag_hash(tag),), index_keys)
 
 
-_POSITIONS = struct.Struct(">qq")
-_TIMESTAMP = struct.Struct(">q")
+POSITIONS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET (adjacent)
+TIMESTAMP = struct.Struct(">q")
 
 
 def fill_positions(batch: EncodedBatch, lo: int, hi: int, first_phys: int,
@@ -162,8 +164,8 @@ def fill_positions(batch: EncodedBatch, lo: int, hi: int, first_phys: int,
     """Set QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of messages lo..hi-1 in place."""
     if hi - lo == 1:
         at = int(batch.starts[lo])
-        _POSITIONS.pack_into(batch.buf, at + OFF_QUEUEOFFSET, first_queue_offset, first_phys)
-        _TIMESTAMP.pack_into(batch.buf, at + OFF_STORETIMESTAMP, store_timestamp)
+        POSITIONS.pack_into(batch.buf, at + OFF_QUEUEOFFSET, first_queue_offset, first_phys)
+        TIMESTAMP.pack_into(batch.buf, at + OFF_STORETIMESTAMP, store_timestamp)
         return
     u8 = np.frombuffer(batch.buf, dtype=np.uint8)
     starts = batch.starts[lo:hi]

@@ -14,9 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .batch import EncodedBatch, fill_positions
+from .batch import POSITIONS, TIMESTAMP, EncodedBatch, fill_positions
 from .mapped_file import MappedFile, MappedFileQueue, StoreError, fsync_dir
-from .message import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MessageFormatError
+from .message import (
+    BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, OFF_QUEUEOFFSET, OFF_STORETIMESTAMP,
+    MessageFormatError,
+)
 from .scan import BLANK, CORRUPT, LIMIT, ScannedMessage, walk
 from .scan_batch import ScannedBatch, walk_batch
 
@@ -59,8 +62,9 @@ class CommitLog:
 
     # ---- writes ---------------------------------------------------------------------
     def append_batch(self, batch: EncodedBatch, first_queue_offset: int,
-                     store_timestamp: int) -> np.ndarray:
-        """Append a batch (one reservation per segment touched); returns physical offsets."""
+                     store_timestamp: int) -> np.ndarray | tuple:
+        """Append a batch (one reservation per segment touched); returns physical offsets
+        (a tuple for a batch of one)."""
         n = len(batch)
         if n == 1:
             return self._append_one(batch, first_queue_offset, store_timestamp)
@@ -95,7 +99,7 @@ class CommitLog:
         return phys
 
     def _append_one(self, batch: EncodedBatch, queue_offset: int,
-                    store_timestamp: int) -> np.ndarray:
+                    store_timestamp: int) -> tuple:
         """append_batch for a batch of one, without the vector bookkeeping."""
         size = len(batch.buf)
         while True:
@@ -108,10 +112,12 @@ class CommitLog:
                     f"message of {size} bytes does not fit a segment of {seg.size} bytes")
             self._write_blank(seg, pos)
         at = self.max_offset
-        fill_positions(batch, 0, 1, at, queue_offset, store_timestamp)
-        seg.view[pos:pos + size] = batch.buf
+        buf = batch.buf
+        POSITIONS.pack_into(buf, OFF_QUEUEOFFSET, queue_offset, at)  # fill_positions, inline
+        TIMESTAMP.pack_into(buf, OFF_STORETIMESTAMP, store_timestamp)
+        seg.view[pos:pos + size] = buf
         self.max_offset = at + size
-        return np.array((at,), dtype=np.int64)
+        return (at,)
 
     def _write_blank(self, seg: MappedFile, pos: int) -> None:
         struct.pack_into(">ii", seg.mm, pos, seg.size - pos, BLANK_MAGIC_CODE)

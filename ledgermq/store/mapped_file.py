@@ -210,6 +210,10 @@ class MappedFileQueue:
 
     def ensure(self, offset: int) -> MappedFile:
         """The segment holding `offset`, creating segments up to it when it lies at the end."""
+        if self.files:
+            f = self.files[-1]
+            if f.start <= offset < f.start + f.size:  # the usual case: the last segment
+                return f
         f = self.find(offset)
         while f is None:
             if self.files and offset < self.files[0].start:

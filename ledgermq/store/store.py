@@ -78,7 +78,7 @@ class DispatchRun:
         """(the part whose messages end at or below `bound`, the rest)."""
         if self.end <= bound:
             return self, None
-        k = int(np.searchsorted(self.phys + self.sizes, bound, side="right"))
+        k = int(np.searchsorted(np.add(self.phys, self.sizes), bound, side="right"))
         if k == len(self.phys):
             return self, None
         if k == 0:
@@ -233,9 +233,8 @@ class MessageStore:
 
     def append(self, batch: EncodedBatch) -> PutResult:
         """Write a batch to the commit log (no flush wait); dispatches it if the bound allows."""
-        refusal = self._refusal()
-        if refusal:
-            return refusal
+        if self.disk_full or not self._open:
+            return self._refusal()
         now = int(time.time() * 1000)
         with self._lock:
             key = (batch.topic, batch.queue_id)
@@ -256,11 +255,16 @@ class MessageStore:
             n = len(batch)
             self._next_queue_offset[key] = first_qoff + n
             end = self.commitlog.max_offset
-            self._pending.append(DispatchRun(batch.topic, batch.queue_id, first_qoff, phys,
-                                             batch.sizes, batch.tag_codes, now,
-                                             batch.index_keys, end))
-            if self.dispatch_follows_log:
-                self._set_bound(end)
+            if self.dispatch_follows_log and not self._pending:  # visible at once
+                self.dispatch_bound = self.dispatched_offset = end
+                self._dispatch_fields(batch.topic, batch.queue_id, first_qoff, phys,
+                                      batch.sizes, batch.tag_codes, now, batch.index_keys)
+            else:
+                self._pending.append(DispatchRun(batch.topic, batch.queue_id, first_qoff, phys,
+                                                 batch.sizes, batch.tag_codes, now,
+                                                 batch.index_keys, end))
+                if self.dispatch_follows_log:
+                    self._set_bound(end)
         if end - self._flusher.flushed_offset >= self.WAKE_FLUSHER_BYTES:
             self._flusher.wakeup()  # keep the unflushed window (and recovery's scan) small
         return PutResult(PutStatus.PUT_OK, phys_offsets=phys, queue_offset=first_qoff,
@@ -402,22 +406,27 @@ class MessageStore:
         self.dispatched_offset = int(self._pending[0].phys[0]) if self._pending else bound
 
     def _dispatch(self, run: DispatchRun) -> None:
-        cq = self.queues.get((run.topic, run.queue_id)) or self._open_queue(run.topic,
-                                                                             run.queue_id)
-        cq.put(run.first_queue_offset, run.phys, run.sizes, run.tags)
-        if self.index is not None and run.index_keys and len(run.phys) == 1:
-            ts = run.store_timestamps
-            self.index.put(run.topic, run.index_keys[0], int(run.phys[0]),
+        self._dispatch_fields(run.topic, run.queue_id, run.first_queue_offset, run.phys,
+                              run.sizes, run.tags, run.store_timestamps, run.index_keys)
+
+    def _dispatch_fields(self, topic: str, queue_id: int, first_queue_offset: int, phys,
+                         sizes, tags, store_timestamps, index_keys) -> None:
+        """Consume-queue entries, index records and pull wake-ups for consecutive messages
+        of one queue."""
+        cq = self.queues.get((topic, queue_id)) or self._open_queue(topic, queue_id)
+        cq.put(first_queue_offset, phys, sizes, tags)
+        if self.index is not None and index_keys and len(phys) == 1:
+            ts = store_timestamps
+            self.index.put(topic, index_keys[0], int(phys[0]),
                            ts if isinstance(ts, int) else int(ts[0]))
-        elif self.index is not None and run.index_keys:
-            counts = np.fromiter(map(len, run.index_keys), np.int64, len(run.index_keys))
-            keys = [k for ks in run.index_keys for k in ks]
-            ts = run.store_timestamps
-            ts = np.full(len(run.phys), ts, np.int64) if isinstance(ts, int) else ts
-            self.index.put_many(run.topic, keys, np.repeat(run.phys, counts),
-                                np.repeat(ts, counts))
+        elif self.index is not None and index_keys:
+            counts = np.fromiter(map(len, index_keys), np.int64, len(index_keys))
+            keys = [k for ks in index_keys for k in ks]
+            ts = store_timestamps
+            ts = np.full(len(phys), ts, np.int64) if isinstance(ts, int) else ts
+            self.index.put_many(topic, keys, np.repeat(phys, counts), np.repeat(ts, counts))
         for listener in self.listeners:
-            listener(run.topic, run.queue_id, cq.max_offset)
+            listener(topic, queue_id, cq.max_offset)
 
     def _open_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), topic, queue_id,
