@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from collections import deque
@@ -16,6 +17,13 @@ from concurrent.futures import Future
 from typing import Callable
 
 log = logging.getLogger(__name__)
+
+# Under group commit, an fsync finishing while the event loop runs Python waits for the GIL
+# until the loop yields it (by default after up to 5 ms): the next fsync then starts only
+# once every released writer has appended again, instead of overlapping with them. A
+# shorter interval (process-wide) lets it start promptly: ~10-15% more acknowledged
+# messages per second with 64 writers here.
+GROUP_COMMIT_SWITCH_INTERVAL_S = 0.0005
 
 
 class FlushService:
@@ -44,6 +52,8 @@ class FlushService:
 
     def start(self, flushed_offset: int) -> None:
         self.flushed_offset = self._rest_at_offset = flushed_offset
+        if self._group_commit and sys.getswitchinterval() > GROUP_COMMIT_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(GROUP_COMMIT_SWITCH_INTERVAL_S)
         self._thread.start()
 
     def request(self, end_offset: int) -> Future:
@@ -140,21 +150,24 @@ class LoopFlushWaiters:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, service: FlushService,
-                 timeout_s: float):
+                 timeout_s: float, on_timeout: Callable[[object], None] = lambda _: None):
         self._loop = loop
         self._service = service
         self._timeout = timeout_s
-        self._waiters: deque[tuple[int, float, asyncio.Future]] = deque()
+        self._on_timeout = on_timeout  # told of a result whose flush timed out
+        self._waiters: deque[tuple[int, float, asyncio.Future, object]] = deque()
         self._sweeping = False
         service.add_listener(self._on_flushed)
 
-    def wait(self, end_offset: int) -> asyncio.Future:
-        """A future: True once `end_offset` is flushed, False after the timeout."""
+    def wait(self, end_offset: int, result=None) -> asyncio.Future:
+        """A future: True once `end_offset` is flushed, False after the timeout. Given a
+        `result`, the future gives it back either way (after on_timeout(result) on a
+        timeout): a writer then awaits one future, no coroutine around it."""
         fut = self._loop.create_future()
         if end_offset <= self._service.flushed_offset:
-            fut.set_result(True)
+            fut.set_result(True if result is None else result)
             return fut
-        self._waiters.append((end_offset, time.monotonic() + self._timeout, fut))
+        self._waiters.append((end_offset, time.monotonic() + self._timeout, fut, result))
         self._service.wakeup(end_offset)
         if not self._sweeping:
             self._sweeping = True
@@ -168,18 +181,23 @@ class LoopFlushWaiters:
     def _release(self, flushed: int) -> None:
         w = self._waiters
         while w and w[0][0] <= flushed:
-            fut = w.popleft()[2]
+            _, _, fut, result = w.popleft()
             if not fut.done():
-                fut.set_result(True)
+                fut.set_result(True if result is None else result)
 
     def _sweep(self) -> None:
         self._release(self._service.flushed_offset)
         now = time.monotonic()
         w = self._waiters
         while w and w[0][1] <= now:
-            fut = w.popleft()[2]
-            if not fut.done():
+            _, _, fut, result = w.popleft()
+            if fut.done():
+                continue
+            if result is None:
                 fut.set_result(False)
+            else:
+                self._on_timeout(result)
+                fut.set_result(result)
         self._sweeping = bool(w)
         if self._sweeping:
             self._loop.call_later(min(self._timeout, 0.05), self._sweep)

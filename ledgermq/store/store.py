@@ -308,24 +308,31 @@ class MessageStore:
         flushed, False after syncFlushTimeout. None when there is nothing to wait for."""
         if self.config.flushDiskType is not FlushDiskType.SYNC_FLUSH or not result.ok:
             return None
+        return self._flush_waiters().wait(result.end_offset)
+
+    def _flush_waiters(self) -> LoopFlushWaiters:
         loop = asyncio.get_running_loop()
         waiters = self._loop_waiters.get(loop)
         if waiters is None:
             waiters = self._loop_waiters[loop] = LoopFlushWaiters(
-                loop, self._flusher, self.config.syncFlushTimeout / 1000)
-        return waiters.wait(result.end_offset)
+                loop, self._flusher, self.config.syncFlushTimeout / 1000,
+                self.mark_flush_timeout)
+        return waiters
 
     def mark_flush_timeout(self, result: PutResult) -> None:
         result.status = PutStatus.FLUSH_DISK_TIMEOUT
         result.error = f"not flushed within syncFlushTimeout={self.config.syncFlushTimeout} ms"
 
-    async def put_async(self, batch: EncodedBatch) -> PutResult:
-        """As put(), for asyncio callers: waits for the flush without blocking the loop."""
+    def put_async(self, batch: EncodedBatch) -> "asyncio.Future[PutResult]":
+        """As put(), for asyncio callers: a future of the result, done once the batch is
+        durable (or marked FLUSH_DISK_TIMEOUT after syncFlushTimeout) without blocking the
+        loop."""
         result = self.append(batch)
-        wait = self.durable_wait(result)
-        if wait is not None and not await wait:
-            self.mark_flush_timeout(result)
-        return result
+        if self.config.flushDiskType is not FlushDiskType.SYNC_FLUSH or not result.ok:
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_result(result)
+            return fut
+        return self._flush_waiters().wait(result.end_offset, result)
 
     def put_message(self, msg: Message) -> PutResult:
         """One message (convenience; batches are the fast path)."""
