@@ -55,7 +55,7 @@ def _int(ext: dict, key: str, default: int | None = None) -> int:
 
 def parse_send_header(ext: dict[str, str]) -> SendHeader:
     if "b" in ext and "topic" not in ext:
-        ext = {_V2.get(k, k): v for k, v in ext.items()}
+        return _parse_v2(ext)
     topic = ext.get("topic")
     if not topic:
         raise BadRequest("the send header lacks topic")
@@ -70,6 +70,35 @@ def parse_send_header(ext: dict[str, str]) -> SendHeader:
         reconsume_times=_int(ext, "reconsumeTimes", 0),
         max_reconsume_times=int(max_re) if max_re not in (None, "") else None,
         batch=str(ext.get("batch", "false")).lower() in ("true", "1"))
+
+
+def _parse_v2(ext: dict[str, str]) -> SendHeader:
+    """SendMessageRequestHeaderV2 (one-letter names), read directly: it is on every send."""
+    get = ext.get
+    topic = get("b")
+    if not topic:
+        raise BadRequest("the send header lacks topic")
+    try:
+        nums = [int(get(k) or default) for k, default in _V2_INTS]
+    except ValueError:
+        k = next(k for k, _ in _V2_INTS if not _is_int(get(k) or "0"))
+        raise BadRequest(f"{_V2[k]}={get(k)!r} is not an integer") from None
+    max_re = get("l")
+    return SendHeader(get("a", ""), topic, get("c", "TBW102"), nums[0], nums[1], nums[2],
+                      nums[3], nums[4], get("i") or "", nums[5],
+                      int(max_re) if max_re else None, get("m", "false").lower() in ("true", "1"))
+
+
+# V2 integer fields in SendHeader order, with their defaults
+_V2_INTS = (("d", 4), ("e", -1), ("f", 0), ("g", 0), ("h", 0), ("j", 0))
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+        return True
+    except ValueError:
+        return False
 
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # total, magic, body crc, flag, body length

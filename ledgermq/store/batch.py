@@ -36,6 +36,7 @@ def get_be(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
 
 
 ONE_START = (0,)
+LOCALHOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"  # 127.0.0.1:0, the default host fields
 
 
 @dataclass(slots=True)
@@ -71,8 +72,8 @@ def encode_batch(
     flag: int | Sequence[int] = 0,
     sys_flag: int = 0,
     born_timestamp: int | Sequence[int] = 0,
-    born_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00",
-    store_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00",
+    born_host: bytes = LOCALHOST,
+    store_host: bytes = LOCALHOST,
     reconsume_times: int = 0,
     index_keys: list[list[str]] | None = None,
     max_message_size: int = 4 * 1024 * 1024,
@@ -82,13 +83,9 @@ def encode_batch(
     if n == 0:
         raise MessageFormatError("empty batch")
     if n == 1 and isinstance(born_timestamp, int):
-        if not isinstance(flag, int):
-            flag = int(flag[0])
-        return _encode_one(topic, queue_id, bodies[0],
-                           properties if isinstance(properties, (bytes, bytearray)) else properties[0],
-                           tags if tags is None or isinstance(tags, str) else tags[0],
-                           flag, sys_flag, born_timestamp, born_host, store_host,
-                           reconsume_times, index_keys, max_message_size)
+        return encode_one(topic, queue_id, bodies[0], properties, tags, flag, sys_flag,
+                          born_timestamp, born_host, store_host, reconsume_times, index_keys,
+                          max_message_size)
     topic_raw = topic.encode()
     shared_props = isinstance(properties, (bytes, bytearray))
     check_lengths(topic_raw, properties if shared_props else max(properties, key=len))
@@ -138,9 +135,16 @@ def encode_batch(
     return EncodedBatch(topic, queue_id, buf, starts, sizes, tag_codes, index_keys)
 
 
-def _encode_one(topic, queue_id, body, props, tag, flag, sys_flag, born_timestamp, born_host,
-                store_host, reconsume_times, index_keys, max_message_size) -> EncodedBatch:
-    """A batch of one, without numpy's per-call overhead (the single-send path)."""
+def encode_one(topic, queue_id, body, props, tag, flag, sys_flag, born_timestamp, born_host,
+               store_host, reconsume_times, index_keys, max_message_size) -> EncodedBatch:
+    """A batch of one, without numpy's per-call overhead (the single-send path).
+    `props`, `tag` and `flag` may be given as one-element lists, as encode_batch takes them."""
+    if not isinstance(props, (bytes, bytearray)):
+        props = props[0]
+    if tag is not None and not isinstance(tag, str):
+        tag = tag[0]
+    if not isinstance(flag, int):
+        flag = int(flag[0])
     topic_raw = topic.encode()
     check_lengths(topic_raw, props)
     size = HEADER_SIZE + len(body) + 1 + len(topic_raw) + 2 + len(props)

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .batch import EncodedBatch, encode_batch
+from .batch import LOCALHOST, EncodedBatch, encode_batch, encode_one
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .commitlog import CommitLog, RecoveryReport
 from .config import FlushDiskType, StoreConfig
@@ -225,11 +225,20 @@ class MessageStore:
 
     # ---- writes ---------------------------------------------------------------------
     def encode(self, topic: str, queue_id: int, bodies: Sequence[bytes],
-               properties: Sequence[bytes] | bytes = b"", tags=None, **kw) -> EncodedBatch:
+               properties: Sequence[bytes] | bytes = b"", tags=None, *, flag=0, sys_flag=0,
+               born_timestamp=0, born_host=LOCALHOST, reconsume_times=0,
+               index_keys=None) -> EncodedBatch:
+        """Encode messages for append (see encode_batch)."""
         check_topic(topic)
-        return encode_batch(topic, queue_id, bodies, properties, tags,
-                            store_host=self.store_host,
-                            max_message_size=self.config.maxMessageSize, **kw)
+        if len(bodies) == 1 and isinstance(born_timestamp, int):  # no numpy for one
+            return encode_one(topic, queue_id, bodies[0], properties, tags, flag, sys_flag,
+                              born_timestamp, born_host, self.store_host, reconsume_times,
+                              index_keys, self.config.maxMessageSize)
+        return encode_batch(topic, queue_id, bodies, properties, tags, flag=flag,
+                            sys_flag=sys_flag, born_timestamp=born_timestamp,
+                            born_host=born_host, store_host=self.store_host,
+                            reconsume_times=reconsume_times, index_keys=index_keys,
+                            max_message_size=self.config.maxMessageSize)
 
     def append(self, batch: EncodedBatch) -> PutResult:
         """Write a batch to the commit log (no flush wait); dispatches it if the bound allows."""
