@@ -90,11 +90,13 @@ def walk(view: memoryview, pos: int, limit: int, base: int, seg_end: int, *,
             return pos, CORRUPT, f"PHYSICALOFFSET {phys} stored at {base + pos}"
         sys_flag = _I4.unpack_from(view, pos + 36)[0]
         p = pos + 48 + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8)
+        end = pos + total
+        if p + 8 + (20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8) + 16 > end:
+            return pos, CORRUPT, "header runs past TOTALSIZE (IPv6 host flags)"
         store_ts = _I8.unpack_from(view, p)[0]
         p += 8 + (20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8) + 12
         blen = _I4.unpack_from(view, p)[0]
         p += 4
-        end = pos + total
         if blen < 0 or p + blen + 3 > end:
             return pos, CORRUPT, f"bad body length {blen}"
         if check_crc and (crc32(view[p:p + blen]) & 0x7FFFFFFF) != crc:

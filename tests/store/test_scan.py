@@ -2,8 +2,8 @@
 from hypothesis import given, settings, strategies as st
 
 from ledgermq.store.batch import encode_batch, fill_positions
-from ledgermq.store.message import encode_properties
-from ledgermq.store.scan import walk
+from ledgermq.store.message import SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, encode_properties
+from ledgermq.store.scan import CORRUPT, walk
 from ledgermq.store.scan_batch import batch_from_messages, walk_batch
 
 text = st.text(alphabet="abcXY_-", min_size=1, max_size=6)
@@ -51,3 +51,13 @@ def test_walks_agree_on_good_ranges(spec):
 @given(runs, st.integers(0, 10_000))
 def test_walks_agree_on_damaged_ranges(spec, where):
     same(build(spec), damage=where)
+
+
+def test_host_flags_that_stretch_the_header_past_the_message_are_corruption():
+    """A damaged SYSFLAG claiming IPv6 hosts makes the header 24 bytes longer: the walk
+    must call the message corrupt, not read past it (the range may end right there)."""
+    data = bytearray(build([("T1", 0, [(b"\x00", {})])]))
+    data[36 + 3] |= SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
+    stop, reason, detail = walk(memoryview(data), 0, len(data), 1000, len(data))
+    assert (stop, reason) == (0, CORRUPT) and "TOTALSIZE" in detail
+    same(bytes(data))
