@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..store.scan import index_keys_of as index_keys  # noqa: F401 (re-exported)
 from ..store.scan_batch import tags_and_keys
 from ..store.message import (
-    NAME_VALUE_SEPARATOR, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID,
+    NAME_VALUE_SEPARATOR, PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC, PROPERTY_SEPARATOR, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
     MessageFormatError,
     decode_properties, encode_properties, property_value,
@@ -181,11 +181,8 @@ def props_from_header(text: str) -> bytes:
     return text.encode()
 
 
-DEDUP_PROPERTY = "LMQ_DEDUP"  # ledgermq's own: drop a message whose UNIQ_KEY is stored
-
-
 def wants_dedup(props) -> bool:
-    return property_value(bytes(props), DEDUP_PROPERTY) == "1"
+    return property_value(bytes(props), PROPERTY_DEDUP) == "1"
 
 
 def drop_stored(batch: BatchBody, stored, maybe_stored) -> int:

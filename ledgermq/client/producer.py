@@ -15,7 +15,7 @@ import numpy as np
 
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..store.batch import put_be
-from ..store.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_KEY
+from ..store.message import PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_KEY
 from .instance import AUTO_CREATE_TOPIC, ClientInstance, MQClientError, periodic
 from .message import (
     Message, MessageQueue, Pending, SendResult, SendStatus, UniqueIdGenerator,
@@ -67,12 +67,14 @@ COALESCE_MAX_BYTES = 1 << 20  # a held batch is sent once its bodies reach this 
 
 def _coalescible(msg: Message) -> bool:
     """Whether a message may share a SEND_BATCH_MESSAGE request with others: batches
-    cannot carry delayed messages, and a large body would make its neighbours wait.
-    (Also the checks of Producer._check: a message that fails them is sent alone.)"""
-    body, topic = msg.body, msg.topic
+    cannot carry delayed messages, the broker reads a batch's dedup flag from its first
+    message, and a large body would make its neighbours wait. (Also the checks of
+    Producer._check: a message that fails them is sent alone.)"""
+    body, topic, props = msg.body, msg.topic, msg.properties
     return (type(body) is bytes and len(body) <= COALESCE_MAX_BODY and not msg.delay_level
             and topic and topic[0] != "%"
-            and (not msg.properties or PROPERTY_DELAY_TIME_LEVEL not in msg.properties))
+            and (not props or (PROPERTY_DELAY_TIME_LEVEL not in props
+                               and PROPERTY_DEDUP not in props)))
 
 
 class _Held:
@@ -460,16 +462,11 @@ class Producer:
     async def _send_held(self, msgs: list[Message], futs: list[asyncio.Future]) -> None:
         try:
             result = await self._send_batch_checked(msgs, msgs[0].topic, None)
-        except MQClientError as e:
-            if e.code == ResponseCode.MESSAGE_ILLEGAL:  # refused whole, nothing stored:
-                for m, fut in zip(msgs, futs):  # each alone, so only the bad one fails
-                    _chain(self._send_single(m, None), fut)
-                return
-            for fut in futs:
-                if not fut.done():
-                    fut.set_exception(e)
-            return
         except Exception as e:
+            if isinstance(e, MQClientError) and e.code == ResponseCode.MESSAGE_ILLEGAL:
+                for m, fut in zip(msgs, futs):  # refused whole, nothing stored: each
+                    _chain(self._send_single(m, None), fut)  # alone, only the bad one fails
+                return
             for fut in futs:
                 if not fut.done():
                     fut.set_exception(e)
