@@ -22,6 +22,7 @@ MAX_FRAME_DEFAULT = 16 * 1024 * 1024
 _LEN = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
 _BIN_FIXED = struct.Struct(">hBhii")
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1  # RocketMQ's header numbers are Java ints
 
 
 class FrameError(ValueError):
@@ -131,8 +132,10 @@ def _decode_json_header(raw: memoryview) -> RemotingCommand:
         opaque = int(doc.get("opaque", 0))
         flag = int(doc.get("flag", 0))
         version = int(doc.get("version", 0))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise FrameError("JSON header lacks a numeric code/opaque/flag") from None
+    if not all(_INT32_MIN <= v <= _INT32_MAX for v in (code, opaque, flag, version)):
+        raise FrameError("JSON header's code/opaque/flag/version are not 32-bit integers")
     ext_raw = doc.get("extFields") or {}
     if not isinstance(ext_raw, dict):
         raise FrameError("extFields is not an object")

@@ -64,6 +64,8 @@ def test_splitter_handles_partial_and_pipelined_frames():
     (struct.pack(">ii", 8, 4) + b"{{{{", "not valid JSON"),
     (struct.pack(">ii", 7, 3) + b"[1]", "not an object"),
     (struct.pack(">ii", 6, 2) + b"{}", "numeric code"),
+    (struct.pack(">ii", 30, 26) + b'{"code":10,"opaque":1e30}\n', "32-bit"),  # unanswerable
+    (struct.pack(">ii", 24, 20) + b'{"code":1e400,"x":1}', "not valid JSON"),
     (struct.pack(">ii", 8, (7 << 24) | 4) + b"abcd", "serialization type"),
     (struct.pack(">ii", 8, (1 << 24) | 4) + b"abcd", "truncated"),
     (struct.pack(">ii", 21, (1 << 24) | 17) + struct.pack(">hBhiii", 1, 0, 0, 0, 0, 99), "remark"),
