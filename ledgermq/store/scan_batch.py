@@ -28,14 +28,15 @@ FEW = 32
 
 @dataclass
 class ScannedBatch:
-    """Dispatch facts of consecutive messages, as arrays."""
+    """Dispatch facts of consecutive messages, as arrays (as tuples for a few messages,
+    where numpy's per-call cost would dominate)."""
 
-    phys: np.ndarray
-    sizes: np.ndarray
-    queue_ids: np.ndarray
-    queue_offsets: np.ndarray
-    store_timestamps: np.ndarray
-    tag_codes: np.ndarray
+    phys: np.ndarray | tuple
+    sizes: np.ndarray | tuple
+    queue_ids: np.ndarray | tuple
+    queue_offsets: np.ndarray | tuple
+    store_timestamps: np.ndarray | tuple
+    tag_codes: np.ndarray | tuple
     topics: list[str]
     index_keys: list[list[str]]
 
@@ -45,12 +46,16 @@ class ScannedBatch:
 
 def batch_from_messages(msgs: list[ScannedMessage]) -> ScannedBatch:
     n = len(msgs)
+    topics, keys = [m.topic for m in msgs], [m.index_keys for m in msgs]
+    if 0 < n <= FEW:  # tuples: one pass, no numpy
+        cols = zip(*((m.phys, m.size, m.queue_id, m.queue_offset, m.store_timestamp,
+                      m.tag_code) for m in msgs))
+        return ScannedBatch(*cols, topics, keys)
 
     def arr(attr):
         return np.fromiter((getattr(m, attr) for m in msgs), np.int64, n)
     return ScannedBatch(arr("phys"), arr("size"), arr("queue_id"), arr("queue_offset"),
-                        arr("store_timestamp"), arr("tag_code"), [m.topic for m in msgs],
-                        [m.index_keys for m in msgs])
+                        arr("store_timestamp"), arr("tag_code"), topics, keys)
 
 
 def property_spans(buf: np.ndarray, at: np.ndarray, end: np.ndarray, key: bytes,

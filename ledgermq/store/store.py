@@ -99,6 +99,8 @@ def runs_from_batch(b: ScannedBatch) -> list[DispatchRun]:
     n = len(b)
     if n == 0:
         return []
+    if isinstance(b.phys, tuple):
+        return _runs_of_few(b)
     if b.topics.count(b.topics[0]) == n:
         topic_change = np.zeros(n - 1, bool)
     else:
@@ -112,6 +114,21 @@ def runs_from_batch(b: ScannedBatch) -> list[DispatchRun]:
         runs.append(DispatchRun(b.topics[lo], int(b.queue_ids[lo]), int(b.queue_offsets[lo]),
                                 b.phys[lo:hi], b.sizes[lo:hi], b.tag_codes[lo:hi],
                                 b.store_timestamps[lo:hi], keys if any(keys) else None))
+    return runs
+
+
+def _runs_of_few(b: ScannedBatch) -> list[DispatchRun]:
+    """runs_from_batch for a batch of tuples, in plain Python."""
+    runs, lo, n = [], 0, len(b)
+    for hi in range(1, n + 1):
+        if hi < n and b.topics[hi] == b.topics[lo] and b.queue_ids[hi] == b.queue_ids[lo] \
+                and b.queue_offsets[hi] == b.queue_offsets[hi - 1] + 1:
+            continue
+        keys = b.index_keys[lo:hi]
+        runs.append(DispatchRun(b.topics[lo], b.queue_ids[lo], b.queue_offsets[lo],
+                                b.phys[lo:hi], b.sizes[lo:hi], b.tag_codes[lo:hi],
+                                b.store_timestamps[lo:hi], keys if any(keys) else None))
+        lo = hi
     return runs
 
 
