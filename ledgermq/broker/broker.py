@@ -77,6 +77,25 @@ def json_body(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
+def respond_when(fut: asyncio.Future, respond) -> asyncio.Future:
+    """A future of `respond(fut.result())`, built in fut's done callback: the reply to a
+    send that waits for a flush or for replicas needs no task and no extra loop turn."""
+    out = asyncio.get_running_loop().create_future()
+
+    def done(f: asyncio.Future) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+            return
+        try:
+            out.set_result(respond(f.result()))
+        except Exception as e:  # the connection answers it as a system error
+            out.set_exception(e)
+    fut.add_done_callback(done)
+    return out
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, store_config: StoreConfig):
         self.config = config
@@ -595,8 +614,10 @@ class Broker:
             return self._send_response(cmd, qid, result)
         return self._after_quorum(cmd, qid, result, fut)
 
-    async def _after_quorum(self, cmd, qid, result, fut) -> RemotingCommand:
-        done = await fut
+    def _after_quorum(self, cmd, qid, result, fut: asyncio.Future) -> asyncio.Future:
+        return respond_when(fut, lambda done: self._quorum_response(cmd, qid, result, done))
+
+    def _quorum_response(self, cmd, qid, result, done) -> RemotingCommand:
         if done.code is Code.SUCCESS:
             return self._send_response(cmd, qid, result)
         if done.code is Code.WAIT_QUORUM_ACK_TIMEOUT:
@@ -606,12 +627,19 @@ class Broker:
         return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
                             f"{done.code.value}: leadership changed before the batch committed")
 
-    async def _after_slave(self, cmd, qid, result, wait, synced) -> RemotingCommand:
+    def _after_slave(self, cmd, qid, result, wait, synced):
         """SYNC_MASTER (S2): SEND_OK once a slave acknowledged the batch's end; controller
         mode (S1): once the SyncStateSet did, as inSyncReplicas/allAckInSyncStateSet say."""
-        if wait is not None and not await wait:
+        if wait is None:
+            return respond_when(synced, lambda st: self._slave_response(cmd, qid, result, st))
+        return self._after_flush_and_slave(cmd, qid, result, wait, synced)
+
+    async def _after_flush_and_slave(self, cmd, qid, result, wait, synced) -> RemotingCommand:
+        if not await wait:
             self.store.mark_flush_timeout(result)
-        status = await synced
+        return self._slave_response(cmd, qid, result, await synced)
+
+    def _slave_response(self, cmd, qid, result, status) -> RemotingCommand:
         if result.status is PutStatus.PUT_OK and status is not SyncStatus.OK:
             if status is SyncStatus.SLAVE_NOT_AVAILABLE:
                 result.status = PutStatus.SLAVE_NOT_AVAILABLE
@@ -677,10 +705,12 @@ class Broker:
             "confirmOffset": self.store.dispatch_bound,
             "epochs": [{"epoch": e, "startOffset": s} for e, s in r.epochs.entries]}))
 
-    async def _after_flush(self, cmd, qid, result, wait) -> RemotingCommand:
-        if not await wait:
-            self.store.mark_flush_timeout(result)
-        return self._send_response(cmd, qid, result)
+    def _after_flush(self, cmd, qid, result, wait) -> asyncio.Future:
+        def respond(flushed: bool) -> RemotingCommand:
+            if not flushed:
+                self.store.mark_flush_timeout(result)
+            return self._send_response(cmd, qid, result)
+        return respond_when(wait, respond)
 
     def _send_response(self, cmd: RemotingCommand, qid: int, result) -> RemotingCommand:
         code = _SEND_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
