@@ -12,8 +12,8 @@ import random
 import time
 
 from ..remoting import (
-    Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer, RequestCode,
-    ResponseCode,
+    Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer, ReplyWhen,
+    RequestCode, ResponseCode,
 )
 from ..store import GetStatus, MessageStore, PutStatus, StoreConfig, StoreError
 from ..store.message import (
@@ -75,25 +75,6 @@ _PULL_CODES = {
 
 def json_body(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def respond_when(fut: asyncio.Future, respond) -> asyncio.Future:
-    """A future of `respond(fut.result())`, built in fut's done callback: the reply to a
-    send that waits for a flush or for replicas needs no task and no extra loop turn."""
-    out = asyncio.get_running_loop().create_future()
-
-    def done(f: asyncio.Future) -> None:
-        if out.done():
-            return
-        if f.cancelled():
-            out.cancel()
-            return
-        try:
-            out.set_result(respond(f.result()))
-        except Exception as e:  # the connection answers it as a system error
-            out.set_exception(e)
-    fut.add_done_callback(done)
-    return out
 
 
 class Broker:
@@ -614,8 +595,8 @@ class Broker:
             return self._send_response(cmd, qid, result)
         return self._after_quorum(cmd, qid, result, fut)
 
-    def _after_quorum(self, cmd, qid, result, fut: asyncio.Future) -> asyncio.Future:
-        return respond_when(fut, lambda done: self._quorum_response(cmd, qid, result, done))
+    def _after_quorum(self, cmd, qid, result, fut: asyncio.Future) -> ReplyWhen:
+        return ReplyWhen(fut, lambda done: self._quorum_response(cmd, qid, result, done))
 
     def _quorum_response(self, cmd, qid, result, done) -> RemotingCommand:
         if done.code is Code.SUCCESS:
@@ -631,7 +612,7 @@ class Broker:
         """SYNC_MASTER (S2): SEND_OK once a slave acknowledged the batch's end; controller
         mode (S1): once the SyncStateSet did, as inSyncReplicas/allAckInSyncStateSet say."""
         if wait is None:
-            return respond_when(synced, lambda st: self._slave_response(cmd, qid, result, st))
+            return ReplyWhen(synced, lambda st: self._slave_response(cmd, qid, result, st))
         return self._after_flush_and_slave(cmd, qid, result, wait, synced)
 
     async def _after_flush_and_slave(self, cmd, qid, result, wait, synced) -> RemotingCommand:
@@ -705,12 +686,12 @@ class Broker:
             "confirmOffset": self.store.dispatch_bound,
             "epochs": [{"epoch": e, "startOffset": s} for e, s in r.epochs.entries]}))
 
-    def _after_flush(self, cmd, qid, result, wait) -> asyncio.Future:
+    def _after_flush(self, cmd, qid, result, wait) -> ReplyWhen:
         def respond(flushed: bool) -> RemotingCommand:
             if not flushed:
                 self.store.mark_flush_timeout(result)
             return self._send_response(cmd, qid, result)
-        return respond_when(wait, respond)
+        return ReplyWhen(wait, respond)
 
     def _send_response(self, cmd: RemotingCommand, qid: int, result) -> RemotingCommand:
         code = _SEND_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
@@ -749,7 +730,9 @@ class Broker:
         r = self._put(cmd, conn, topic, qid,
                       BatchBody([msg.body], [raw], [msg.flag], [tags_of(raw)], [index_keys(raw)]),
                       msg.sys_flag, msg.born_timestamp, reconsume)
-        if asyncio.iscoroutine(r):
+        if isinstance(r, ReplyWhen):  # waits for a flush, a slave or a quorum
+            r = r.respond(await r.future)
+        elif asyncio.iscoroutine(r):
             r = await r
         return cmd.response(r.code, r.remark)
 

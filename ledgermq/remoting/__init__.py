@@ -1,10 +1,13 @@
 """RocketMQ's remoting protocol: frame codec, request/response codes, asyncio transport."""
 from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, RequestCode, ResponseCode, SerializeType
 from .command import FrameError, FrameSplitter, RemotingCommand, decode_frame
-from .transport import Connection, RemotingClient, RemotingError, RemotingServer, RemotingTimeout
+from .transport import (
+    Connection, RemotingClient, RemotingError, RemotingServer, RemotingTimeout, ReplyWhen,
+)
 
 __all__ = [
     "FLAG_ONEWAY", "FLAG_RESPONSE", "LanguageCode", "RequestCode", "ResponseCode",
     "SerializeType", "FrameError", "FrameSplitter", "RemotingCommand", "decode_frame",
     "Connection", "RemotingClient", "RemotingError", "RemotingServer", "RemotingTimeout",
+    "ReplyWhen",
 ]

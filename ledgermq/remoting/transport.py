@@ -21,8 +21,21 @@ from .command import MAX_FRAME_DEFAULT, FrameError, FrameSplitter, RemotingComma
 
 log = logging.getLogger(__name__)
 
+class ReplyWhen:
+    """A handler's answer that waits for an event: `respond(future.result())` is the reply,
+    built and queued for writing in the future's own done callback (no task, and no loop
+    turn between the event and the reply)."""
+
+    __slots__ = ("future", "respond")
+
+    def __init__(self, future: asyncio.Future, respond: Callable[[object], RemotingCommand]):
+        self.future = future
+        self.respond = respond
+
+
 Reply = Union[RemotingCommand, None]
-Handler = Callable[[RemotingCommand, "Connection"], Union[Reply, Awaitable[Reply]]]
+Handler = Callable[[RemotingCommand, "Connection"],
+                   Union[Reply, Awaitable[Reply], ReplyWhen]]
 
 
 class RemotingError(Exception):
@@ -121,21 +134,29 @@ class Connection(asyncio.Protocol):
         except Exception as e:  # a handler bug must not take the connection down
             log.exception("handler failed on code %s", cmd.code)
             result = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
-        if inspect.isawaitable(result):
+        if type(result) is ReplyWhen:
+            result.future.add_done_callback(
+                lambda f, c=cmd, respond=result.respond: self._reply_from_task(c, f, respond))
+        elif inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             task.add_done_callback(lambda t, c=cmd: self._reply_from_task(c, t))
         else:
             self._reply(cmd, result)
 
-    def _reply_from_task(self, cmd: RemotingCommand, task: asyncio.Task) -> None:
+    def _reply_from_task(self, cmd: RemotingCommand, task: asyncio.Future,
+                         respond: Callable[[object], Reply] | None = None) -> None:
+        """Reply once `task` is done: with its result, or with respond(its result)."""
         if task.cancelled():
             return
         exc = task.exception()
+        if exc is None:
+            try:
+                response = task.result() if respond is None else respond(task.result())
+            except Exception as e:
+                exc = e
         if exc is not None:
             log.error("handler failed on code %s", cmd.code, exc_info=exc)
             response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        else:
-            response = task.result()
         if response is None or cmd.is_oneway or not self.is_open:
             return
         # handlers waiting on one event (a commit, a flush) finish together: their replies

@@ -155,8 +155,10 @@ def test_broadcasting_delivers_to_every_consumer(dev, tmp_path):
     run(main())
 
 
-def test_failed_messages_are_retried_then_dead_lettered(dev):
-    d = dev()
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_failed_messages_are_retried_then_dead_lettered(dev, flush):
+    """Under SYNC_FLUSH the send-back is answered once its retry message is durable."""
+    d = dev({"flushDiskType": flush})
 
     async def main():
         attempts: dict[bytes, int] = {}
