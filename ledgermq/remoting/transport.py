@@ -1,9 +1,10 @@
 """asyncio transport for remoting commands: one Connection class serves both ends.
 
 A connection splits incoming bytes into frames, completes the future of a response by its
-opaque, and hands requests to a handler (which may return a response, None, or an
-awaitable of either). Any frame it cannot parse closes the connection: after a bad length
-the stream cannot be resynchronized. Idle connections are closed after `idle_timeout`.
+opaque, and hands requests to a handler (which may return a response, None, an awaitable
+of either, or a ReplyWhen). Any frame it cannot parse closes the connection: after a bad
+length the stream cannot be resynchronized. Idle connections are closed after
+`idle_timeout`.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from .codes import FLAG_ONEWAY, ResponseCode
 from .command import MAX_FRAME_DEFAULT, FrameError, FrameSplitter, RemotingCommand
 
 log = logging.getLogger(__name__)
+
 
 class ReplyWhen:
     """A handler's answer that waits for an event: `respond(future.result())` is the reply,
