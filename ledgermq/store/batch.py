@@ -17,7 +17,7 @@ import numpy as np
 from .message import (
     HEADER, MAGIC_CODE, OFF_BODYCRC, OFF_BODYLEN, OFF_BORNTIMESTAMP, OFF_FLAG, OFF_PHYSICALOFFSET,
     OFF_QUEUEOFFSET, OFF_STORETIMESTAMP, OFF_TOTALSIZE, HEADER_SIZE, MessageFormatError,
-    check_lengths, tag_hash,
+    MAX_PROPERTIES_LENGTH, check_lengths, tag_hash,
 )
 
 _LANES = {w: np.arange(w, dtype=np.int64) for w in (2, 4, 8)}
@@ -145,18 +145,33 @@ def encode_one(topic, queue_id, body, props, tag, flag, sys_flag, born_timestamp
         tag = tag[0]
     if not isinstance(flag, int):
         flag = int(flag[0])
-    topic_raw = topic.encode()
-    check_lengths(topic_raw, props)
-    size = HEADER_SIZE + len(body) + 1 + len(topic_raw) + 2 + len(props)
+    block = _topic_blocks.get(topic)
+    if block is None:
+        block = _topic_block(topic)
+    blen, plen = len(body), len(props)
+    if plen > MAX_PROPERTIES_LENGTH:
+        check_lengths(topic.encode(), props)  # raises, saying why
+    size = HEADER_SIZE + blen + len(block) + 2 + plen
     if size > max_message_size:
         raise MessageFormatError(
             f"message 0 is {size} bytes, above maxMessageSize {max_message_size}")
     head = HEADER.pack(size, MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0,
                        sys_flag, born_timestamp, born_host, 0, store_host, reconsume_times,
-                       0, len(body))
-    buf = bytearray().join((head, body, bytes((len(topic_raw),)), topic_raw,
-                            struct.pack(">h", len(props)), props))
+                       0, blen)
+    buf = bytearray().join((head, body, block, plen.to_bytes(2, "big"), props))
     return EncodedBatch(topic, queue_id, buf, ONE_START, (size,), (tag_hash(tag),), index_keys)
+
+
+_topic_blocks: dict[str, bytes] = {}  # topic -> its length byte + UTF-8, as stored
+
+
+def _topic_block(topic: str) -> bytes:
+    raw = topic.encode()
+    check_lengths(raw, b"")
+    block = bytes((len(raw),)) + raw
+    if len(_topic_blocks) < 100_000:
+        _topic_blocks[topic] = block
+    return block
 
 
 POSITIONS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET (adjacent)

@@ -22,7 +22,7 @@ class PutStatus(enum.Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
-@dataclass
+@dataclass(slots=True)
 class PutResult:
     status: PutStatus
     error: str = ""
