@@ -100,10 +100,11 @@ def tags_and_keys(raw: bytes, starts, ends) -> tuple[list[str | None], list[list
     """Per message: its TAGS, and the keys the index files it under (KEYS, then UNIQ_KEY),
     from property regions [starts[i], ends[i]) of `raw` (found vectorized; only the values
     found become Python strings)."""
+    at, end = np.asarray(starts, np.int64), np.asarray(ends, np.int64)  # once for 3 keys
     seps = pair_ends(np.frombuffer(raw, np.uint8))
-    tags_at, keys_at, uniq_at = (property_per_message(raw, starts, ends, k.encode(), seps)
+    tags_at, keys_at, uniq_at = (property_per_message(raw, at, end, k.encode(), seps)
                                  for k in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
-    n = len(starts)
+    n = len(at)
     tags = [tags_at.get(i) for i in range(n)] if tags_at else [None] * n
     if not keys_at and len(uniq_at) == n and all(uniq_at.values()):  # the usual batch
         return tags, [[u] for u in uniq_at.values()]
