@@ -145,7 +145,6 @@ class Producer:
         self.batch_max_messages = batch_max_messages
         # send_async calls of one event-loop turn travel as one batch per topic
         self.coalesce = coalesce
-        self._holds = coalesce or linger_ms > 0
         self.resolve_pending = resolve_pending  # settle PENDING sends before answering
         self.resolve_timeout = resolve_timeout
         self._ids = UniqueIdGenerator()
@@ -243,7 +242,7 @@ class Producer:
         When the route and connection are at hand, no task is created (the fast path for
         pipelined producers); otherwise, and on any failure, it falls back to send() with
         its retries."""
-        if queue is None and self._holds and _coalescible(msg):
+        if queue is None and (self.coalesce or self.linger_ms > 0) and _coalescible(msg):
             return self._enqueue(msg)
         self._check(msg)
         return self._send_single(msg, queue)
