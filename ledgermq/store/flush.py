@@ -151,7 +151,7 @@ class LoopFlushWaiters:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, service: FlushService,
                  timeout_s: float, on_timeout: Callable[[object], None] = lambda _: None):
-        self._loop = loop
+        self.loop = loop
         self._service = service
         self._timeout = timeout_s
         self._on_timeout = on_timeout  # told of a result whose flush timed out
@@ -163,20 +163,22 @@ class LoopFlushWaiters:
         """A future: True once `end_offset` is flushed, False after the timeout. Given a
         `result`, the future gives it back either way (after on_timeout(result) on a
         timeout): a writer then awaits one future, no coroutine around it."""
-        fut = self._loop.create_future()
-        if end_offset <= self._service.flushed_offset:
+        fut = self.loop.create_future()
+        service = self._service
+        if end_offset <= service.flushed_offset:
             fut.set_result(True if result is None else result)
             return fut
         self._waiters.append((end_offset, time.monotonic() + self._timeout, fut, result))
-        self._service.wakeup(end_offset)
+        if not service._woken:  # else the flush about to start covers this write
+            service.wakeup(end_offset)
         if not self._sweeping:
             self._sweeping = True
-            self._loop.call_later(min(self._timeout, 0.05), self._sweep)
+            self.loop.call_later(min(self._timeout, 0.05), self._sweep)
         return fut
 
     def _on_flushed(self, flushed: int) -> None:  # flush thread
-        if self._waiters and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._release, flushed)
+        if self._waiters and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._release, flushed)
 
     def _release(self, flushed: int) -> None:
         w = self._waiters
@@ -200,4 +202,4 @@ class LoopFlushWaiters:
                 fut.set_result(result)
         self._sweeping = bool(w)
         if self._sweeping:
-            self._loop.call_later(min(self._timeout, 0.05), self._sweep)
+            self.loop.call_later(min(self._timeout, 0.05), self._sweep)

@@ -164,7 +164,9 @@ class MessageStore:
             group_commit=config.flushDiskType is FlushDiskType.SYNC_FLUSH,
             log_interval_ms=config.flushIntervalCommitLog,
             rest_interval_ms=config.flushIntervalConsumeQueue)
+        self._sync_flush = config.flushDiskType is FlushDiskType.SYNC_FLUSH
         self._loop_waiters: dict[asyncio.AbstractEventLoop, LoopFlushWaiters] = {}
+        self._last_waiters: LoopFlushWaiters | None = None  # of the loop that asked last
         self._cleaner_stop = threading.Event()
         self._cleaner = threading.Thread(target=self._clean_loop, name="ledgermq-clean",
                                          daemon=True)
@@ -332,17 +334,21 @@ class MessageStore:
     def durable_wait(self, result: PutResult) -> "asyncio.Future[bool] | None":
         """Under SYNC_FLUSH, a future of the running loop: True once the result's batch is
         flushed, False after syncFlushTimeout. None when there is nothing to wait for."""
-        if self.config.flushDiskType is not FlushDiskType.SYNC_FLUSH or not result.ok:
+        if not self._sync_flush or result.status is not PutStatus.PUT_OK:
             return None
         return self._flush_waiters().wait(result.end_offset)
 
     def _flush_waiters(self) -> LoopFlushWaiters:
         loop = asyncio.get_running_loop()
+        waiters = self._last_waiters
+        if waiters is not None and waiters.loop is loop:
+            return waiters
         waiters = self._loop_waiters.get(loop)
         if waiters is None:
             waiters = self._loop_waiters[loop] = LoopFlushWaiters(
                 loop, self._flusher, self.config.syncFlushTimeout / 1000,
                 self.mark_flush_timeout)
+        self._last_waiters = waiters
         return waiters
 
     def mark_flush_timeout(self, result: PutResult) -> None:
@@ -354,7 +360,7 @@ class MessageStore:
         durable (or marked FLUSH_DISK_TIMEOUT after syncFlushTimeout) without blocking the
         loop."""
         result = self.append(batch)
-        if self.config.flushDiskType is not FlushDiskType.SYNC_FLUSH or not result.ok:
+        if not self._sync_flush or result.status is not PutStatus.PUT_OK:
             fut = asyncio.get_running_loop().create_future()
             fut.set_result(result)
             return fut
