@@ -5,7 +5,7 @@
 append    batch append of 100-byte messages (ASYNC_FLUSH), batches of 1,000, against the
           disk's sequential write bandwidth (1 MiB writes + fdatasync, as dd conv=fdatasync)
 group     SYNC_FLUSH group commit with 64 concurrent writers against one writer doing
-          fsync-per-message, both through the store
+          fsync-per-message, both through the store, alternating in 0.5 s slices
 recovery  open() after kill -9 of a writer, with a 2 GiB log and with a small one
 """
 from __future__ import annotations
@@ -119,26 +119,64 @@ def run_loop(coro):
     return asyncio.run(coro)
 
 
+async def _alternating(store: MessageStore, seconds: float, slice_s: float) -> dict:
+    """1 writer, then 64, then 1 again ... in slices of `slice_s` on one store, until each
+    side had about `seconds`: a shared VM's speed drifts (up to ~1.6x over a few seconds
+    here), and back-to-back runs of 5 s each could land the anchor and the group on
+    different speeds. Interleaved, both see the same machine."""
+    rows = {1: [0, 0.0, []], 64: [0, 0.0, []]}
+    while rows[64][1] < seconds:
+        for writers in (1, 64):
+            t0 = time.perf_counter()
+            n, lat = await _writers(store, writers, slice_s)
+            row = rows[writers]
+            row[0] += n
+            row[1] += time.perf_counter() - t0
+            row[2] += lat
+    return rows
+
+
+def raw_fsync_per_message(root: Path, seconds: float) -> tuple[float, float]:
+    """Context for the anchor: 100-byte pwrite + fdatasync in a loop on a preallocated
+    file, no store. Returns (msgs/s, p50 ms)."""
+    path = root / "fsync.bin"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.posix_fallocate(fd, 0, 64 << 20)
+    body, lat, off = os.urandom(100), [], 0
+    stop = time.perf_counter() + seconds
+    while time.perf_counter() < stop:
+        t = time.perf_counter()
+        os.pwrite(fd, body, off)
+        os.fdatasync(fd)
+        lat.append(time.perf_counter() - t)
+        off += len(body)
+    os.close(fd)
+    path.unlink()
+    return len(lat) / sum(lat), percentile(lat, 0.5) * 1000
+
+
 def bench_group_commit(root: Path, seconds: float) -> None:
-    rows = {}
-    for writers in (1, 64):
-        d = root / f"group{writers}"
-        store = MessageStore(config(d, flushDiskType="SYNC_FLUSH"))
-        store.open()
-        t0 = time.perf_counter()
-        n, lat = run_loop(_writers(store, writers, seconds))
-        dt = time.perf_counter() - t0
-        store.close()
-        shutil.rmtree(d)
-        rows[writers] = {"msgs_per_s": round(n / dt),
-                         "p50_ms": round(percentile(lat, 0.5) * 1000, 3),
-                         "p99_ms": round(percentile(lat, 0.99) * 1000, 3)}
+    raw_rate, raw_p50 = raw_fsync_per_message(root, 1.0)
+    d = root / "group"
+    store = MessageStore(config(d, flushDiskType="SYNC_FLUSH"))
+    store.open()
+    measured = run_loop(_alternating(store, seconds, slice_s=0.5))
+    store.close()
+    shutil.rmtree(d)
+    rows = {w: {"msgs_per_s": round(n / dt),
+                "p50_ms": round(percentile(lat, 0.5) * 1000, 3),
+                "p99_ms": round(percentile(lat, 0.99) * 1000, 3)}
+            for w, (n, dt, lat) in measured.items()}
     emit({"bench": "store.sync_flush_group_commit", "writers": 64, **rows[64],
           "event_loop": event_loop_name(),
-          "anchor": "1 writer, fsync per message (same store, SYNC_FLUSH)",
+          "anchor": "1 writer, fsync per message (same store, SYNC_FLUSH, in alternating "
+                    "0.5 s slices with the 64 writers)",
           "anchor_msgs_per_s": rows[1]["msgs_per_s"], "anchor_p50_ms": rows[1]["p50_ms"],
           "ratio": round(rows[64]["msgs_per_s"] / max(rows[1]["msgs_per_s"], 1), 1),
-          "target": ">= 20x"})
+          "target": ">= 20x",
+          # not the anchor: the bare disk, for context (no store, no event loop)
+          "raw_fsync_per_message_msgs_per_s": round(raw_rate),
+          "raw_fsync_p50_ms": round(raw_p50, 3)})
 
 
 WRITER = r"""

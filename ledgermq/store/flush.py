@@ -40,9 +40,9 @@ class FlushService:
         self._rest_interval = rest_interval_ms / 1000
         self._cond = threading.Condition()
         self._waiters: list[tuple[int, Future]] = []
-        self._requested = 0  # highest offset an asyncio waiter is waiting for
-        # the flush thread was told to flush and has not started that flush yet: a flush
-        # covers the whole log as it is when it starts, so writers need not tell it again
+        # the flush thread was asked for a flush and has not yet read the log's end for it:
+        # that flush covers every write made before the flag was seen set, so writers
+        # that see it set need not ask again (set under the lock, cleared under it)
         self._woken = False
         self._listeners: list[Callable[[int], None]] = []  # told of every flush
         self._stop = False
@@ -64,12 +64,12 @@ class FlushService:
                 fut.set_result(self.flushed_offset)
                 return fut
             self._waiters.append((end_offset, fut))
+            self._woken = True
             self._cond.notify()
         return fut
 
-    def wakeup(self, requested_offset: int = 0) -> None:
-        if requested_offset > self._requested:
-            self._requested = requested_offset
+    def wakeup(self) -> None:
+        """Have a flush start soon; it covers every write made before this call."""
         if self._woken:
             return  # the flush about to start covers this write: no lock, no notify
         with self._cond:
@@ -85,18 +85,14 @@ class FlushService:
     def add_listener(self, fn: Callable[[int], None]) -> None:
         self._listeners.append(fn)
 
-    def _has_work(self) -> bool:
-        return bool(self._waiters) or self._requested > self.flushed_offset
-
     def _run(self) -> None:
         next_rest = time.monotonic() + self._rest_interval
+        # unasked, group commit still flushes every 10 ms (the periodic work below runs)
+        idle = min(self._log_interval, 0.01) if self._group_commit else self._log_interval
         while True:
             with self._cond:
-                if not self._stop:
-                    if self._group_commit and not self._has_work():
-                        self._cond.wait(min(self._log_interval, 0.01))
-                    elif not self._group_commit:
-                        self._cond.wait(self._log_interval)
+                if not self._stop and not self._woken:
+                    self._cond.wait(idle)
                 stopping = self._stop
                 self._woken = False  # before the flush reads the log's end
             self._flush_once()
@@ -170,7 +166,7 @@ class LoopFlushWaiters:
             return fut
         self._waiters.append((end_offset, time.monotonic() + self._timeout, fut, result))
         if not service._woken:  # else the flush about to start covers this write
-            service.wakeup(end_offset)
+            service.wakeup()
         if not self._sweeping:
             self._sweeping = True
             self.loop.call_later(min(self._timeout, 0.05), self._sweep)
