@@ -4,6 +4,10 @@ Group commit: writers register the end offset of their write and wait on a futur
 flush thread takes the current end of the log, fsyncs once, and completes every waiter at
 or below it. Many concurrent writers share one fsync. The futures are
 concurrent.futures.Future, so blocking threads and asyncio (asyncio.wrap_future) can wait.
+
+Consume queues, index and checkpoint are flushed by a second thread (every
+`rest_interval_ms`, and after every `rest_every_bytes` of log): their fsyncs (one per
+queue file) would otherwise hold up the commit log's group commit each time.
 """
 from __future__ import annotations
 
@@ -49,12 +53,17 @@ class FlushService:
         self.flushed_offset = 0
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._rest_due = threading.Event()  # set: flush the rest now (volume, or stopping)
+        self._rest_stop = False  # set once the log thread made its last flush
+        self._rest_thread = threading.Thread(target=self._run_rest, name=f"{name}-rest",
+                                             daemon=True)
 
     def start(self, flushed_offset: int) -> None:
         self.flushed_offset = self._rest_at_offset = flushed_offset
         if self._group_commit and sys.getswitchinterval() > GROUP_COMMIT_SWITCH_INTERVAL_S:
             sys.setswitchinterval(GROUP_COMMIT_SWITCH_INTERVAL_S)
         self._thread.start()
+        self._rest_thread.start()
 
     def request(self, end_offset: int) -> Future:
         """A future completed (with the flushed offset) once `end_offset` is durable."""
@@ -86,8 +95,7 @@ class FlushService:
         self._listeners.append(fn)
 
     def _run(self) -> None:
-        next_rest = time.monotonic() + self._rest_interval
-        # unasked, group commit still flushes every 10 ms (the periodic work below runs)
+        # unasked, group commit still flushes every 10 ms (cheap when nothing is new)
         idle = min(self._log_interval, 0.01) if self._group_commit else self._log_interval
         while True:
             with self._cond:
@@ -96,15 +104,21 @@ class FlushService:
                 stopping = self._stop
                 self._woken = False  # before the flush reads the log's end
             self._flush_once()
-            now = time.monotonic()
-            if (stopping or now >= next_rest or
-                    self.flushed_offset - self._rest_at_offset >= self._rest_every_bytes):
-                next_rest = now + self._rest_interval
-                self._rest_at_offset = self.flushed_offset
-                try:
-                    self._flush_rest()
-                except Exception:
-                    log.exception("flushing consume queues / checkpoint failed")
+            if self.flushed_offset - self._rest_at_offset >= self._rest_every_bytes:
+                self._rest_due.set()
+            if stopping:
+                return
+
+    def _run_rest(self) -> None:
+        while True:
+            self._rest_due.wait(self._rest_interval)
+            self._rest_due.clear()
+            stopping = self._rest_stop
+            self._rest_at_offset = self.flushed_offset
+            try:
+                self._flush_rest()
+            except Exception:
+                log.exception("flushing consume queues / checkpoint failed")
             if stopping:
                 return
 
@@ -130,11 +144,16 @@ class FlushService:
                 fut.set_result(flushed)
 
     def stop(self) -> None:
+        """Stop both threads; their last rounds flush the log, then the rest."""
         with self._cond:
             self._stop = True
             self._cond.notify()
         if self._thread.is_alive():
             self._thread.join(timeout=30)
+        self._rest_stop = True
+        self._rest_due.set()
+        if self._rest_thread.is_alive():
+            self._rest_thread.join(timeout=30)
 
 
 class LoopFlushWaiters:

@@ -146,6 +146,7 @@ class MessageStore:
         self.root = config.root
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()  # one checkpoint file write at a time
         self.commitlog = CommitLog(config.commitlog_dir, config.mappedFileSizeCommitLog)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.index = IndexService(self.root / "index", config.maxHashSlotNum, config.maxIndexNum) \
@@ -478,12 +479,13 @@ class MessageStore:
         with self._lock:
             dispatched = self.dispatched_offset
             queues = list(self.queues.values())
-        for cq in queues:
-            cq.flush()
-        if self.index is not None:
-            self.index.flush()
-        flushed = self.commitlog.flushed_offset
-        save_checkpoint(self.root / CHECKPOINT_FILE, Checkpoint(flushed, dispatched))
+        with self._checkpoint_lock:  # the flush thread's round, or a cut of the log
+            for cq in queues:
+                cq.flush()
+            if self.index is not None:
+                self.index.flush()
+            flushed = self.commitlog.flushed_offset
+            save_checkpoint(self.root / CHECKPOINT_FILE, Checkpoint(flushed, dispatched))
 
     # ---- reads ----------------------------------------------------------------------
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
