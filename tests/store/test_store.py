@@ -340,3 +340,28 @@ def test_put_async_group_commit_and_timeout(make_store, monkeypatch):
         assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
         assert 0.15 < time.monotonic() - t0 < 2
     asyncio.run(main())
+
+
+def test_slow_queue_flush_does_not_hold_up_group_commit(make_store, monkeypatch):
+    """Consume-queue fsyncs (one per queue file, each second) run beside the commit log's
+    group commit: a SYNC_FLUSH writer is not made to wait for them."""
+    store = make_store(flushDiskType="SYNC_FLUSH", syncFlushTimeout=1000)
+    store.put(store.encode("T", 0, [b"first"]))  # the queue exists, so the next round flushes it
+    in_queue_flush = threading.Event()
+    release = threading.Event()
+    cq = store.queues[("T", 0)]
+
+    def slow_queue_flush():
+        in_queue_flush.set()
+        release.wait(5)
+    monkeypatch.setattr(cq, "flush", slow_queue_flush)
+    try:
+        assert in_queue_flush.wait(5)  # the rest round (every 50 ms here) is now stuck
+        t0 = time.monotonic()
+        results = [store.put(store.encode("T", 1, [b"%d" % i])) for i in range(20)]
+        took = time.monotonic() - t0
+    finally:
+        release.set()
+    assert all(r.status is PutStatus.PUT_OK for r in results)
+    assert store.commitlog.flushed_offset >= results[-1].end_offset
+    assert took < 1.0, f"20 durable puts took {took:.2f} s while a queue flush was stuck"
