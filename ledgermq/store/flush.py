@@ -184,8 +184,7 @@ class LoopFlushWaiters:
             fut.set_result(True if result is None else result)
             return fut
         self._waiters.append((end_offset, time.monotonic() + self._timeout, fut, result))
-        if not service._woken:  # else the flush about to start covers this write
-            service.wakeup()
+        service.wakeup()
         if not self._sweeping:
             self._sweeping = True
             self.loop.call_later(min(self._timeout, 0.05), self._sweep)

@@ -160,12 +160,12 @@ class MessageStore:
         self.disk_full = False
         self.disk_used_ratio = 0.0
         self.recovery: RecoveryReport | None = None
+        self._sync_flush = config.flushDiskType is FlushDiskType.SYNC_FLUSH
         self._flusher = FlushService(
             self.commitlog.flush, self._flush_dispatch_and_checkpoint,
-            group_commit=config.flushDiskType is FlushDiskType.SYNC_FLUSH,
+            group_commit=self._sync_flush,
             log_interval_ms=config.flushIntervalCommitLog,
             rest_interval_ms=config.flushIntervalConsumeQueue)
-        self._sync_flush = config.flushDiskType is FlushDiskType.SYNC_FLUSH
         self._loop_waiters: dict[asyncio.AbstractEventLoop, LoopFlushWaiters] = {}
         self._last_waiters: LoopFlushWaiters | None = None  # of the loop that asked last
         self._cleaner_stop = threading.Event()
@@ -479,7 +479,7 @@ class MessageStore:
         with self._lock:
             dispatched = self.dispatched_offset
             queues = list(self.queues.values())
-        with self._checkpoint_lock:  # the flush thread's round, or a cut of the log
+        with self._checkpoint_lock:  # the rest-flush thread's round, or a cut of the log
             for cq in queues:
                 cq.flush()
             if self.index is not None:
