@@ -167,6 +167,13 @@ class MappedFile:
         self.path.unlink(missing_ok=True)
 
 
+def _holds_data(path: Path) -> bool:
+    """Whether a segment's first entry is written (a commit-log message or a 20-byte
+    consume-queue entry begins at byte 0 and is never all zeros)."""
+    with open(path, "rb") as f:
+        return any(f.read(20))
+
+
 class MappedFileQueue:
     """Contiguous segments of one log (commit log or a consume queue) in one directory."""
 
@@ -181,8 +188,12 @@ class MappedFileQueue:
             if self.files and start != self.files[-1].end:
                 raise StoreError(f"segment {p} does not follow {self.files[-1].path}: "
                                  f"a segment is missing from {self.dir}")
+            # a short segment is the torn tail if nothing was written after it (a crash
+            # can come just after the next segment was created): pad it, recovery cuts it
+            tail = i == len(names) - 1 or (p.stat().st_size < file_size and
+                                           not any(map(_holds_data, names[i + 1:])))
             self.files.append(MappedFile(p, start, file_size, create=False,
-                                         may_extend=i == len(names) - 1))
+                                         may_extend=tail))
 
     @property
     def min_offset(self) -> int:
@@ -239,9 +250,12 @@ class MappedFileQueue:
         fsync_dir(self.dir)
 
     def sync_range(self, lo: int, hi: int) -> None:
-        """fdatasync every segment overlapping [lo, hi)."""
-        for f in self.files:
-            if f.end > lo and f.start < hi:
+        """fdatasync every segment overlapping [lo, hi) (the last one or two: walked from
+        the end, as a group commit does this for every round)."""
+        for f in reversed(self.files):
+            if f.end <= lo:
+                break
+            if f.start < hi:
                 f.sync()
 
     def close(self) -> None:

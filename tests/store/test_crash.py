@@ -148,3 +148,30 @@ def test_interrupted_truncation_is_finished_by_recovery(tmp_path):
         assert s.commitlog.max_offset == keep
         assert s.max_offset_in_queue("T", 0) == 5
         assert not (tmp_path / "commitlog" / "truncate.pending").exists()
+
+
+def test_a_cut_segment_followed_only_by_empty_ones_is_the_tail(tmp_path):
+    """A crash right after the next segment was created leaves an empty segment after the
+    last written one; if that written one is then found cut short, recovery still treats
+    it as the tail: extends it, cuts the torn message, drops the empty segment."""
+    seg_size = 64 * 1024
+    cfg = small_config(tmp_path, mappedFileSizeCommitLog=seg_size)
+    with MessageStore(cfg) as s:
+        results = [s.put(s.encode("T", 0, [b"m%03d" % i * 20])) for i in range(40)]
+        segments = len(s.commitlog.files.files)
+        seg = s.commitlog.files.last()
+    empty_next = seg.path.with_name(f"{seg.end:020d}")
+    with open(empty_next, "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, seg_size)
+    last = results[-1]
+    start = int(last.phys_offsets[0])
+    os.truncate(seg.path, start - seg.start + 30)  # the last message is cut mid-way
+    (tmp_path / "checkpoint").unlink()  # as if the crash came before any checkpoint
+    (tmp_path / "abort").touch()
+    with MessageStore(cfg) as again:
+        assert again.recovery.end_offset == start
+        assert str(start) in again.recovery.truncated_reason
+        assert again.max_offset_in_queue("T", 0) == last.queue_offset
+        assert len(again.commitlog.files.files) == segments  # the empty one is gone
+        r = again.put(again.encode("T", 0, [b"after"]))
+        assert r.ok and int(r.phys_offsets[0]) == start
