@@ -50,7 +50,7 @@ class DLedgerDriver(RaftDriver):
     @property
     def committed_end(self) -> int:
         c = self.node.commit
-        return self.log.ends[c] if c >= 0 else self.store.commitlog.min_offset
+        return self.log.end_of(c) if c >= self.log.begin else self.store.commitlog.min_offset
 
     async def start(self) -> None:
         await super().start()
@@ -68,7 +68,7 @@ class DLedgerDriver(RaftDriver):
             self.execute(node.transfer_leadership(p, now))
 
     def committed(self, index: int) -> None:
-        self.store.set_dispatch_bound(self.log.ends[index])
+        self.store.set_dispatch_bound(self.committed_end)
 
     def role_changed(self, role: Role) -> None:
         self.on_role_change(role)

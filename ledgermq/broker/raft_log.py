@@ -6,6 +6,11 @@ at exactly the leader's offsets. A new leader's empty entry has no bytes. In mem
 only each entry's term and commit-log range; bytes are read back from the store when a push
 needs them. `raft/index` holds 24 bytes per entry (term, start, end), `raft/meta` the term
 and vote, `raft/commit` the committed index.
+
+Retention deletes old commit-log segments, and with them the bytes of the first entries:
+those entries are forgotten (the log's `begin` moves up), and the first one kept starts
+no lower than the commit log does. A follower that needs entries from before `begin` is
+reset to the entry at `begin` (the core's TRUNCATE); its store then begins afresh there.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ class StoreRaftLog:
         self.store = store
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.base = 0  # index of the first entry held (terms[0])
         self.terms: list[int] = []
         self.starts: list[int] = []
         self.ends: list[int] = []
@@ -54,16 +60,20 @@ class StoreRaftLog:
             self.ends.append(end)
         self._index = open(self._index_path, "r+b" if raw else "w+b")
         self._index.truncate(len(self.terms) * _REC.size)
+        self._compact()
 
     # ---- the core's view (MemoryLog's interface) ----------------------------------
     def __bool__(self) -> bool:
         return bool(self.terms)
 
-    begin = 0
+    @property
+    def begin(self) -> int:
+        self._compact()
+        return self.base
 
     @property
     def end(self) -> int:
-        return len(self.terms) - 1
+        return self.base + len(self.terms) - 1
 
     @property
     def last_term(self) -> int:
@@ -74,29 +84,39 @@ class StoreRaftLog:
         """Commit-log offset just past the last entry."""
         return self.ends[-1] if self.ends else self.store.commitlog.min_offset
 
+    def start_of(self, index: int) -> int:
+        """Commit-log offset where entry `index` (held) starts."""
+        return self.starts[index - self.base]
+
+    def end_of(self, index: int) -> int:
+        """Commit-log offset just past entry `index` (held)."""
+        return self.ends[index - self.base]
+
     def bytes_after(self, index: int) -> int:
         """Commit-log bytes above entry `index` (how far behind a peer at `index` is)."""
         if not self.ends:
             return 0
-        base = self.ends[index] if 0 <= index < len(self.ends) else \
-            (self.starts[0] if self.starts else 0)
-        return self.ends[-1] - base
+        k = index - self.base
+        return self.ends[-1] - (self.ends[k] if 0 <= k < len(self.ends) else self.starts[0])
 
     def entry(self, index: int) -> Entry | None:
-        if index < 0 or index > self.end:
+        k = index - self.base
+        if k < 0 or k >= len(self.terms):
             return None
         if index in self._unwritten:
             return self._unwritten[index]
-        start, end = self.starts[index], self.ends[index]
+        start, end = self.starts[k], self.ends[k]
         if end == start:
-            return Entry(index, self.terms[index], b"")
-        return Entry(index, self.terms[index], entry_data(start, self.read_span(start, end)))
+            return Entry(index, self.terms[k], b"")
+        return Entry(index, self.terms[k], entry_data(start, self.read_span(start, end)))
 
     def entries(self, lo: int, hi: int) -> tuple[Entry, ...]:
-        return tuple(self.entry(i) for i in range(max(lo, 0), min(hi, self.end) + 1))
+        return tuple(self.entry(i) for i in range(max(lo, self.begin), min(hi, self.end) + 1))
 
     def append(self, entries) -> None:
         for e in entries:
+            if not self.terms:
+                self.base = e.index  # a reset log starts at the leader's first entry
             start, end = entry_range(e, self.log_end)
             self.terms.append(e.term)
             self.starts.append(start)
@@ -104,9 +124,24 @@ class StoreRaftLog:
             self._unwritten[e.index] = e
 
     def truncate_after(self, index: int) -> None:
-        del self.terms[index + 1:], self.starts[index + 1:], self.ends[index + 1:]
+        k = max(index + 1 - self.base, 0)
+        del self.terms[k:], self.starts[k:], self.ends[k:]
         for i in [i for i in self._unwritten if i > index]:
             del self._unwritten[i]
+
+    def _compact(self) -> None:
+        """Forget the first entries if retention deleted their bytes (keeping the last
+        entry); the first one kept then starts where the commit log now does."""
+        low = self.store.commitlog.min_offset
+        if not self.starts or self.starts[0] >= low:
+            return
+        k = 0
+        while k < len(self.ends) - 1 and self.ends[k] <= low:
+            k += 1
+        if k:
+            del self.terms[:k], self.starts[:k], self.ends[:k]
+            self.base += k
+        self.starts[0] = max(self.starts[0], min(low, self.ends[0]))
 
     def reset(self, entry: Entry) -> None:
         self.truncate_after(-1)
@@ -136,7 +171,7 @@ class StoreRaftLog:
         first_index = entries[0].index if entries else 0
         for e in entries:
             self._unwritten.pop(e.index, None)
-            start, end = entry_range(e, self.starts[e.index])
+            start, end = entry_range(e, self.start_of(e.index))
             if end > start:
                 if not run or start != run_end:
                     self._write_range(run_start, run_end, run)
@@ -159,7 +194,10 @@ class StoreRaftLog:
         if have > start:  # a torn copy of these very entries: write them again
             self.store.truncate(start)
         elif have < start:
-            raise StoreError(f"entries start at {start} but the commit log ends at {have}")
+            if have > self.store.commitlog.min_offset or self.end > self.base:
+                raise StoreError(f"entries start at {start} but the commit log ends at {have}")
+            # reset to the leader's first entry, past everything we hold: begin afresh there
+            self.store.restart_at(start)
         self.store.append_raw(start, parts[0] if len(parts) == 1 else b"".join(parts))
 
     def _write_records(self, first_index: int, records: list[bytes]) -> None:
@@ -169,7 +207,7 @@ class StoreRaftLog:
 
     def cut_after(self, index: int) -> None:
         """Durably forget entries above `index`, and their bytes."""
-        keep_end = self.ends[index] if index >= 0 else self.store.commitlog.min_offset
+        keep_end = self.end_of(index) if index >= self.base else self.store.commitlog.min_offset
         self._index.truncate((index + 1) * _REC.size)
         self._index.flush()
         os.fsync(self._index.fileno())

@@ -114,7 +114,7 @@ class Checker:
         """Leader completeness: what was acknowledged in term T is in every leader of a
         later term (a leader of an older term may still turn up late, and is harmless)."""
         for index, (data, term) in self.acked.items():
-            if n.term <= term:
+            if n.term <= term or index < n.begin:  # (below begin: committed, then compacted)
                 continue
             e = n.entry(index)
             if e is None or e.data != data:
@@ -157,7 +157,7 @@ class RaftSim:
         self.requests: dict[int, bytes] = {}
         self.next_rid = 1
         self.stats = {"leaders": 0, "acked": 0, "crashes": 0, "partitions": 0, "pauses": 0,
-                      "torn_writes": 0}
+                      "torn_writes": 0, "compactions": 0}
         self.faults_on = True
         self.was_leader: dict[str, bool] = {}
         for i in self.ids:
@@ -351,6 +351,23 @@ class RaftSim:
             w.net.max_delay_ms = rng.choice([5, 20, 60])
             w.log(f"network: loss {w.net.loss}, dup {w.net.duplicate}, "
                   f"delay <= {w.net.max_delay_ms}ms")
+        elif choice < 0.85:
+            self._retention(rng.choice(self.ids))
+
+    def _retention(self, node_id: str) -> None:
+        """Retention on one node: its oldest committed entries are deleted (memory and
+        disk alike), so a peer that still needs them must be reset to its first entry."""
+        node = self.nodes.get(node_id)
+        if node is None:
+            return
+        through = node.commit - self.rng.randint(0, 20)
+        if through < node.begin:
+            return
+        node.log.compact_through(through)
+        disk = self.disks[node_id]
+        disk.log = [e for e in disk.log if e.index > through] or disk.log[-1:]
+        self.stats["compactions"] += 1
+        self.world.log(f"{node_id} compacted its log through {through}")
 
     # ---- run ------------------------------------------------------------------------
     def run(self) -> SimResult:

@@ -386,6 +386,27 @@ class MessageStore:
             self.dispatch_bound = self.dispatched_offset = offset
             self._flush_dispatch_and_checkpoint()
 
+    def restart_at(self, offset: int) -> None:
+        """Begin afresh at `offset` (a segment start) with every segment and consume queue
+        dropped: a replica whose leader no longer holds the entries that would bring it
+        up to date (retention deleted them) starts over at the leader's first entry. The
+        store must hold no messages (truncate it first)."""
+        with self._lock:
+            if self.commitlog.max_offset != self.commitlog.min_offset:
+                raise StoreError(f"cannot restart at {offset}: the store still holds "
+                                 f"{self.commitlog.min_offset}-{self.commitlog.max_offset}")
+            log.warning("restarting the store empty at offset %d", offset)
+            for cq in self.queues.values():
+                cq.files.drop_after(-1)
+            self.queues.clear()
+            self._next_queue_offset.clear()
+            self._pending.clear()
+            self.commitlog.cut(self.commitlog.min_offset)
+            self.commitlog.files.drop_after(-1)
+            self.commitlog.max_offset = self.commitlog.flushed_offset = 0
+            self._flusher.lower_to(0)
+            self.start_at(offset)
+
     def append_raw(self, offset: int, data, *, partial_tail: bool = False) -> int:
         """Append replicated bytes at `offset`; returns the new end of the log. With
         `partial_tail`, an unfinished last message is left out (the HA stream splits

@@ -17,16 +17,19 @@ from ..store.conftest import small_config
 FAST = RaftConfig(election_timeout_ms=150, heartbeat_ms=30)
 
 
-async def start_group(tmp_path):
+def open_driver(tmp_path, name, peers, segment=1 << 20) -> DLedgerDriver:
+    store = MessageStore(small_config(tmp_path / name / "store",
+                                      mappedFileSizeCommitLog=segment))
+    store.open()
+    return DLedgerDriver(store, name, peers, tmp_path / name / "raft", lambda role: None, FAST)
+
+
+async def start_group(tmp_path, segment=1 << 20):
     ports = free_ports(3)
     peers = {f"n{i}": f"127.0.0.1:{p}" for i, p in enumerate(ports)}
     drivers = []
     for name in peers:
-        store = MessageStore(small_config(tmp_path / name / "store",
-                                          mappedFileSizeCommitLog=1 << 20))
-        store.open()
-        d = DLedgerDriver(store, name, peers, tmp_path / name / "raft", lambda role: None,
-                          FAST)
+        d = open_driver(tmp_path, name, peers, segment)
         await d.start()
         drivers.append(d)
     end = time.monotonic() + 10
@@ -118,7 +121,7 @@ def test_a_follower_whose_commit_log_lost_its_tail_drops_those_entries_and_is_re
             victim = next(d for d in drivers if d is not leader)
             name, peers = victim.self_id, victim.peers
             await victim.stop()
-            cut = victim.log.starts[victim.log.end - 5]  # the last 6 entries' bytes go
+            cut = victim.log.start_of(victim.log.end - 5)  # the last 6 entries' bytes go
             victim.store.truncate(cut)
             victim.store.close()
             drivers.remove(victim)
@@ -135,6 +138,58 @@ def test_a_follower_whose_commit_log_lost_its_tail_drops_those_entries_and_is_re
                 await asyncio.sleep(0.05)
             assert back.node.end == leader.node.end
             assert log_bytes(back) == log_bytes(leader)
+        finally:
+            await stop_group(drivers)
+    asyncio.run(run())
+
+
+@pytest.mark.timeout(90)
+def test_a_follower_behind_the_leaders_retained_log_restarts_at_its_first_entry(tmp_path):
+    """While a follower was down, retention deleted the segments holding the entries it
+    needs next, on the other two. The group keeps committing when it comes back (the
+    leader no longer reads bytes that are gone), and the follower's store begins afresh at
+    the leader's first retained entry, byte for byte the leader's from there on."""
+    segment = 64 * 1024
+
+    async def wait_for(cond, seconds=10):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not cond():
+            await asyncio.sleep(0.05)
+        return cond()
+
+    async def run():
+        drivers, leader = await start_group(tmp_path, segment)
+        try:
+            for n in range(20):
+                assert (await leader.propose_range(*append(leader.store, n))).code is Code.SUCCESS
+            victim = next(d for d in drivers if d is not leader)
+            name, peers = victim.self_id, victim.peers
+            await victim.stop()
+            victim.store.close()
+            drivers.remove(victim)
+            for n in range(600):  # ~10 segments more
+                assert (await leader.propose_range(*append(leader.store, n))).code is Code.SUCCESS
+            for d in drivers:
+                assert await wait_for(lambda: d.node.commit == leader.node.commit)
+                d.store.commitlog.flush()
+                assert d.store.delete_expired(now=time.time() + 10 ** 9) > 0
+            first = leader.log.begin
+            assert first > 20 and leader.log.start_of(first) == leader.store.commitlog.min_offset
+            back = open_driver(tmp_path, name, peers, segment)
+            await back.start()
+            drivers.append(back)
+            for n in range(30):  # the group goes on committing with it back
+                done = await asyncio.wait_for(leader.propose_range(*append(leader.store, n)), 5)
+                assert done.code is Code.SUCCESS
+            assert await wait_for(lambda: back.node.end == leader.node.end and
+                                  back.store.commitlog.max_offset ==
+                                  leader.store.commitlog.max_offset)
+            assert back.log.begin == first
+            assert back.store.commitlog.min_offset == leader.store.commitlog.min_offset
+            assert log_bytes(back) == log_bytes(leader)
+            for q in range(4):  # its consume queues pick up at the leader's queue offsets
+                assert back.store.max_offset_in_queue("T", q) == \
+                    leader.store.max_offset_in_queue("T", q)
         finally:
             await stop_group(drivers)
     asyncio.run(run())

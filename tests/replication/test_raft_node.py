@@ -22,6 +22,9 @@ class Harness:
 
     def apply(self, actions):
         for a in actions:
+            if isinstance(a, Send) and isinstance(a.msg, Push) and a.msg.entries:
+                # whatever the log holds, a push's entries start at the index it names
+                assert a.msg.entries[0].index == a.msg.index, a.msg
             if isinstance(a, Send) and a.msg.src not in self.cut and a.msg.dst not in self.cut:
                 self.queue.append(a.msg)
             elif isinstance(a, Complete):
@@ -258,3 +261,35 @@ def test_a_follower_that_lost_acknowledged_entries_is_refilled_from_heartbeats_a
     h.run(1000)
     assert h.nodes[away].end == leader.end
     assert h.nodes[away].entries(0, leader.end) == leader.entries(0, leader.end)
+
+
+def test_a_follower_behind_the_leaders_compacted_log_restarts_at_its_first_entry():
+    """While a follower was away, the others compacted their logs past what it holds
+    (retention deleted the bytes). The leader keeps the group committing, then resets the
+    follower's log to its first entry and refills it from there."""
+    h = Harness()
+    h.run(1000)
+    leader = h.leader()
+    away = next(i for i in h.nodes if i != leader.id)
+    for rid in range(5):
+        h.apply(leader.propose(rid, b"a%d" % rid, h.now))
+    h.run(300)
+    held = h.nodes[away].end
+    h.cut.add(away)
+    for rid in range(5, 40):
+        h.apply(leader.propose(rid, b"b%d" % rid, h.now))
+    h.run(300)
+    for n in h.nodes.values():
+        if n.id != away:
+            n.log.compact_through(leader.end - 10)
+    assert leader.begin > held + 1  # the entries it needs next are gone
+    h.cut.discard(away)
+    for rid in range(40, 50):
+        h.apply(leader.propose(rid, b"c%d" % rid, h.now))
+    h.run(1000)
+    assert all(h.done[rid].code is Code.SUCCESS for rid in range(50))
+    follower = h.nodes[away]
+    assert follower.begin == leader.begin and follower.end == leader.end
+    assert follower.entries(follower.begin, follower.end) == \
+        leader.entries(leader.begin, leader.end)
+    assert follower.commit == leader.commit

@@ -55,6 +55,15 @@ class MemoryLog:
         self._entries, self._cum = [], []
         self.append((entry,))
 
+    def compact_through(self, index: int) -> None:
+        """Forget entries up to `index` (as retention does to the broker's log), keeping
+        at least the last one."""
+        k = min(max(0, index + 1 - self.begin), len(self._entries) - 1)
+        if k > 0:
+            dropped = self._cum[k - 1]
+            del self._entries[:k], self._cum[:k]
+            self._cum = [c - dropped for c in self._cum]
+
     def bytes_after(self, index: int) -> int:
         """Bytes of entry data above `index` (how far behind a peer at `index` is)."""
         if not self._cum:

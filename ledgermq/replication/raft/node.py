@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from .log import MemoryLog
 from .types import (
-    Action, AppendEntries, Code, Complete, Entry, Message, Push, PushResponse, PushType,
-    RaftConfig, ResetLog, Role, SaveCommit, SaveMeta, Send, TimeoutNow, TruncateAfter,
+    RESET_LOG, Action, AppendEntries, Code, Complete, Entry, Message, Push, PushResponse,
+    PushType, RaftConfig, ResetLog, Role, SaveCommit, SaveMeta, Send, TimeoutNow, TruncateAfter,
     VoteRequest, VoteResponse,
 )
 
@@ -42,6 +42,7 @@ class Dispatcher:
     write_index: int = 0
     pending: dict[int, tuple[int, int]] = field(default_factory=dict)  # first -> (last, sent)
     inflight_control: int = -1  # send time of an unanswered COMPARE/TRUNCATE, -1 if none
+    reset: bool = False  # the TRUNCATE is at our begin, no match found: the peer resets
     last_push_ms: int = -10**9
     last_leak_check_ms: int = 0
     quota_second: int = -1  # the second the quota counts bytes for
@@ -302,8 +303,11 @@ class RaftNode:
     # ---- leader: dispatchers --------------------------------------------------------
     def _push(self, peer: str, kind: PushType, index: int, entries: tuple[Entry, ...]) -> Send:
         prev = self.entry(index - 1) if kind is PushType.APPEND else None
+        prev_term = prev.term if prev else -1
+        if kind is PushType.TRUNCATE and self.dispatchers[peer].reset:
+            prev_term = RESET_LOG
         return Send(Push(self.id, peer, self.term, kind, index, entries, self.commit,
-                         prev.term if prev else -1))
+                         prev_term))
 
     def _dispatch(self, peer: str, now: int, out: list[Action],
                   housekeeping: bool = False) -> None:
@@ -325,8 +329,17 @@ class RaftNode:
                 out.append(self._push(peer, PushType.COMPARE, d.compare_index,
                                       (e,) if e else ()))
             else:
-                out.append(self._push(peer, PushType.TRUNCATE, d.compare_index,
-                                      (self.entry(d.compare_index),)))
+                e = self.entry(d.compare_index)
+                if e is None:  # compacted since we chose it: look for the meeting point again
+                    self._set_state(d, PushType.COMPARE, self.end)
+                    return
+                out.append(self._push(peer, PushType.TRUNCATE, d.compare_index, (e,)))
+            return
+        # (pending is keyed in increasing order of insertion: its first key is the lowest)
+        if d.write_index < self.begin or (d.pending and next(iter(d.pending)) < self.begin):
+            # what it needs next is gone from our log (retention compacted it): find where
+            # our logs meet; below our begin that ends in a TRUNCATE to our first entry
+            self._set_state(d, PushType.COMPARE, self.end)
             return
         # APPEND: the leak check and re-pushes (on ticks), then new pushes up to
         # maxPendingSize
@@ -387,8 +400,10 @@ class RaftNode:
         d.quota_used += size
         return False
 
-    def _set_state(self, d: Dispatcher, state: PushType, index: int) -> None:
+    def _set_state(self, d: Dispatcher, state: PushType, index: int,
+                   reset: bool = False) -> None:
         d.state = state
+        d.reset = reset
         d.inflight_control = -1
         d.pending.clear()
         if state is PushType.APPEND:
@@ -434,16 +449,21 @@ class RaftNode:
             return
         if m.code is Code.SUCCESS:
             self._set_state(d, PushType.TRUNCATE, m.index)
+        elif m.index < m.begin and self.begin <= m.begin - 1 <= self.end:
+            # below what it keeps: it compacted only committed entries, which are ours too,
+            # so our logs agree up to its begin - 1 (a reset there keeps its commit <= end)
+            self._set_state(d, PushType.TRUNCATE, m.begin - 1)
         elif m.end < self.begin or m.begin > self.end or m.index < m.begin:
-            self._set_state(d, PushType.TRUNCATE, self.begin)  # disjoint: start from our begin
+            # disjoint: start from our begin
+            self._set_state(d, PushType.TRUNCATE, self.begin, reset=self.begin > 0)
         elif m.index > m.end:
             d.compare_index = m.end  # the follower holds less: compare at its end
             d.inflight_control = -1
         else:
             d.compare_index = m.index - 1
             d.inflight_control = -1
-            if d.compare_index < self.begin:
-                self._set_state(d, PushType.TRUNCATE, self.begin)
+            if d.compare_index < self.begin:  # no match down to our begin
+                self._set_state(d, PushType.TRUNCATE, self.begin, reset=self.begin > 0)
 
     def _ack(self, peer: str, index: int, now: int, out: list[Action]) -> None:
         marks = self.watermarks.setdefault(self.term, {})
@@ -525,9 +545,17 @@ class RaftNode:
     def _truncate(self, m: Push, out: list[Action]) -> None:
         """Make the entry at m.index the leader's (S0-4). Entries after it are dropped only
         if that entry conflicted: a matching tail is left for APPEND to confirm or replace,
-        so an entry we already committed is never removed by a late TRUNCATE."""
+        so an entry we already committed is never removed by a late TRUNCATE. An entry below
+        our begin was compacted here, so committed: ours already. With RESET_LOG (the
+        leader's first entry after compaction, and nothing shows our entries before it are
+        the leader's), a log without that very entry restarts with it alone."""
         e = m.entries[0]
-        if self.log and self.begin <= e.index <= self.end + 1:
+        if self.log and e.index < self.begin:
+            pass
+        elif m.prev_term == RESET_LOG and self.entry(e.index) != e:
+            self.log.reset(e)
+            out.append(ResetLog(e))
+        elif self.log and self.begin <= e.index <= self.end + 1:
             if self.entry(e.index) != e:
                 if e.index <= self.end:
                     out.append(TruncateAfter(e.index - 1))
@@ -567,6 +595,8 @@ class RaftNode:
             return
         new: list[Entry] = []
         for e in m.entries:
+            if e.index < self.begin:
+                continue  # committed and compacted here: ours already
             mine = self.entry(e.index)
             if mine is None:
                 new.append(e)

@@ -74,7 +74,12 @@ class Push:
     index: int
     entries: tuple[Entry, ...]
     commit: int
-    prev_term: int = -1  # APPEND: term of the leader's entry at index - 1 (-1: none)
+    # APPEND: term of the leader's entry at index - 1 (-1: none). TRUNCATE: RESET_LOG when
+    # nothing shows the follower's entries before `index` are the leader's
+    prev_term: int = -1
+
+
+RESET_LOG = -2  # a TRUNCATE's prev_term: restart your log with this entry alone
 
 
 @dataclass(frozen=True)
