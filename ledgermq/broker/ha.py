@@ -125,7 +125,8 @@ class HAMasterDriver:
                 REPORT_WITH_ID.size))
         else:
             offset, slave_id = REPORT.unpack(await reader.readexactly(REPORT.size))[0], None
-        self.execute(self.core.report(link, offset, now_ms(), slave_id))
+        self.execute(self.core.report(link, offset, now_ms(), slave_id,
+                                      log_begin=self.store.commitlog.min_offset))
 
     def writer(self, link: int) -> asyncio.StreamWriter | None:
         """The link's writer, if it is still open (writing to a closed one raises)."""

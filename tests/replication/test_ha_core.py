@@ -30,6 +30,21 @@ def test_slave_asking_from_zero_starts_at_the_masters_last_segment():
     assert acts[0] == StartAt(2000) and acts[1] == Append(2000, b"abc")
 
 
+def test_checkpoint_mode_an_empty_slave_copies_the_masters_whole_log():
+    """A member of the consistent checkpoint holds the master's log, so under S3 an empty
+    slave is fed from where the master's log begins (here after retention), not from its
+    last segment as under S2."""
+    m = HAMaster(cfg(checkpoint=True), log_end=2500, now=0)
+    m.connected(1, 0)
+    out = m.report(1, 0, now=1, slave_id=1, log_begin=1000)
+    transfers = [a for a in out if isinstance(a, Transfer)]
+    assert transfers[0] == Transfer(1, 1000, 400)
+    m2 = HAMaster(cfg(checkpoint=True), log_end=2500, now=0)
+    m2.connected(1, 0)
+    assert [a for a in m2.report(1, 0, now=1, slave_id=1) if isinstance(a, Transfer)][0] == \
+        Transfer(1, 0, 400)
+
+
 def test_slave_drops_the_connection_on_an_offset_mismatch():
     s = HASlave(cfg(), max_offset=500, now=0)
     s.connected(0)

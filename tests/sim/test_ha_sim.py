@@ -24,6 +24,14 @@ def test_design_survives_random_faults(mode):
         assert promotions >= SEEDS  # failovers really happened, many times
 
 
+def test_checkpoint_mode_slaves_that_join_empty_after_the_first_segment():
+    """Seeds where a slave first connects, empty, after the master wrote more than a
+    segment: it must copy the master's whole log (it once started at the last segment)."""
+    for seed in (179, 185):
+        r = HASim(seed, mode="checkpoint", steps=4000).run()
+        assert r.ok, (seed, r.violation, "\n".join(r.trace[-30:]))
+
+
 def test_checkpoint_mode_exercises_pending_and_both_resolutions():
     seen: dict[str, int] = {}
     for seed in range(30):

@@ -62,8 +62,10 @@ class HAMaster:
         self.links.pop(link, None)
         return []
 
-    def report(self, link: int, offset: int, now: int, slave_id: int | None = None) -> list:
-        """A slave's max-offset report (its heartbeat and its ack)."""
+    def report(self, link: int, offset: int, now: int, slave_id: int | None = None,
+               log_begin: int = 0) -> list:
+        """A slave's max-offset report (its heartbeat and its ack). `log_begin`: where the
+        master's log starts (a segment start; retention moves it)."""
         self.now = now
         ln = self.links.get(link)
         if ln is None:
@@ -74,8 +76,14 @@ class HAMaster:
             return [Close(link, f"slave reports offset {offset} but the master's log ends at "
                                 f"{self.log_end}: it holds data the master does not")]
         if ln.push is None:
-            seg = self.config.segment_size
-            ln.push = ln.base = self.log_end - self.log_end % seg if offset == 0 else offset
+            if offset:
+                start = offset
+            elif self.config.checkpoint:
+                # S3: a member holds the master's log, so an empty slave copies all of it
+                start = log_begin
+            else:  # S2, as RocketMQ: an empty slave copies only the master's last segment
+                start = self.log_end - self.log_end % self.config.segment_size
+            ln.push = ln.base = start
             ln.slave_id = slave_id
         ln.acked = max(ln.acked, offset)
         out: list = []
