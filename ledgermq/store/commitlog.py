@@ -258,6 +258,12 @@ class CommitLog:
         self.flushed_offset = min(self.flushed_offset, offset)
         return cleared, dropped
 
+    def clear(self) -> None:
+        """Drop every segment: an empty log, ready for start_at."""
+        with self._flush_lock:
+            self.files.drop_after(-1)
+            self.max_offset = self.flushed_offset = 0
+
     def recover(self, safe_offset: int, report: RecoveryReport) -> RecoveryReport:
         """Find the end of the log from `safe_offset` (a durable message boundary).
 

@@ -401,9 +401,7 @@ class MessageStore:
             self.queues.clear()
             self._next_queue_offset.clear()
             self._pending.clear()
-            self.commitlog.cut(self.commitlog.min_offset)
-            self.commitlog.files.drop_after(-1)
-            self.commitlog.max_offset = self.commitlog.flushed_offset = 0
+            self.commitlog.clear()
             self._flusher.lower_to(0)
             self.start_at(offset)
 
