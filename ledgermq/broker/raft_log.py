@@ -194,16 +194,23 @@ class StoreRaftLog:
         if have > start:  # a torn copy of these very entries: write them again
             self.store.truncate(start)
         elif have < start:
-            if have > self.store.commitlog.min_offset or self.end > self.base:
-                raise StoreError(f"entries start at {start} but the commit log ends at {have}")
-            # reset to the leader's first entry, past everything we hold: begin afresh there
-            self.store.restart_at(start)
+            raise StoreError(f"entries start at {start} but the commit log ends at {have}")
         self.store.append_raw(start, parts[0] if len(parts) == 1 else b"".join(parts))
 
     def _write_records(self, first_index: int, records: list[bytes]) -> None:
         if records:
             self._index.seek(first_index * _REC.size)
             self._index.write(b"".join(records))
+
+    def write_reset(self, entry: Entry) -> None:
+        """Durably replace the whole log with `entry` (the core's ResetLog). When its bytes
+        start past everything the store holds (the leader's first entry after retention
+        deleted what we would need before it), the store begins afresh there."""
+        self.cut_after(-1)
+        start, end = entry_range(entry, self.log_end)
+        if end > start and start > self.store.commitlog.max_offset:
+            self.store.restart_at(start)
+        self.write_entries((entry,))
 
     def cut_after(self, index: int) -> None:
         """Durably forget entries above `index`, and their bytes."""

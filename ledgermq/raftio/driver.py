@@ -148,8 +148,7 @@ class RaftDriver:
             elif isinstance(a, TruncateAfter):
                 self.log.cut_after(a.index)
             elif isinstance(a, ResetLog):
-                self.log.cut_after(-1)
-                self.log.write_entries((a.entry,))
+                self.log.write_reset(a.entry)
                 dirty = True
             elif isinstance(a, SaveCommit):
                 self.meta.save_commit(a.index)

@@ -52,6 +52,11 @@ class FileRaftLog(MemoryLog):
                 del self._pos[i]
         self.sync()
 
+    def write_reset(self, entry) -> None:
+        """Durably replace the whole log with `entry` (the core's ResetLog)."""
+        self.cut_after(-1)
+        self.write_entries((entry,))
+
     def _cut_at(self, pos: int) -> None:
         self._file.truncate(pos)
         self._end = pos
