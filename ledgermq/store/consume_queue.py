@@ -156,6 +156,10 @@ class ConsumeQueue:
     def close(self) -> None:
         self.files.close()
 
+    def destroy(self) -> None:
+        """Close and delete every segment of the queue."""
+        self.files.drop_after(-1)
+
 
 def check_queue_id(queue_id: int) -> None:
     if not 0 <= queue_id < 1 << 16:

@@ -397,7 +397,7 @@ class MessageStore:
                                  f"{self.commitlog.min_offset}-{self.commitlog.max_offset}")
             log.warning("restarting the store empty at offset %d", offset)
             for cq in self.queues.values():
-                cq.files.drop_after(-1)
+                cq.destroy()
             self.queues.clear()
             self._next_queue_offset.clear()
             self._pending.clear()
