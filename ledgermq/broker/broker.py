@@ -766,8 +766,7 @@ class Broker:
         except ValueError as e:
             return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
         commit = int(ext.get("commitOffset", -1) or -1)
-        if sys_flag & PULL_FLAG_COMMIT_OFFSET and commit >= 0 and \
-                self.config.brokerRole is not BrokerRole.SLAVE:
+        if sys_flag & PULL_FLAG_COMMIT_OFFSET and commit >= 0 and self.is_writable_master:
             self.offsets.commit(topic, group, qid, commit)
         suspend_ms = int(ext.get("suspendTimeoutMillis", 0) or 0)
         deadline = time.monotonic() + suspend_ms / 1000
