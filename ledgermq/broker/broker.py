@@ -16,7 +16,7 @@ from ..remoting import (
     RequestCode, ResponseCode,
 )
 from ..store import GetStatus, MessageStore, PutStatus, StoreConfig, StoreError
-from ..store.message import (
+from ..wire.message import (
     PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, MessageFormatError, decode_message,
     pack_host,
 )

@@ -22,7 +22,7 @@ from ..replication.checkpoint import (
 )
 from ..controlnode.persist import decode_cached
 from ..store.mapped_file import replace_file
-from ..store.message import decode_message, encode_properties
+from ..wire.message import decode_message, encode_properties
 from .ha import CheckpointFile, HAMasterDriver, HASlaveDriver
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..remoting import Connection, RemotingCommand, RemotingError, RequestCode
-from ..store.message import tag_hash
+from ..wire.message import tag_hash
 
 log = logging.getLogger(__name__)
 

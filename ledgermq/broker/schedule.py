@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..store import MessageStore
-from ..store.message import (
+from ..wire.message import (
     PROPERTY_DELAY_TIME_LEVEL, decode_message, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, encode_properties,
 )
 from .send import index_keys, tags_of

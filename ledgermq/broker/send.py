@@ -5,9 +5,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..store.scan import index_keys_of as index_keys  # noqa: F401 (re-exported)
-from ..store.scan_batch import tags_and_keys
-from ..store.message import (
+from ..wire.scan import index_keys_of as index_keys  # noqa: F401 (re-exported)
+from ..wire.scan_batch import tags_and_keys
+from ..wire.message import (
     NAME_VALUE_SEPARATOR, PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC, PROPERTY_SEPARATOR, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
     MessageFormatError,

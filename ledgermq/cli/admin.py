@@ -125,7 +125,7 @@ def _message_json(m) -> dict:
 @click.option("--json", "as_json", is_flag=True)
 def query_msg_by_id(namesrv, msg_id, as_json):
     """A message by its offset message id."""
-    from ..store.message import MessageFormatError
+    from ..wire.message import MessageFormatError
     try:
         m = _admin_call(namesrv, lambda a: a.query_msg_by_id(msg_id))
     except MessageFormatError as e:

@@ -20,7 +20,7 @@ from . import main
 def store_demo(data: Path | None, messages: int, as_json: bool) -> None:
     """Append messages to a store, read them back through the consume queue, and report."""
     from ..store import MessageStore, StoreConfig
-    from ..store.message import decode_message
+    from ..wire.message import decode_message
 
     root = data or Path(tempfile.mkdtemp(prefix="ledgermq-demo-"))
     cfg = StoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=64 << 20,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..remoting import RemotingCommand, RequestCode, ResponseCode
-from ..store.message import decode_offset_msg_id
+from ..wire.message import decode_offset_msg_id
 from .instance import ClientInstance, MQClientError, loads_lenient
 from .message import MessageExt, MessageQueue, decode_pulled
 

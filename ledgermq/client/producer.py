@@ -14,8 +14,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
-from ..store.batch import put_be
-from ..store.message import PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_KEY
+from ..wire.batch import put_be
+from ..wire.message import PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_KEY
 from .instance import AUTO_CREATE_TOPIC, ClientInstance, MQClientError, periodic
 from .message import (
     Message, MessageQueue, Pending, SendResult, SendStatus, UniqueIdGenerator,

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..client.message import MessageExt
-from ..store.scan_batch import property_per_message
+from ..wire.scan_batch import property_per_message
 
 SCHEMA_DDL = ("topic string, broker string, queue_id int, queue_offset long, msg_id string, "
               "keys string, tags string, body binary, born_timestamp timestamp, "
@@ -87,7 +87,7 @@ def raw_to_record_batch(topic: str, broker: str, queue_id: int, raw: bytes, end:
     ts = pa.timestamp("us", tz="UTC")
     uniq = property_array(cols, b"UNIQ_KEY")
     if uniq.null_count:  # no client id: the offset message id, as RocketMQ shows it
-        from ..store.message import offset_msg_id
+        from ..wire.message import offset_msg_id
         ids = uniq.to_pylist()
         for i, u in enumerate(ids):
             if u is None:
@@ -95,7 +95,7 @@ def raw_to_record_batch(topic: str, broker: str, queue_id: int, raw: bytes, end:
                 ids[i] = offset_msg_id(host, int(cols["phys"][i]))
         uniq = pa.array(ids, pa.string())
     if include_properties:
-        from ..store.message import decode_properties
+        from ..wire.message import decode_properties
         props = [list(decode_properties(raw[a:b]).items()) for a, b in
                  zip(cols["props_at"].tolist(), cols["props_end"].tolist())]
         props = pa.array(props, pa.map_(pa.string(), pa.string()))

@@ -12,8 +12,8 @@ import struct
 import numpy as np
 import pyarrow as pa
 
-from ..store.message import MAGIC_CODE, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
-from ..store.scan_batch import pair_ends, property_spans
+from ..wire.message import MAGIC_CODE, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6
+from ..wire.scan_batch import pair_ends, property_spans
 
 _SIZE = struct.Struct(">i")
 QUEUE_OFFSET, SYSFLAG, BORN_TS, STORE_TS, STORE_HOST, PHYS = 20, 36, 40, 56, 64, 28

@@ -1,8 +1,8 @@
 """The message store: RocketMQ-format commit log, consume queues, index, flush, recovery."""
-from .batch import EncodedBatch, encode_batch
+from ..wire.batch import EncodedBatch, encode_batch
 from .config import FlushDiskType, StoreConfig
 from .mapped_file import DiskFullError, StoreError
-from .message import Message, MessageFormatError, StoredMessage, decode_message, encode_message
+from ..wire.message import Message, MessageFormatError, StoredMessage, decode_message, encode_message
 from .results import GetResult, GetStatus, PutResult, PutStatus
 from .store import MessageStore
 

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .batch import POSITIONS, TIMESTAMP, EncodedBatch, fill_positions
+from ..wire.batch import POSITIONS, TIMESTAMP, EncodedBatch, fill_positions
 from .mapped_file import MappedFile, MappedFileQueue, StoreError, fsync_dir
-from .message import (
+from ..wire.message import (
     BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, OFF_QUEUEOFFSET, OFF_STORETIMESTAMP,
     MessageFormatError,
 )
-from .scan import BLANK, CORRUPT, LIMIT, ScannedMessage, walk
-from .scan_batch import ScannedBatch, walk_batch
+from ..wire.scan import BLANK, CORRUPT, LIMIT, ScannedMessage, walk
+from ..wire.scan_batch import ScannedBatch, walk_batch
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .message import offset_msg_id
+from ..wire.message import offset_msg_id
 
 
 class PutStatus(enum.Enum):

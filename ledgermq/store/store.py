@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .batch import LOCALHOST, EncodedBatch, encode_batch, encode_one
+from ..wire.batch import LOCALHOST, EncodedBatch, encode_batch, encode_one
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .commitlog import CommitLog, RecoveryReport
 from .config import FlushDiskType, StoreConfig
@@ -28,13 +28,13 @@ from .consume_queue import ConsumeQueue
 from .flush import FlushService, LoopFlushWaiters
 from .index import IndexService
 from .mapped_file import DiskFullError, StoreError
-from .message import (
+from ..wire.message import (
     OFF_SYSFLAG, SYSFLAG_BORNHOST_V6, Message, MessageFormatError, StoredMessage,
     decode_message, decode_offset_msg_id, encode_properties,
 )
 from .results import GetResult, GetStatus, PutResult, PutStatus
-from .scan import ScannedMessage
-from .scan_batch import ScannedBatch, batch_from_messages
+from ..wire.scan import ScannedMessage
+from ..wire.scan_batch import ScannedBatch, batch_from_messages
 
 log = logging.getLogger(__name__)
 

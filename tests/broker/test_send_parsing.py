@@ -4,7 +4,7 @@ from hypothesis import given, settings, strategies as st
 
 from ledgermq.broker.send import BadRequest, parse_send_header, split_batch_body
 from ledgermq.client.producer import encode_for_batch
-from ledgermq.store.message import MessageFormatError, encode_properties
+from ledgermq.wire.message import MessageFormatError, encode_properties
 
 prop_text = st.text(alphabet=st.characters(blacklist_characters="\x00\x01\x02",
                                            blacklist_categories=("Cs",)), max_size=12)

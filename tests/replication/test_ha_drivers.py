@@ -7,7 +7,7 @@ import asyncio
 from ledgermq.broker.ha import HAMasterDriver, HASlaveDriver
 from ledgermq.replication.ha import HAConfig
 from ledgermq.store import MessageStore
-from ledgermq.store.message import Message
+from ledgermq.wire.message import Message
 
 from ..store.conftest import small_config
 

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from ledgermq.store import GetStatus, Message, MessageStore, PutStatus, decode_message
-from ledgermq.store.message import BLANK_MAGIC_CODE, encode_properties
+from ledgermq.wire.message import BLANK_MAGIC_CODE, encode_properties
 
 from .conftest import small_config
 
@@ -92,7 +92,7 @@ def test_contiguous_messages_come_back_as_one_view(make_store):
 
 
 def test_tag_filter(make_store):
-    from ledgermq.store.message import tag_hash
+    from ledgermq.wire.message import tag_hash
     store = make_store()
     tags = ["a", "b", "c"] * 10
     props = [encode_properties({"TAGS": t}) for t in tags]

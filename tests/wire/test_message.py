@@ -3,8 +3,8 @@ import zlib
 
 from hypothesis import given, settings, strategies as st
 
-from ledgermq.store.batch import encode_batch, fill_positions
-from ledgermq.store.message import (
+from ledgermq.wire.batch import encode_batch, fill_positions
+from ledgermq.wire.message import (
     MAGIC_CODE, Message, MessageFormatError, decode_message, decode_offset_msg_id,
     encode_message, encode_properties, decode_properties, offset_msg_id, pack_host,
     property_value, tag_hash,

@@ -1,10 +1,10 @@
 """The vectorized replica walk agrees with the careful one, on good and damaged ranges."""
 from hypothesis import given, settings, strategies as st
 
-from ledgermq.store.batch import encode_batch, fill_positions
-from ledgermq.store.message import SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, encode_properties
-from ledgermq.store.scan import CORRUPT, walk
-from ledgermq.store.scan_batch import batch_from_messages, walk_batch
+from ledgermq.wire.batch import encode_batch, fill_positions
+from ledgermq.wire.message import SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, encode_properties
+from ledgermq.wire.scan import CORRUPT, walk
+from ledgermq.wire.scan_batch import batch_from_messages, walk_batch
 
 text = st.text(alphabet="abcXY_-", min_size=1, max_size=6)
 props = st.fixed_dictionaries({}, optional={"TAGS": text, "KEYS": text, "UNIQ_KEY": text,

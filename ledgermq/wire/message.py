@@ -281,7 +281,7 @@ def encode_message(
     store_timestamp: int = 0,
     store_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00",
 ) -> bytes:
-    """One message in stored form (the reference encoder; batches use store.batch)."""
+    """One message in stored form (the reference encoder; batches use wire.batch)."""
     topic = msg.topic.encode()
     props = encode_properties(msg.properties)
     check_lengths(topic, props)
