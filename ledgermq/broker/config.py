@@ -128,7 +128,7 @@ class BrokerConfig:
                 raise ConfigError("enableControllerMode=true needs controllerAddr (host:port "
                                   "of each controller, separated by ';')")
         if self.enableDLegerCommitLog:
-            from .dledger import parse_peers
+            from ..drivers.raft.codec import parse_peers
             try:
                 peers = parse_peers(self.dLegerPeers)
             except ValueError as e:

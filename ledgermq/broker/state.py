@@ -12,14 +12,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..namesrv.routes import PERM_READ, PERM_WRITE
-from ..store.mapped_file import replace_file
+from ..remoting.codes import PERM_READ, PERM_WRITE
+from ..files import replace_file
 
 log = logging.getLogger(__name__)
 
 AUTO_CREATE_TOPIC = "TBW102"  # the template topic of auto-creation
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 

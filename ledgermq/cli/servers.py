@@ -96,7 +96,7 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
     namesrv = NameServer(NamesrvConfig(listenPort=namesrv_port))
 
     async def main_(stop):
-        broker = Broker(bcfg, scfg)
+        broker = Broker(bcfg, scfg, standalone=True)
         await namesrv.start()
         try:
             if namesrv_port == 0:

@@ -15,11 +15,11 @@ from typing import Callable
 from ..remoting import (
     Connection, RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode,
 )
+from ..remoting.codes import PERM_READ, PERM_WRITE
 from .message import MessageQueue
 
 log = logging.getLogger(__name__)
 
-PERM_READ, PERM_WRITE = 0x4, 0x2
 MASTER_ID = 0
 AUTO_CREATE_TOPIC = "TBW102"
 

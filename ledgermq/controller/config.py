@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import ConfigError, build, check, positive, read_properties
-from ..raftio import parse_peers
+from ..drivers.raft import parse_peers
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import json
 import logging
 from pathlib import Path
 
-from ..raftio import RAFT_MESSAGE, FileRaftLog, RaftDriver, RaftMeta
-from ..raftio.driver import now_ms
+from ..drivers.raft import RAFT_MESSAGE, FileRaftLog, RaftDriver, RaftMeta
+from ..clock import now_ms
 from ..remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ..replication.raft import RaftConfig
 from .config import ControllerConfig

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from pathlib import Path
 
+from ..clock import now_ms
 from ..remoting import (
     Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer, RequestCode,
     ResponseCode,
@@ -23,9 +23,6 @@ log = logging.getLogger(__name__)
 
 PROMOTE_TIMEOUT_S = 30.0
 
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 def view_json(v: View) -> dict:

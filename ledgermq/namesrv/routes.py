@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PERM_READ = 0x4
-PERM_WRITE = 0x2
-PERM_INHERIT = 0x1
+from ..remoting.codes import PERM_READ, PERM_WRITE
 MASTER_ID = 0
 
 

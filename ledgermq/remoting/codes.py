@@ -137,3 +137,17 @@ class SerializeType(enum.IntEnum):
 
 FLAG_RESPONSE = 0x1  # RPC_TYPE bit: 1 = response
 FLAG_ONEWAY = 0x2
+
+# A topic's permission bits, as routes and topic configs carry them
+PERM_READ = 0x4
+PERM_WRITE = 0x2
+PERM_INHERIT = 0x1
+
+# PULL_MESSAGE's sysFlag bits
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+
+# The topics a group's failed messages go through: retried, then dead letters
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"

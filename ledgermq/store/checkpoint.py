@@ -11,14 +11,13 @@ atomically (write, fsync, rename) and carries a CRC; a missing or damaged checkp
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .mapped_file import fsync_dir
+from ..files import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +56,4 @@ def load_checkpoint(path: Path) -> Checkpoint | None:
 def save_checkpoint(path: Path, cp: Checkpoint) -> None:
     cp.written_at_ms = int(time.time() * 1000)
     body = _LAYOUT.pack(_MAGIC, 1, cp.commitlog_offset, cp.dispatch_offset, cp.written_at_ms)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, body + _CRC.pack(zlib.crc32(body)))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    replace_file(path, body + _CRC.pack(zlib.crc32(body)))

@@ -6,7 +6,6 @@ without it because bytes below `max_offset` never change (except by an explicit 
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -15,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from ..wire.batch import POSITIONS, TIMESTAMP, EncodedBatch, fill_positions
-from .mapped_file import MappedFile, MappedFileQueue, StoreError, fsync_dir
+from ..files import fsync_dir, replace_file
+from .mapped_file import MappedFile, MappedFileQueue, StoreError
 from ..wire.message import (
     BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, OFF_QUEUEOFFSET, OFF_STORETIMESTAMP,
     MessageFormatError,
@@ -228,12 +228,7 @@ class CommitLog:
         if offset > self.max_offset:
             raise StoreError(f"cannot truncate to {offset}: the log ends at {self.max_offset}")
         marker = self.dir / TRUNCATE_MARKER
-        tmp = marker.with_suffix(".tmp")
-        tmp.write_bytes(struct.pack(">q", offset))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, marker)
-        fsync_dir(self.dir)
+        replace_file(marker, struct.pack(">q", offset))
         self.cut(offset)
         marker.unlink()
         fsync_dir(self.dir)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .mapped_file import StoreError, replace_file
+from ..files import replace_file
+from .mapped_file import StoreError
 
 
 class EpochFile:

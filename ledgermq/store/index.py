@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .mapped_file import fsync_dir
+from ..files import fsync_dir
 from ..wire.message import java_string_hash, java_string_hashes
 
 ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("diff", ">i4"), ("prev", ">i4")])

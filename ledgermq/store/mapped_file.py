@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files import fsync_dir
+
 log = logging.getLogger(__name__)
 
 _FALLOC_FL_KEEP_SIZE = 0x01
@@ -37,28 +39,6 @@ class DiskFullError(StoreError):
 
 def segment_name(offset: int) -> str:
     return f"{offset:020d}"
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def replace_file(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Give a small file new contents atomically: a reader, or a crash, sees the old or
-    the new bytes. `durable`: on disk (file and directory fsynced) before returning."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-    if durable:
-        fsync_dir(path.parent)
 
 
 class MappedFile:

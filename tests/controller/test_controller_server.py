@@ -14,7 +14,7 @@ from ledgermq.controller.client import ControllerClient, ControllerError
 from ledgermq.controller.config import load_controller_config
 from ledgermq.controller.server import ControllerServer
 from ledgermq.namesrv import NamesrvConfig, NameServer
-from ledgermq.raftio import FileRaftLog
+from ledgermq.drivers.raft import FileRaftLog
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from ledgermq.replication.raft import Entry
 
@@ -117,7 +117,7 @@ async def name_server_with_controller_and_broker(tmp_path, **broker_settings):
         b = broker_in_controller_mode(tmp_path, ns.address, **broker_settings)
         await b.start()
         try:
-            await until(lambda: b.replicas.is_master)
+            await until(lambda: b.mode.is_master)
             yield ns, b
         finally:
             await b.stop()

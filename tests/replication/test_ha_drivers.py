@@ -4,7 +4,7 @@ segment ends), dispatches its own queues, and a slave whose log has a tail the m
 not is refused."""
 import asyncio
 
-from ledgermq.broker.ha import HAMasterDriver, HASlaveDriver
+from ledgermq.drivers.ha import HAMasterDriver, HASlaveDriver
 from ledgermq.replication.ha import HAConfig
 from ledgermq.store import MessageStore
 from ledgermq.wire.message import Message

@@ -25,7 +25,8 @@ from ..replication.autoswitch.wire import (
 )
 from ..store import MessageStore, StoreError
 from ..store.epoch_file import EpochFile
-from .ha import HAMasterDriver, HASlaveDriver, now_ms
+from ..clock import now_ms
+from .ha import HAMasterDriver, HASlaveDriver
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,12 @@ import struct
 import time
 from pathlib import Path
 
-from ..remoting import Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer
-from ..replication.raft import (
+from ...clock import now_ms
+from ...remoting import Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer
+from ...replication.raft import (
     AppendEntries, Complete, RaftNode, ResetLog, Role, SaveCommit, SaveMeta, Send, TruncateAfter,
 )
-from ..store.mapped_file import replace_file
+from ...files import replace_file
 from .codec import RAFT_MESSAGE, decode_message, encode_message
 
 log = logging.getLogger(__name__)
@@ -31,9 +32,6 @@ TICK_S = 0.01
 # DLedger mode's gathering limit plus one client request (itself at most a 16 MiB frame)
 PEER_MAX_FRAME = 64 * 1024 * 1024
 
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 class RaftMeta:

@@ -10,8 +10,8 @@ import os
 import struct
 from pathlib import Path
 
-from ..replication.raft import Entry
-from ..replication.raft.log import MemoryLog
+from ...replication.raft import Entry
+from ...replication.raft.log import MemoryLog
 
 _REC = struct.Struct(">qqi")
 

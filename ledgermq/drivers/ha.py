@@ -7,48 +7,22 @@ whole messages with the store's append-as-replica and dispatches its own consume
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import time
-from pathlib import Path
 from typing import Awaitable, Callable
 
+from ..clock import now_ms
 from ..replication.ha import (
     CHECKPOINT_FRAME, HEADER, REPORT, REPORT_WITH_ID, Append, Close, Complete, Disconnect,
     HAConfig, HAMaster, HASlave, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint, StartAt,
     StoreCheckpoint, SyncStatus, Transfer,
 )
 from ..store import FlushDiskType, MessageStore, StoreError
-from ..store.mapped_file import replace_file
 
 log = logging.getLogger(__name__)
 
 TICK_S = 0.02
 RECONNECT_MIN_S, RECONNECT_MAX_S = 0.05, 1.0
 
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-class CheckpointFile:
-    """The consistent checkpoint and its member slaves (S3), as the master last saved it."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def load(self) -> tuple[int, int, dict[int, int]]:
-        """(epoch, checkpoint, members)"""
-        try:
-            d = json.loads(self.path.read_text())
-            return d["epoch"], d["checkpoint"], {int(k): v for k, v in d["members"].items()}
-        except (OSError, ValueError, KeyError):
-            return -1, 0, {}
-
-    def save(self, epoch: int, checkpoint: int, members) -> None:
-        # not fsynced: it only seeds a restart in the same epoch (see CheckpointDriver)
-        replace_file(self.path, json.dumps({"epoch": epoch, "checkpoint": checkpoint,
-                                            "members": dict(members)}).encode(), durable=False)
 
 
 class HAMasterDriver:

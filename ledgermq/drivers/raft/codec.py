@@ -7,8 +7,8 @@ from dataclasses import fields
 
 import orjson
 
-from ..remoting import RemotingCommand
-from ..replication.raft import (
+from ...remoting import RemotingCommand
+from ...replication.raft import (
     Code, Entry, Push, PushResponse, PushType, TimeoutNow, VoteRequest, VoteResponse,
 )
 

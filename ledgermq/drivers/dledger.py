@@ -13,11 +13,11 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from ..raftio import RaftDriver, RaftMeta, parse_peers
-from ..raftio.driver import now_ms
+from .raft import RaftDriver, RaftMeta, parse_peers
+from ..clock import now_ms
 from ..replication.raft import Code, Complete, RaftConfig, Role
 from ..store import MessageStore
-from .raft_log import StoreRaftLog, entry_data
+from .dledger_log import StoreRaftLog, entry_data
 
 log = logging.getLogger(__name__)
 

@@ -1,43 +1,48 @@
-"""Controller mode (S1) on a broker: the ReplicasManager.
+"""Controller mode (S1), RocketMQ 5's automatic master switch (its ReplicasManager).
 
-It registers the broker with the controller (which gives it a broker id), heartbeats,
+The broker registers with the controller (which gives it a broker id), heartbeats,
 and turns the group's view (master, MasterEpoch, SyncStateSet) into a role: master (an
 AutoSwitchMaster on the HA port, a new epoch in the EpochFile), slave (an AutoSwitchSlave
 following the master's HA address) or none yet (not writable, not registered with the
 name server). A group without a master asks the controller to elect one. The master's
-SyncStateSet changes go to the controller as AlterSyncStateSet requests.
+SyncStateSet changes go to the controller as AlterSyncStateSet requests. A master
+acknowledges a write once the SyncStateSet holds it, as inSyncReplicas and
+allAckInSyncStateSet say; consumers see only what the set confirmed.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
-from typing import TYPE_CHECKING
 
-from ..controller.client import ControllerClient, ControllerError
-from ..controller.metadata import STALE_SET_EPOCH
-from ..remoting import RemotingError, RequestCode
-from ..replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
-from .autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
-from .ha import now_ms
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from ...clock import now_ms
+from ...controller.client import ControllerClient, ControllerError
+from ...controller.metadata import STALE_SET_EPOCH
+from ...drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
+from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ...replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
+from ...store import PutResult
+from ...wire.batch import EncodedBatch
+from .base import Later, StandaloneMode
+from .ha_links import HALinks, ha_config, when_slaves_ack
 
 log = logging.getLogger(__name__)
 
 BIND_RETRY_S = 0.2
 
 
-class ReplicasManager:
-    def __init__(self, broker: "Broker"):
-        self.broker = broker
-        self.store = broker.store
-        c = broker.config
+class ControllerMode(StandaloneMode):
+    name = "controller"
+
+    def __init__(self, host):
+        super().__init__(host)
+        c = self.config
+        self.links = HALinks()
         self.group = c.brokerName
         self.controller = ControllerClient(c.controllerAddr)
         self.epochs = load_epochs(self.store)
-        self.broker_id: int | None = None
+        self.controller_id: int | None = None  # given by the controller
         self.role = "NONE"  # MASTER | SLAVE | NONE
         self.master_epoch = -1  # the epoch of the master we lead or follow
         self.view: dict = {}
@@ -48,11 +53,64 @@ class ReplicasManager:
     def is_master(self) -> bool:
         return self.role == "MASTER"
 
+    # ---- what the broker asks -------------------------------------------------------
+    @property
+    def is_writable(self) -> bool:
+        return self.is_master and self.links.master is not None
+
+    @property
+    def is_slave(self) -> bool:
+        return not self.is_master
+
+    @property
+    def broker_id(self) -> int | None:
+        """The master is 0, a slave its controller-given id; None without a role."""
+        if self.is_master:
+            return 0
+        return self.controller_id if self.role == "SLAVE" else None
+
+    @property
+    def ha_port(self) -> int:
+        return self.links.port(self.config.ha_port)
+
+    def refuse_write(self) -> str | None:
+        if self.is_writable:
+            return None
+        return (f"broker {self.host.address} is not the master of {self.group} now "
+                f"({self.role}): not writable")
+
+    def write(self, encoded: EncodedBatch) -> PutResult | Later:
+        result = self.store.append(encoded)
+        ha = self.links.master
+        if ha is None or not result.ok:
+            return self.after_append(result)
+        ha.appended()
+        return when_slaves_ack(self.store, self.config, result, ha.sync(result.end_offset))
+
+    def handlers(self) -> dict:
+        return {RequestCode.GET_BROKER_EPOCH_CACHE: self._epoch_cache}
+
+    def _epoch_cache(self, cmd: RemotingCommand, conn) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=json.dumps({
+            "brokerName": self.group, "brokerId": self.controller_id, "role": self.role,
+            "masterEpoch": self.master_epoch, "maxOffset": self.store.commitlog.max_offset,
+            "confirmOffset": self.store.dispatch_bound,
+            "epochs": [{"epoch": e, "startOffset": s} for e, s in self.epochs.entries]},
+            separators=(",", ":")).encode())
+
+    def runtime_info(self) -> dict[str, str]:
+        st = {"brokerId": self.controller_id, "role": self.role,
+              "masterEpoch": self.master_epoch, "epochs": self.epochs.entries,
+              "view": self.view}
+        return {**self.links.runtime_info(), "brokerRole": self.role,
+                "brokerId": str(self.controller_id), "controller": json.dumps(st)}
+
+    # ---- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
         try:
             await self.step()  # a role before the broker announces itself, if we can
         except (ControllerError, RemotingError) as e:
-            log.warning("controller %s: %s (retrying)", self.broker.config.controllerAddr, e)
+            log.warning("controller %s: %s (retrying)", self.config.controllerAddr, e)
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
@@ -60,11 +118,11 @@ class ReplicasManager:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await self.broker._stop_ha()
+        await self.links.stop()
         await self.controller.close()
 
     async def _loop(self) -> None:
-        interval = self.broker.config.brokerHeartbeatInterval / 1000
+        interval = self.config.brokerHeartbeatInterval / 1000
         while True:
             started = time.monotonic()
             try:
@@ -78,19 +136,19 @@ class ReplicasManager:
 
     # ---- talking to the controller ----------------------------------------------------
     async def step(self) -> None:
-        c = self.broker.config
-        if self.broker_id is None:
+        c = self.config
+        if self.controller_id is None:
             view = await self.controller.call(RequestCode.CONTROLLER_REGISTER_BROKER, {
                 "clusterName": c.brokerClusterName, "brokerName": self.group,
-                "brokerAddress": self.broker.address, "haAddress": self._ha_addr()})
-            self.broker_id = view["brokerId"]
-            log.info("controller: registered as broker %d of %s", self.broker_id, self.group)
+                "brokerAddress": self.host.address, "haAddress": self._ha_addr()})
+            self.controller_id = view["brokerId"]
+            log.info("controller: registered as broker %d of %s", self.controller_id, self.group)
         view = await self.controller.call(RequestCode.BROKER_HEARTBEAT, {
-            "brokerName": self.group, "brokerId": self.broker_id})
-        if str(self.broker_id) not in view["brokers"]:
+            "brokerName": self.group, "brokerId": self.controller_id})
+        if str(self.controller_id) not in view["brokers"]:
             # cleaned from the controller's metadata: register again, and take the group's
             # epochs as they come from now on
-            self.broker_id, self.master_epoch = None, -1
+            self.controller_id, self.master_epoch = None, -1
             return
         if view["masterBrokerId"] is None:
             view = await self.controller.call(RequestCode.CONTROLLER_ELECT_MASTER,
@@ -98,7 +156,7 @@ class ReplicasManager:
         await self.apply(view)
 
     def _ha_addr(self) -> str:
-        return f"{self.broker.config.brokerIP1}:{self.broker.config.ha_port}"
+        return f"{self.config.brokerIP1}:{self.config.ha_port}"
 
     # ---- roles ------------------------------------------------------------------------
     async def apply(self, view: dict) -> None:
@@ -106,7 +164,7 @@ class ReplicasManager:
         if master is None or epoch < self.master_epoch:
             return  # an older view (a deposed controller leader answering late): ignore it
         self.view = view
-        if master == self.broker_id:
+        if master == self.controller_id:
             if not self.is_master or self.master_epoch != epoch:
                 await self._become_master(view)
             else:
@@ -115,21 +173,20 @@ class ReplicasManager:
             await self._become_slave(view)
 
     async def _become_master(self, view: dict) -> None:
-        b = self.broker
-        await b._stop_ha()
+        await self.links.stop()
         epoch = view["masterEpoch"]
         end = self.store.commitlog.max_offset
         if epoch > self.epochs.last_epoch:
             self.epochs.append(epoch, end)
-        c = b.config
+        c = self.config
         tracker = SyncStateTracker(
-            self.broker_id, tuple(view["syncStateSet"]), view["syncStateSetEpoch"], end,
+            self.controller_id, tuple(view["syncStateSet"]), view["syncStateSetEpoch"], end,
             now_ms(), SyncConfig(max_not_catch_up_ms=c.haMaxTimeSlaveNotCatchUp,
                                  all_ack=c.allAckInSyncStateSet,
                                  in_sync_replicas=c.inSyncReplicas,
                                  min_in_sync_replicas=c.minInSyncReplicas))
-        driver = AutoSwitchMasterDriver(self.store, b.ha_config(), c.bindAddress, c.ha_port,
-                                        self.epochs, tracker, self._propose)
+        driver = AutoSwitchMasterDriver(self.store, ha_config(c, self.store), c.bindAddress,
+                                        c.ha_port, self.epochs, tracker, self._propose)
         for _ in range(25):  # our own previous HA server may take a moment to let go
             try:
                 await driver.start()
@@ -139,27 +196,22 @@ class ReplicasManager:
                 await asyncio.sleep(BIND_RETRY_S)
         else:
             raise RemotingError(f"cannot listen on the HA port {c.ha_port}")
-        b.ha_master = driver
+        await self.links.lead(driver)
         self.role, self.master_epoch = "MASTER", epoch
         self.store.set_dispatch_bound(tracker.confirm_offset)
-        b.adopt_stored_topics()  # serve every topic the log holds, config copied or not
         log.warning("controller: broker %d is the master of %s in epoch %d (log end %d, "
-                    "SyncStateSet %s)", self.broker_id, self.group, epoch, end,
+                    "SyncStateSet %s)", self.controller_id, self.group, epoch, end,
                     view["syncStateSet"])
-        await b._reregister()
+        await self.host.role_changed()  # serves every topic the log holds, routes
 
     async def _become_slave(self, view: dict) -> None:
-        b = self.broker
-        await b._stop_ha()
-        driver = AutoSwitchSlaveDriver(self.store, b.ha_config(), self.epochs,
-                                       self._master_ha_addr, slave_id=self.broker_id,
-                                       learner=b.config.asyncLearner)
-        await driver.start()
-        b.ha_slave = driver
+        await self.links.follow(AutoSwitchSlaveDriver(
+            self.store, ha_config(self.config, self.store), self.epochs, self._master_ha_addr,
+            slave_id=self.controller_id, learner=self.config.asyncLearner))
         self.role, self.master_epoch = "SLAVE", view["masterEpoch"]
-        log.info("controller: broker %d follows master %s (%s) in epoch %d", self.broker_id,
+        log.info("controller: broker %d follows master %s (%s) in epoch %d", self.controller_id,
                  view["masterBrokerId"], view["masterHaAddress"], view["masterEpoch"])
-        await b._reregister()
+        await self.host.role_changed()
 
     async def _master_ha_addr(self) -> str | None:
         return self.view.get("masterHaAddress")
@@ -167,7 +219,7 @@ class ReplicasManager:
     def _adopt_set(self, view: dict) -> None:
         """The controller's SyncStateSet is the truth (e.g. a change we asked for and whose
         answer was lost)."""
-        ha = self.broker.ha_master
+        ha = self.links.master
         if isinstance(ha, AutoSwitchMasterDriver):
             ha.core.tracker.controller_view(tuple(view["syncStateSet"]),
                                             view["syncStateSetEpoch"], now_ms())
@@ -179,12 +231,12 @@ class ReplicasManager:
         task.add_done_callback(self._altering.discard)
 
     async def _alter(self, p: ProposeSyncStateSet) -> None:
-        ha = self.broker.ha_master
+        ha = self.links.master
         members, epoch, stale = None, p.set_epoch, False
         try:
             view = await self.controller.call(
                 RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
-                {"brokerName": self.group, "masterId": self.broker_id,
+                {"brokerName": self.group, "masterId": self.controller_id,
                  "masterEpoch": self.master_epoch, "syncStateSetEpoch": p.set_epoch},
                 body=list(p.members))
             members, epoch = tuple(view["syncStateSet"]), view["syncStateSetEpoch"]
@@ -193,10 +245,6 @@ class ReplicasManager:
         except (ControllerError, RemotingError) as e:
             log.warning("controller refused SyncStateSet %s: %s", list(p.members), e)
             stale = STALE_SET_EPOCH in str(e)
-        if ha is self.broker.ha_master and isinstance(ha, AutoSwitchMasterDriver):
+        if ha is self.links.master and isinstance(ha, AutoSwitchMasterDriver):
             ha.core.tracker.applied(members, epoch, now_ms(), stale=stale)
             ha.set_changed()
-
-    def status(self) -> dict:
-        return {"brokerId": self.broker_id, "role": self.role, "masterEpoch": self.master_epoch,
-                "epochs": self.epochs.entries, "view": self.view}

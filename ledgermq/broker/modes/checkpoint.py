@@ -1,0 +1,280 @@
+"""Checkpoint mode (S3): the patent's consistent checkpoint with a control node.
+
+The broker's CheckpointReplica core turns the control node's views into roles: master (an
+HA master whose writes are acknowledged once the consistent checkpoint covers them, or once
+the control node caches them), slave (an HA slave reporting with its slot, after rolling
+back past a takeover) or waiting (neither). A promotion replays the control node's cached
+messages past the log end, durably, and answers with where they landed.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from ...controlnode.persist import decode_cached
+from ...drivers.checkpoint_files import CheckpointFile, load_role, save_role
+from ...drivers.control_node import ControlNodeClient
+from ...drivers.ha import HAMasterDriver, HASlaveDriver
+from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ...replication.checkpoint import (
+    AnswerPromotion, CheckpointReplica, Follow, Lead, Promote, Replay, SaveRole, Stand,
+    Truncate,
+)
+from ...replication.ha import SyncStatus
+from ...store import PutResult, StoreError
+from ...wire.batch import EncodedBatch
+from ...wire.message import decode_message, encode_properties
+from .base import Later, Pending, StandaloneMode
+from .ha_links import HALinks, ha_config
+
+log = logging.getLogger(__name__)
+
+PROMOTING_POLL_S = 0.02
+NOT_COVERED = "not yet covered by the consistent checkpoint and not cached by the control node"
+
+
+class CheckpointMode(StandaloneMode):
+    name = "checkpoint"
+
+    def __init__(self, host):
+        super().__init__(host)
+        self.dir = self.store.config.root / "consistent-checkpoint"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.role_path = self.dir / "role.json"
+        self.checkpoint_file = CheckpointFile(self.dir / "checkpoint.json")
+        epoch, promotion = load_role(self.role_path)
+        self.replica = CheckpointReplica(epoch, promotion)
+        self.control = ControlNodeClient(self.config.controlNodeAddr, self.config.brokerName)
+        self.wants_master = self.config.brokerRole.name != "SLAVE"
+        self.links = HALinks()
+        self.slot = 0
+        self.master_epoch = -1  # the epoch this broker leads, when it is master
+        self.slave_checkpoint = 0
+        self._task: asyncio.Task | None = None
+        self._answer: AnswerPromotion | None = None
+        self._saved: tuple[float, tuple | None] = (0.0, None)  # last checkpoint file write
+
+    # ---- what the broker asks -------------------------------------------------------
+    @property
+    def is_writable(self) -> bool:
+        return self.replica.role == "MASTER" and self.links.master is not None
+
+    @property
+    def is_slave(self) -> bool:
+        return self.links.slave is not None
+
+    @property
+    def broker_id(self) -> int | None:
+        """The master is 0, a slave its control-node slot; None while waiting."""
+        if self.is_writable:
+            return 0
+        return self.slot if self.links.slave is not None else None
+
+    @property
+    def ha_port(self) -> int:
+        return self.links.port(self.config.ha_port)
+
+    def refuse_write(self) -> str | None:
+        if self.is_writable:
+            return None
+        return (f"broker {self.host.address} is not the master of {self.config.brokerName} "
+                f"now ({self.replica.role}): not writable")
+
+    def write(self, encoded: EncodedBatch) -> PutResult | Later:
+        result = self.store.append(encoded)
+        ha = self.links.master
+        if ha is None or not result.ok:
+            return self.after_append(result)
+        ha.appended()
+        done = asyncio.ensure_future(self._covered(result, self.store.durable_wait(result),
+                                                   ha.sync(result.end_offset)))
+        return Later(done, lambda outcome: outcome)
+
+    async def _covered(self, result: PutResult, wait, synced) -> PutResult | Pending:
+        """S3-3: acknowledged once the consistent checkpoint covers the write, or once the
+        control node holds it; otherwise pending, for the producer to resolve."""
+        if wait is not None and not await wait:
+            self.store.mark_flush_timeout(result)
+        if await synced is SyncStatus.OK:
+            return result
+        start = int(result.phys_offsets[0])
+        epoch = self.master_epoch
+        msg_id = f"{epoch}-{start}"
+        log_ = self.store.commitlog
+        try:
+            data = b"".join(bytes(log_.read(int(o), log_.size_at(int(o))))
+                            for o in result.phys_offsets)
+        except StoreError:  # rolled back meanwhile: it is not ours to keep
+            data = b""
+        if data and await self.control.cache(epoch, start, result.end_offset, msg_id, data):
+            return result
+        return Pending(result, epoch, msg_id, NOT_COVERED)
+
+    def handlers(self) -> dict:
+        return {RequestCode.CONTROL_PROMOTE: self._promote}
+
+    def runtime_info(self) -> dict[str, str]:
+        st = {"role": self.replica.role, "epoch": self.replica.epoch, "slot": self.slot,
+              "controlNode": self.config.controlNodeAddr}
+        if self.links.slave is not None:
+            st["checkpoint"] = self.slave_checkpoint
+        return {**self.links.runtime_info(), "brokerRole": st["role"],
+                "checkpoint": json.dumps(st)}
+
+    # ---- lifecycle ------------------------------------------------------------------
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._heartbeat_loop())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.links.stop()
+        await self.control.close()
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config.controlNodeHeartbeatInterval / 1000
+        while True:
+            started = time.monotonic()
+            try:
+                await self.heartbeat()
+            except (RemotingError, ValueError, KeyError) as e:
+                log.debug("control node %s: %s", self.config.controlNodeAddr, e)
+            except Exception:
+                log.exception("checkpoint-mode heartbeat failed")
+            # a promoted broker asks often, to start serving as soon as it is confirmed;
+            # otherwise one heartbeat per interval, however long the last answer took
+            period = PROMOTING_POLL_S if self.replica.promotion else interval
+            await asyncio.sleep(max(0.0, period - (time.monotonic() - started)))
+
+    def _ha_addr(self) -> str:
+        return f"{self.config.brokerIP1}:{self.ha_port}"
+
+    async def heartbeat(self) -> None:
+        ext = {"haAddr": self._ha_addr(), "brokerAddr": self.host.address,
+               "wantsMaster": str(self.wants_master).lower(),
+               "epoch": str(self.replica.epoch), "maxOffset": str(self.store.commitlog.max_offset)}
+        ha = self.links.master
+        if ha is not None:
+            ext["checkpoint"] = str(ha.core.checkpoint)
+            ext["members"] = json.dumps(sorted(ha.core.members))
+        view = await self.control.heartbeat(ext)
+        await self.execute(self.replica.on_view(view, self.store.commitlog.max_offset))
+
+    # ---- the core's actions ---------------------------------------------------------
+    async def execute(self, actions: list) -> None:
+        for a in actions:
+            if isinstance(a, Stand):
+                log.warning("checkpoint mode: standing by (%s)", a.reason)
+                await self.links.stop()
+                await self.host.role_changed()
+            elif isinstance(a, Truncate):
+                log.warning("checkpoint mode: rolling back %d -> %d (past the takeover)",
+                            self.store.commitlog.max_offset, a.offset)
+                await self.links.stop()
+                self.store.truncate(a.offset)
+            elif isinstance(a, SaveRole):
+                save_role(self.role_path, a.epoch, a.promotion)
+            elif isinstance(a, Follow):
+                await self._follow(a)
+            elif isinstance(a, Lead):
+                await self._lead(a)
+            elif isinstance(a, Replay):
+                await self.links.stop()
+                await self.execute(self._replay(a))
+            elif isinstance(a, AnswerPromotion):
+                self._answer = a
+
+    async def _follow(self, a: Follow) -> None:
+        await self.links.stop()
+        self.slot = a.slot
+
+        async def master(addr=a.master_addr) -> str:
+            return addr
+        await self.links.follow(HASlaveDriver(
+            self.store, ha_config(self.config, self.store, True), master, slave_id=a.slot,
+            on_checkpoint=self._slave_checkpoint))
+        log.info("checkpoint mode: slave (slot %d) of %s", a.slot, a.master_addr)
+        await self.host.role_changed()
+
+    def _slave_checkpoint(self, checkpoint: int) -> None:
+        self.slave_checkpoint = checkpoint
+
+    async def _lead(self, a: Lead) -> None:
+        await self.links.stop()
+        self.slot = a.slot
+        epoch, checkpoint, members = self.checkpoint_file.load()
+        if epoch == a.epoch:  # restarted in the same epoch: our own record is newer
+            checkpoint = max(checkpoint, a.checkpoint)
+        else:
+            checkpoint, members = a.checkpoint, dict(a.members)
+        self.master_epoch = a.epoch
+        self._saved = (0.0, None)
+        self._save_checkpoint(checkpoint, tuple(members.items()))
+        c = self.config
+        driver = HAMasterDriver(self.store, ha_config(c, self.store, True), c.bindAddress,
+                                c.ha_port, checkpoint=checkpoint, members=members,
+                                on_checkpoint=self._save_checkpoint)
+        await driver.start()
+        await self.links.lead(driver)
+        log.warning("checkpoint mode: master of epoch %d (checkpoint %d, members %s)", a.epoch,
+                    checkpoint, sorted(members))
+        await self.host.role_changed()
+
+    def _save_checkpoint(self, checkpoint: int, members: tuple) -> None:
+        """The file only seeds a restart in the same epoch (failover relies on the control
+        node's figure): new members are saved at once, progress at most 10 times a second."""
+        now = time.monotonic()
+        at, saved_ids = self._saved
+        ids = tuple(slot for slot, _ in members)  # members are (slot, acked offset) pairs
+        if ids != saved_ids or now - at >= 0.1:
+            self._saved = (now, ids)
+            self.checkpoint_file.save(self.master_epoch, checkpoint, members)
+
+    def _replay(self, a: Replay) -> list:
+        """Append each cached entry past the takeover (in order), durably."""
+        moved = []
+        for c in a.promote.replay:
+            if c.end <= a.takeover:
+                continue  # we hold it at its own offset already
+            # past the takeover, or straddling it (a batch we got only the start of):
+            # replayed whole, so nothing acknowledged is missing (the start twice)
+            msgs, pos = [], 0
+            while pos < len(c.data):  # decoded whole before anything is appended
+                msgs.append(decode_message(c.data, pos))
+                pos += msgs[-1].total_size
+            start = end = self.store.commitlog.max_offset
+            for m in msgs:  # one entry is one send: one topic and queue
+                r = self.store.append(self.store.encode(
+                    m.topic, m.queue_id, [m.body], encode_properties(m.properties), m.tags,
+                    flag=m.flag, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
+                    born_host=m.born_host, reconsume_times=m.reconsume_times,
+                    index_keys=[m.index_keys]))
+                if not r.ok:
+                    raise RemotingError(f"replaying cached message failed: {r.error}")
+                if end == start:
+                    start = int(r.phys_offsets[0])
+                end = r.end_offset
+            moved.append((c.offset, start, end))
+        self.store.commitlog.flush()
+        log.warning("checkpoint mode: took over at %d, replayed %d cached sends", a.takeover,
+                    len(moved))
+        return self.replica.replayed(moved, self.store.commitlog.max_offset)
+
+    async def _promote(self, cmd: RemotingCommand, conn) -> RemotingCommand:
+        """The control node's CONTROL_PROMOTE: take over as master of a new epoch."""
+        e = cmd.ext
+        p = Promote(self._ha_addr(), self.slot, int(e["epoch"]),
+                    tuple(decode_cached(cmd.body or b"")), int(e["checkpoint"]),
+                    tuple(tuple(m) for m in json.loads(e["members"])))
+        self._answer = None
+        await self.execute(self.replica.on_promote(p, self.store.commitlog.max_offset))
+        if self._answer is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"not promoted: already in epoch {self.replica.epoch}")
+        pr = self._answer.promotion
+        return cmd.response(ResponseCode.SUCCESS, None, None, json.dumps(
+            {"takeover": pr.takeover, "replayed": [list(x) for x in pr.replayed],
+             "logEnd": pr.log_end}).encode())

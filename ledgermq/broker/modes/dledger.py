@@ -1,0 +1,99 @@
+"""DLedger mode (S0): the commit log is a Raft log. The leader is the master; a write is
+acknowledged once a quorum holds it, and consumers see only committed messages."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+from ...drivers.dledger import DLedgerDriver, parse_peers
+from ...replication.raft import Code, Complete, RaftConfig
+from ...store import PutResult, PutStatus
+from ...wire.batch import EncodedBatch
+from .base import Later, StandaloneMode
+
+
+class DLedgerMode(StandaloneMode):
+    name = "dledger"
+
+    def __init__(self, host):
+        super().__init__(host)
+        self.driver: DLedgerDriver | None = None
+
+    @property
+    def is_writable(self) -> bool:
+        return self.driver is not None and self.driver.is_leader
+
+    @property
+    def is_slave(self) -> bool:
+        return not self.is_writable
+
+    @property
+    def broker_id(self) -> int:
+        """The leader is the master (0); followers are slaves by their place in the peers."""
+        if self.is_writable:
+            return 0
+        return 1 + sorted(self.driver.peers).index(self.config.dLegerSelfId)
+
+    def refuse_write(self) -> str | None:
+        d = self.driver
+        if d.is_leader:
+            return None
+        return f"{d.self_id} is not the DLedger leader (leader: {d.node.leader})"
+
+    def _append(self, encoded: EncodedBatch) -> tuple[PutResult, asyncio.Future | None]:
+        """Append locally; the batch's bytes (with any end-of-segment filler before them)
+        become one Raft entry. Returns the result and a future of the entry's Complete."""
+        start = self.store.commitlog.max_offset
+        result = self.store.append(encoded)
+        if not result.ok:
+            return result, None
+        return result, self.driver.propose_range(start, result.end_offset)
+
+    def write(self, encoded: EncodedBatch) -> PutResult | Later:
+        result, fut = self._append(encoded)
+        if fut is None:
+            return result
+        return Later(fut, lambda done: self._committed(result, done))
+
+    @staticmethod
+    def _committed(result: PutResult, done: Complete) -> PutResult:
+        if done.code is Code.WAIT_QUORUM_ACK_TIMEOUT:
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+            result.error = "no quorum acknowledged the batch in time"
+        elif done.code is not Code.SUCCESS:
+            result.status = PutStatus.SERVICE_NOT_AVAILABLE
+            result.error = f"{done.code.value}: leadership changed before the batch committed"
+        return result
+
+    def write_internal(self, encoded: EncodedBatch) -> PutResult:
+        """Fire and forget: a batch lost with a leadership change is written again by the
+        next leader (delayed delivery resumes from its saved offsets)."""
+        result, fut = self._append(encoded)
+        if fut is not None and fut.done() and fut.result().code is not Code.SUCCESS:
+            result.status = PutStatus.SERVICE_NOT_AVAILABLE
+        return result
+
+    def runtime_info(self) -> dict[str, str]:
+        return {"brokerRole": "LEADER" if self.is_writable else "FOLLOWER",
+                "brokerId": str(self.broker_id), "dledger": json.dumps(self.driver.status())}
+
+    async def prepare(self) -> None:
+        """The Raft peer port and log, before the broker serves clients."""
+        c = self.config
+        self.driver = DLedgerDriver(
+            self.store, c.dLegerSelfId, parse_peers(c.dLegerPeers),
+            self.store.config.root / "dledger", self._role_changed,
+            RaftConfig(election_timeout_ms=c.dLegerElectionTimeoutMs,
+                       heartbeat_ms=c.dLegerHeartBeatIntervalMs,
+                       max_pending_size=c.dLegerMaxPendingSize,
+                       max_push_timeout_ms=c.dLegerMaxPushTimeOutMs,
+                       quorum_ack_timeout_ms=c.dLegerQuorumAckTimeoutMs),
+            preferred_leader=c.preferredLeaderId)
+        await self.driver.start()
+
+    def _role_changed(self, role) -> None:
+        asyncio.get_running_loop().create_task(self.host.role_changed())
+
+    async def stop(self) -> None:
+        if self.driver is not None:
+            await self.driver.stop()

@@ -1,0 +1,87 @@
+"""The HA port a broker runs in the modes built on classic HA (S2, S3 and S1): at most
+one driver at a time, a master serving slaves or a slave following a master."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+from ...drivers.ha import HAMasterDriver, HASlaveDriver
+from ...replication.ha import HAConfig, SyncStatus
+from ...store import MessageStore, PutResult, PutStatus
+from ..config import BrokerConfig
+from .base import Later
+
+
+def ha_config(config: BrokerConfig, store: MessageStore, checkpoint: bool = False) -> HAConfig:
+    return HAConfig(segment_size=store.config.mappedFileSizeCommitLog,
+                    heartbeat_ms=config.haSendHeartbeatInterval,
+                    housekeeping_ms=config.haHousekeepingInterval,
+                    sync_timeout_ms=store.config.syncFlushTimeout,
+                    fallbehind_max=config.haSlaveFallbehindMax,
+                    transfer_batch=config.haTransferBatchSize, checkpoint=checkpoint)
+
+
+class HALinks:
+    def __init__(self) -> None:
+        self.master: HAMasterDriver | None = None
+        self.slave: HASlaveDriver | None = None
+
+    async def lead(self, driver: HAMasterDriver) -> None:
+        """Serve slaves with `driver` (already started)."""
+        await self.stop()
+        self.master = driver
+
+    async def follow(self, driver: HASlaveDriver) -> None:
+        await self.stop()
+        await driver.start()
+        self.slave = driver
+
+    async def stop(self) -> None:
+        for d in (self.master, self.slave):
+            if d is not None:
+                await d.stop()
+        self.master = self.slave = None
+
+    def port(self, configured: int) -> int:
+        return self.master.port if self.master is not None else configured
+
+    def runtime_info(self) -> dict[str, str]:
+        d = self.master or self.slave
+        return {} if d is None else {"ha": json.dumps(d.status())}
+
+
+def slave_acknowledged(result: PutResult, status: SyncStatus, config: BrokerConfig,
+                       sync_timeout_ms: int) -> PutResult:
+    """A master's write once its slaves answered (SYNC_MASTER, controller mode): the
+    status says which promise the slaves did not keep."""
+    if result.status is PutStatus.PUT_OK and status is not SyncStatus.OK:
+        if status is SyncStatus.SLAVE_NOT_AVAILABLE:
+            result.status = PutStatus.SLAVE_NOT_AVAILABLE
+            result.error = "no slave is connected, or it is too far behind"
+        elif status is SyncStatus.NOT_ENOUGH_REPLICAS:
+            result.status = PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
+            result.error = (f"stored on the master but not acknowledged: the SyncStateSet "
+                            f"has fewer than minInSyncReplicas={config.minInSyncReplicas} "
+                            "members")
+        else:
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+            result.error = (f"no slave acknowledged within syncFlushTimeout="
+                            f"{sync_timeout_ms} ms")
+    return result
+
+
+def when_slaves_ack(store: MessageStore, config: BrokerConfig, result: PutResult,
+                    synced: "asyncio.Future[SyncStatus]") -> Later:
+    """Acknowledged once flushed (under SYNC_FLUSH) and once the slaves answered."""
+    def settle(status: SyncStatus) -> PutResult:
+        return slave_acknowledged(result, status, config, store.config.syncFlushTimeout)
+    wait = store.durable_wait(result)
+    if wait is None:
+        return Later(synced, settle)
+    return Later(asyncio.ensure_future(_flushed_then(store, result, wait, synced)), settle)
+
+
+async def _flushed_then(store: MessageStore, result: PutResult, wait, synced) -> SyncStatus:
+    if not await wait:
+        store.mark_flush_timeout(result)
+    return await synced

@@ -1,0 +1,13 @@
+"""Request processors by concern, as RocketMQ's broker cuts them: each offers a table of
+request code -> handler, and the broker merges the tables."""
+from .admin import AdminProcessor
+from .consumer_manage import ConsumerManageProcessor
+from .pull import PullProcessor
+from .query import QueryProcessor
+from .send import SendProcessor
+
+PROCESSORS = (SendProcessor, PullProcessor, ConsumerManageProcessor, QueryProcessor,
+              AdminProcessor)
+
+__all__ = ["PROCESSORS", "AdminProcessor", "ConsumerManageProcessor", "PullProcessor",
+           "QueryProcessor", "SendProcessor"]

@@ -1,0 +1,102 @@
+"""What operators and mqadmin ask: topics (create, update, delete, list), the broker's
+runtime info and statistics, every consumer and delay offset (RocketMQ's
+AdminBrokerProcessor)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
+from ...store.store import check_topic
+from ...wire.message import MessageFormatError
+from ..modes import not_in_mode
+from ..registration import json_body
+from ..state import TopicConfig
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+class AdminProcessor:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.store = broker.store
+        self.topics = broker.topics
+        self.offsets = broker.offsets
+
+    def handlers(self) -> dict:
+        return {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topic_config,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+            RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
+            # served by the mode that has them (the mode's handlers replace these)
+            RequestCode.CONTROL_PROMOTE: not_in_mode("checkpoint"),
+            RequestCode.GET_BROKER_EPOCH_CACHE: not_in_mode("controller"),
+        }
+
+    def update_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ext = cmd.ext
+        topic = ext["topic"]
+        try:
+            check_topic(topic)
+        except MessageFormatError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        read, write = int(ext.get("readQueueNums", 8)), int(ext.get("writeQueueNums", 8))
+        if not (0 < read <= 1024 and 0 < write <= 1024):
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"queue numbers must be in 1..1024 (read {read}, write {write})")
+        self.topics.create(TopicConfig(topic, read, write, int(ext.get("perm", 6)),
+                                       ext.get("topicFilterType", "SINGLE_TAG"),
+                                       int(ext.get("topicSysFlag", 0)),
+                                       str(ext.get("order", "false")).lower() == "true"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        self.topics.delete(cmd.ext["topic"])
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def all_topic_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None,
+                            json_body(self.topics.table.to_json()))
+
+    def runtime_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None,
+                            json_body({"table": self.broker.runtime_info()}))
+
+    def consume_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group = cmd.ext["consumerGroup"]
+        topic = cmd.ext.get("topic")
+        topics = [topic] if topic else self.offsets.topics_of(group)
+        rows = []
+        for t in topics:
+            tc = self.topics.get(t)
+            for qid in range(tc.writeQueueNums if tc else 0):
+                committed = self.offsets.query(t, group, qid)
+                rows.append({"topic": t, "brokerName": self.broker.config.brokerName,
+                             "queueId": qid, "brokerOffset": self.store.max_offset_in_queue(t, qid),
+                             "consumerOffset": -1 if committed is None else committed})
+        return cmd.response(ResponseCode.SUCCESS, None, None,
+                            json_body({"offsetTable": rows, "consumeTps": 0}))
+
+    def topic_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        topic = cmd.ext["topic"]
+        tc = self.topics.get(topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        rows = [{"topic": topic, "brokerName": self.broker.config.brokerName, "queueId": q,
+                 "minOffset": self.store.min_offset_in_queue(topic, q),
+                 "maxOffset": self.store.max_offset_in_queue(topic, q)}
+                for q in range(tc.writeQueueNums)]
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"offsetTable": rows}))
+
+    def all_consumer_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"offsetTable": {
+            k: {str(q): o for q, o in v.items()} for k, v in self.offsets.table.items()}}))
+
+    def all_delay_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body(
+            {"offsetTable": {str(k): v for k, v in self.broker.schedule.offsets.items()}}))

@@ -1,0 +1,100 @@
+"""Clients and their groups: heartbeats, unregistration, the group's members and
+connections, committed offsets, and the locks of orderly consumers (RocketMQ's
+ClientManageProcessor and ConsumerManageProcessor)."""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
+from ..registration import json_body
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+class ConsumerManageProcessor:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.consumers = broker.consumers
+        self.offsets = broker.offsets
+        self.store = broker.store
+
+    def handlers(self) -> dict:
+        return {
+            RequestCode.HEART_BEAT: self.heartbeat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.CHECK_CLIENT_CONFIG: lambda cmd, conn: cmd.response(ResponseCode.SUCCESS),
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_offset,
+            RequestCode.LOCK_BATCH_MQ: self.lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
+        }
+
+    def heartbeat(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        data = json.loads(cmd.body or b"{}")
+        client_id = data.get("clientID", conn.peer)
+        conn.attrs["client_id"] = client_id
+        for consumer in data.get("consumerDataSet", []):
+            self.consumers.register(conn, client_id, consumer)
+            if consumer.get("messageModel", "CLUSTERING") == "CLUSTERING":
+                self.broker.topics.retry(consumer["groupName"])
+        for producer in data.get("producerDataSet", []):
+            conn.attrs.setdefault("producer_groups", set()).add(producer.get("groupName"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def unregister_client(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group = cmd.ext.get("consumerGroup")
+        if group:
+            self.consumers.unregister(conn, group)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def consumer_list(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group = self.consumers.groups.get(cmd.ext["consumerGroup"])
+        if group is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"no consumer for this group, {cmd.ext['consumerGroup']}")
+        return cmd.response(ResponseCode.SUCCESS, None, None,
+                            json_body({"consumerIdList": group.client_ids()}))
+
+    def consumer_connections(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group = self.consumers.groups.get(cmd.ext["consumerGroup"])
+        if group is None:
+            return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                f"the consumer group[{cmd.ext['consumerGroup']}] not online")
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({
+            "connectionSet": [{"clientId": cid, "clientAddr": c.peer} for c, cid in
+                              group.clients.items()],
+            "subscriptionTable": group.subscriptions, "consumeType": group.consume_type,
+            "messageModel": group.message_model,
+            "consumeFromWhere": group.consume_from_where}))
+
+    def query_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ext = cmd.ext
+        topic, group, qid = ext["topic"], ext["consumerGroup"], int(ext["queueId"])
+        off = self.offsets.query(topic, group, qid)
+        if off is None:
+            if self.store.min_offset_in_queue(topic, qid) <= 0:
+                off = 0  # the queue still starts at 0: a new group may read it all
+            else:
+                return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                                    "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+        return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(off)})
+
+    def update_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ext = cmd.ext
+        self.offsets.commit(ext["topic"], ext["consumerGroup"], int(ext["queueId"]),
+                            int(ext["commitOffset"]))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def lock_batch(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        req = json.loads(cmd.body)
+        ok = self.consumers.lock(req["consumerGroup"], req["clientId"], req.get("mqSet", []))
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"lockOKMQSet": ok}))
+
+    def unlock_batch(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        req = json.loads(cmd.body)
+        self.consumers.unlock(req["consumerGroup"], req["clientId"], req.get("mqSet", []))
+        return cmd.response(ResponseCode.SUCCESS)

@@ -1,0 +1,100 @@
+"""PULL_MESSAGE: messages of one queue from an offset, filtered by tag, held (long
+polling) while there is nothing new; the consumer offset the pull carries is committed on
+the group's master only (RocketMQ's PullMessageProcessor)."""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
+from ...remoting.codes import (
+    PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND,
+)
+from ...store import GetStatus
+from ..consumers import parse_subscription
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+_PULL_CODES = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def pull_code(status: GetStatus, offset: int) -> ResponseCode:
+    if status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+    return _PULL_CODES[status]
+
+
+class PullProcessor:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.store = broker.store
+        self.config = broker.config
+
+    def handlers(self) -> dict:
+        return {RequestCode.PULL_MESSAGE: self.pull}
+
+    def _subscription(self, ext: dict, sys_flag: int, group: str, topic: str):
+        """The tag codes to match: from the request, else from the group's heartbeat."""
+        if sys_flag & PULL_FLAG_SUBSCRIPTION or "subscription" in ext:
+            return parse_subscription(ext.get("subscription"))
+        sub = self.broker.consumers.groups.get(group)
+        sub = sub.subscriptions.get(topic) if sub else None
+        return parse_subscription(sub.get("subString")) if sub else None
+
+    async def pull(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ext = cmd.ext
+        group, topic = ext["consumerGroup"], ext["topic"]
+        qid, offset = int(ext["queueId"]), int(ext["queueOffset"])
+        max_nums = max(1, min(int(ext.get("maxMsgNums", 32)), self.config.pullBatchMaxMessages))
+        sys_flag = int(ext.get("sysFlag", 0))
+        tc = self.broker.topics.for_pull(topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"topic[{topic}] not exist, apply first please!")
+        if not tc.perm & PERM_READ:
+            return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling is forbidden")
+        if not 0 <= qid < max(tc.readQueueNums, tc.writeQueueNums):
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"queueId[{qid}] is illegal, topic {topic} has {tc.readQueueNums} "
+                                f"read queues")
+        if ext.get("expressionType", "TAG") not in ("TAG", ""):
+            return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                f"expression type {ext['expressionType']} is not supported; use TAG")
+        try:
+            codes = self._subscription(ext, sys_flag, group, topic)
+        except ValueError as e:
+            return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+        commit = int(ext.get("commitOffset", -1) or -1)
+        if sys_flag & PULL_FLAG_COMMIT_OFFSET and commit >= 0 and self.broker.mode.is_writable:
+            self.broker.offsets.commit(topic, group, qid, commit)
+        suspend_ms = int(ext.get("suspendTimeoutMillis", 0) or 0)
+        deadline = time.monotonic() + suspend_ms / 1000
+        while True:
+            got = self.store.get_messages(topic, qid, offset, max_nums,
+                                          self.config.pullBatchMaxBytes, codes)
+            code = pull_code(got.status, offset)
+            if (code != ResponseCode.PULL_NOT_FOUND or not sys_flag & PULL_FLAG_SUSPEND
+                    or not self.config.longPollingEnable):
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await self.broker.holds.wait(topic, qid, offset, left)
+            if time.monotonic() >= deadline and \
+                    self.store.max_offset_in_queue(topic, qid) <= offset:
+                break
+        resp_ext = {"nextBeginOffset": str(got.next_begin_offset),
+                    "minOffset": str(got.min_offset), "maxOffset": str(got.max_offset),
+                    "suggestWhichBrokerId": "0"}
+        if code == ResponseCode.SUCCESS:
+            return cmd.response(code, None, resp_ext, list(got.buffers))
+        return cmd.response(code, got.status.value, resp_ext)

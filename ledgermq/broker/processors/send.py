@@ -1,0 +1,195 @@
+"""SEND_MESSAGE (V1, V2, batches) and CONSUMER_SEND_MSG_BACK: checks, topic creation,
+retries and dead letters, delays; then a write through the replication mode, answered
+once the mode's acknowledgement holds (RocketMQ's SendMessageProcessor)."""
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from ...remoting import Connection, RemotingCommand, ReplyWhen, RequestCode, ResponseCode
+from ...remoting.codes import PERM_WRITE, RETRY_PREFIX
+from ...store import PutResult, PutStatus, StoreError
+from ...store.store import check_topic
+from ...wire.message import (
+    PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, MessageFormatError, pack_host,
+)
+from ..modes import Later, Pending
+from ..send import (
+    BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header, props_from_header,
+    split_batch_body, tags_of, to_schedule, wants_dedup, with_properties,
+)
+from ..state import SCHEDULE_TOPIC
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+# clients that send this language (ledgermq's) understand SEND_PENDING and resolve it
+PENDING_AWARE_LANGUAGE = "PYTHON"
+
+_SEND_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+}
+_STORED = {PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
+           PutStatus.SLAVE_NOT_AVAILABLE}
+LOCALHOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+
+
+class SendProcessor:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.store = broker.store
+        self.config = broker.config
+        self.topics = broker.topics
+
+    def handlers(self) -> dict:
+        return {RequestCode.SEND_MESSAGE: self.send, RequestCode.SEND_MESSAGE_V2: self.send,
+                RequestCode.SEND_BATCH_MESSAGE: self.send,
+                RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back}
+
+    def send(self, cmd: RemotingCommand, conn: Connection):
+        """Answered at once when nothing needs waiting for, else when the mode says."""
+        why = self.broker.mode.refuse_write()
+        if why is not None:
+            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, why)
+        h = parse_send_header(cmd.ext)
+        try:
+            check_topic(h.topic)
+        except MessageFormatError as e:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        tc = self.topics.for_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"topic[{h.topic}] not exist, apply first please!")
+        if not tc.perm & PERM_WRITE:
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                f"the topic[{h.topic}] sending is forbidden")
+        qid = h.queue_id if h.queue_id >= 0 else random.randrange(tc.writeQueueNums)
+        if qid >= tc.writeQueueNums:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"request queueId[{qid}] is illegal, topic {h.topic} has "
+                                f"{tc.writeQueueNums} write queues")
+        topic = h.topic
+        try:
+            if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+                batch = split_batch_body(cmd.body, props_from_header(h.properties))
+            else:
+                props = props_from_header(h.properties)
+                batch = BatchBody([cmd.body], [props], [h.flag], [tags_of(props)],
+                                  [index_keys(props)])
+        except MessageFormatError as e:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        if batch.props and wants_dedup(batch.props[0]) and self.store.index is not None:
+            # an idempotent (retried) send: what is stored already is not stored twice
+            drop_stored(batch, lambda key: bool(self.store.query_by_key(topic, key, 1)),
+                        lambda keys: self.store.index.maybe_present(topic, keys))
+            if not batch.bodies:
+                return cmd.response(ResponseCode.SUCCESS, "every message was stored before",
+                                    {"msgId": "", "queueId": str(qid), "queueOffset": "-1"})
+        if topic.startswith(RETRY_PREFIX):
+            max_times = h.max_reconsume_times if h.max_reconsume_times is not None \
+                else self.config.maxReconsumeTimes
+            if h.reconsume_times >= max_times:
+                topic, qid = self.topics.dlq(topic[len(RETRY_PREFIX):])
+        level = delay_level_of(bytes(batch.props[0])) if len(batch.bodies) == 1 else 0
+        if level > 0:
+            batch.props = [to_schedule(bytes(batch.props[0]), topic, qid)]
+            topic, qid = SCHEDULE_TOPIC, min(level, len(self.config.delay_levels_ms)) - 1
+        return self.put(cmd, conn, topic, qid, batch, h.sys_flag, h.born_timestamp,
+                        h.reconsume_times)
+
+    def put(self, cmd, conn, topic, qid, batch: BatchBody, sys_flag, born_ts,
+            reconsume_times):
+        """Encode and write; the response, or a ReplyWhen of it."""
+        born_host = conn.attrs.get("born_host")
+        if born_host is None:
+            try:
+                host, port = conn.peer.rsplit(":", 1)
+                born_host = pack_host(host, int(port))
+            except (OSError, ValueError):
+                born_host = LOCALHOST
+            conn.attrs["born_host"] = born_host
+        try:
+            encoded = self.store.encode(
+                topic, qid, batch.bodies, batch.props, batch.tags, flag=batch.flags,
+                sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host,
+                reconsume_times=reconsume_times, index_keys=batch.index_keys)
+        except MessageFormatError as e:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        outcome = self.broker.mode.write(encoded)
+        if type(outcome) is Later:
+            settle = outcome.settle
+            return ReplyWhen(outcome.future,
+                             lambda value: self.respond(cmd, qid, settle(value)))
+        return self.respond(cmd, qid, outcome)
+
+    def respond(self, cmd: RemotingCommand, qid: int, outcome: PutResult | Pending):
+        if type(outcome) is Pending:
+            return self._pending(cmd, qid, outcome)
+        result = outcome
+        code = _SEND_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+        if result.status not in _STORED:
+            return cmd.response(code, f"{result.status.value}: {result.error}")
+        ext = {"msgId": ",".join(result.msg_ids(self.broker.store_host)), "queueId": str(qid),
+               "queueOffset": str(result.queue_offset), "MSG_REGION": "DefaultRegion",
+               "TRACE_ON": "true"}
+        return cmd.response(code, None if code == ResponseCode.SUCCESS else result.error, ext)
+
+    def _pending(self, cmd: RemotingCommand, qid: int, p: Pending) -> RemotingCommand:
+        result = p.result
+        if cmd.language != PENDING_AWARE_LANGUAGE:
+            # RocketMQ's own clients know no PENDING (an unknown code is an error to them).
+            # FLUSH_SLAVE_TIMEOUT is their status for "stored on the master, not confirmed
+            # by a slave", which is what PENDING means; Java's does not resend it by
+            # default, the C++ client resends any non-SEND_OK, as against RocketMQ itself.
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+            result.error = f"pending {p.msg_id}: {p.why}; a failover may roll it back"
+            return self.respond(cmd, qid, result)
+        resp = self.respond(cmd, qid, result)
+        resp.code = ResponseCode.SEND_PENDING
+        resp.remark = f"{p.why}: resolve before resending"
+        resp.ext.update(pendingEpoch=str(p.epoch), pendingEnd=str(result.end_offset),
+                        pendingId=p.msg_id, controlNodeAddr=self.config.controlNodeAddr,
+                        brokerName=self.config.brokerName)
+        return resp
+
+    async def send_back(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """A consumer's failed message: to %RETRY%<group> after a delay level, or to
+        %DLQ%<group> after maxReconsumeTimes."""
+        why = self.broker.mode.refuse_write()
+        if why is not None:
+            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, why)
+        ext = cmd.ext
+        group = ext["group"]
+        try:
+            msg = self.store.message_at(int(ext["offset"]))
+        except (StoreError, MessageFormatError) as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed: {e}")
+        max_times = int(ext.get("maxReconsumeTimes") or self.config.maxReconsumeTimes)
+        delay = int(ext.get("delayLevel") or 0)
+        props = dict(msg.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
+        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, ext.get("originMsgId") or msg.msg_id)
+        if msg.reconsume_times >= max_times or delay < 0:
+            topic, qid = self.topics.dlq(group)
+            props.pop("DELAY", None)
+        else:
+            tc = self.topics.retry(group)
+            topic, qid = tc.topicName, random.randrange(tc.writeQueueNums)
+            props["DELAY"] = str(delay if delay > 0 else 3 + msg.reconsume_times)
+        raw = with_properties(b"", props)
+        if topic.startswith(RETRY_PREFIX):
+            raw = to_schedule(raw, topic, qid)
+            level = int(props["DELAY"])
+            topic, qid = SCHEDULE_TOPIC, min(level, len(self.config.delay_levels_ms)) - 1
+        r = self.put(cmd, conn, topic, qid,
+                     BatchBody([msg.body], [raw], [msg.flag], [tags_of(raw)], [index_keys(raw)]),
+                     msg.sys_flag, msg.born_timestamp, msg.reconsume_times + 1)
+        if isinstance(r, ReplyWhen):  # waits for a flush, a slave or a quorum
+            r = r.respond(await r.future)
+        return cmd.response(r.code, r.remark)

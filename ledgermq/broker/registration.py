@@ -1,0 +1,136 @@
+"""The broker and its name servers: registration (again every registerNameServerPeriod
+and whenever the role or the topics change), unregistration, and what a slave copies from
+its master (RocketMQ's SlaveSynchronize: topic configs and consumer offsets)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from .state import TopicConfig
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+def json_body(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class NameServerLink:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.config = broker.config
+        self.client = RemotingClient()
+        self.learned_ha_master = ""  # the master's HA address, as the name server says
+        self._announcing: set[asyncio.Task] = set()
+
+    @property
+    def namesrvs(self) -> list[str]:
+        return [a.strip() for a in self.config.namesrvAddr.split(";") if a.strip()]
+
+    def _identity(self) -> dict[str, str]:
+        b = self.broker
+        return {"brokerAddr": b.address, "brokerName": self.config.brokerName,
+                "clusterName": self.config.brokerClusterName,
+                "brokerId": str(b.mode.broker_id)}
+
+    async def register(self) -> None:
+        b = self.broker
+        if b.mode.broker_id is None:
+            return  # no role yet: clients should not see this broker
+        body = {"topicConfigSerializeWrapper": b.topics.table.to_json(), "filterServerList": []}
+        ext = {**self._identity(), "compressed": "false",
+               "haServerAddr": f"{self.config.brokerIP1}:{b.mode.ha_port}"}
+        for addr in self.namesrvs:
+            try:
+                r = await self.client.invoke(addr, RemotingCommand(
+                    RequestCode.REGISTER_BROKER, ext=ext, body=json_body(body)), 3.0)
+                if r.code != ResponseCode.SUCCESS:
+                    log.warning("name server %s refused registration: %s", addr, r.remark)
+                elif r.ext.get("haServerAddr"):
+                    self.learned_ha_master = r.ext["haServerAddr"]
+            except RemotingError as e:
+                log.warning("cannot register with name server %s: %s", addr, e)
+
+    def announce(self) -> None:
+        """Register soon (topics changed), from synchronous code."""
+        task = asyncio.get_running_loop().create_task(self.register())
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
+
+    async def unregister(self) -> None:
+        for addr in self.namesrvs:
+            try:
+                await self.client.invoke(addr, RemotingCommand(
+                    RequestCode.UNREGISTER_BROKER, ext=self._identity()), 1.0)
+            except RemotingError:
+                pass
+
+    async def reregister(self) -> None:
+        """After a role change: the old route goes, the new one comes."""
+        await self.unregister()
+        await self.register()
+
+    async def master_ha_address(self) -> str | None:
+        if not self.learned_ha_master:
+            await self.register()
+        return self.learned_ha_master or None
+
+    async def register_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.registerNameServerPeriod / 1000)
+            await self.register()
+
+    async def close(self) -> None:
+        for t in list(self._announcing):
+            t.cancel()
+        await self.client.close()
+
+    # ---- what a slave copies from its master ------------------------------------------
+    async def sync_loop(self) -> None:
+        """Followers copy the master's topic configs and consumer offsets, so a new master
+        knows the topics and the groups' progress."""
+        while True:
+            await asyncio.sleep(self.config.slaveSyncInterval / 1000)
+            if not self.broker.mode.is_slave:
+                continue
+            try:
+                await self.sync_from_master()
+            except (RemotingError, ValueError, KeyError) as e:
+                log.debug("sync from master failed: %s", e)
+
+    async def _master_address(self) -> str | None:
+        for ns in self.namesrvs:
+            r = await self.client.invoke(ns, RemotingCommand(
+                RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
+            if r.code == ResponseCode.SUCCESS:
+                bd = json.loads(r.body)["brokerAddrTable"].get(self.config.brokerName, {})
+                return bd.get("brokerAddrs", {}).get("0")
+        return None
+
+    async def sync_from_master(self) -> None:
+        master = await self._master_address()
+        if not master or master == self.broker.address:
+            return
+        topics, offsets = self.broker.topics.table, self.broker.offsets
+        r = await self.client.invoke(master, RemotingCommand(
+            RequestCode.GET_ALL_TOPIC_CONFIG), 3.0)
+        if r.code == ResponseCode.SUCCESS:
+            for name, tc in json.loads(r.body)["topicConfigTable"].items():
+                theirs = TopicConfig(**{k: v for k, v in tc.items()
+                                        if k in TopicConfig.__dataclass_fields__})
+                if topics.get(name) != theirs:
+                    topics.put(theirs)
+        r = await self.client.invoke(master, RemotingCommand(
+            RequestCode.GET_ALL_CONSUMER_OFFSET), 3.0)
+        if r.code == ResponseCode.SUCCESS:
+            for key, queues in json.loads(r.body)["offsetTable"].items():
+                topic, group = key.split("@", 1)
+                for qid, off in queues.items():
+                    if int(off) > (offsets.query(topic, group, int(qid)) or -1):
+                        offsets.commit(topic, group, int(qid), int(off))

@@ -1,0 +1,81 @@
+"""The broker's topics as senders, consumers and replicas meet them: created on demand
+(auto-creation from the TBW102 template, retry and dead-letter topics), and adopted from
+the log by a broker that holds messages of topics it has no config for."""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from ..remoting.codes import DLQ_PREFIX, PERM_READ, PERM_WRITE, RETRY_PREFIX
+from ..store import MessageStore
+from .state import AUTO_CREATE_TOPIC, TopicConfig, TopicTable
+
+log = logging.getLogger(__name__)
+
+
+class Topics:
+    def __init__(self, table: TopicTable, store: MessageStore, auto_create: bool,
+                 is_slave: Callable[[], bool], announce: Callable[[], None]):
+        self.table = table
+        self.store = store
+        self.auto_create = auto_create
+        self.is_slave = is_slave  # a slave's queues may come before the topic's config
+        self.announce = announce  # tell the name server about the change
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def create(self, tc: TopicConfig) -> TopicConfig:
+        self.table.put(tc)
+        self.announce()
+        log.info("topic %s created: %d write / %d read queues", tc.topicName,
+                 tc.writeQueueNums, tc.readQueueNums)
+        return tc
+
+    def delete(self, topic: str) -> None:
+        self.table.delete(topic)
+        self.announce()
+
+    def for_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
+        """The topic a send goes to, auto-created when the template allows; None: refuse."""
+        tc = self.table.get(topic)
+        if tc is not None:
+            return tc
+        if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
+            return self.create(TopicConfig(topic, 1, 1))
+        template = self.table.get(default_topic or AUTO_CREATE_TOPIC)
+        if not self.auto_create or template is None:
+            return None
+        n = max(1, min(queue_nums or template.writeQueueNums, template.writeQueueNums))
+        return self.create(TopicConfig(topic, n, n))
+
+    def for_pull(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic) or self.replicated(topic)
+
+    def adopt_stored(self) -> None:
+        """A slave that becomes master serves every topic its log holds, config or not."""
+        for topic in self.store.topics():
+            if self.table.get(topic) is None:
+                self.replicated(topic, True)
+
+    def replicated(self, topic: str, force: bool = False) -> TopicConfig | None:
+        """A slave may hold a topic's messages before it has copied the topic's config
+        from the master: its queues are proof enough to serve reads."""
+        qids = self.store.queue_ids(topic) if force or self.is_slave() else []
+        if not qids:
+            return None
+        n = max(qids) + 1
+        tc = TopicConfig(topic, n, n)
+        self.table.put(tc)
+        return tc
+
+    def retry(self, group: str) -> TopicConfig:
+        name = RETRY_PREFIX + group
+        return self.table.get(name) or self.create(TopicConfig(name, 1, 1))
+
+    def dlq(self, group: str) -> tuple[str, int]:
+        """The group's dead-letter topic and its one queue."""
+        name = DLQ_PREFIX + group
+        if self.table.get(name) is None:
+            self.create(TopicConfig(name, 1, 1, PERM_READ | PERM_WRITE))
+        return name, 0

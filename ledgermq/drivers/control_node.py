@@ -1,0 +1,45 @@
+"""A checkpoint-mode (S3) broker's link to its control node: heartbeats that come back
+as the group's view, and caching of sends the consistent checkpoint did not cover."""
+from __future__ import annotations
+
+import json
+import logging
+
+from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..replication.checkpoint import View
+
+log = logging.getLogger(__name__)
+
+# the sender waits syncFlushTimeout, then this for the control node: together they should
+# stay below RocketMQ clients' 3 s send timeout (the control node answers in milliseconds)
+CACHE_TIMEOUT_S = 1.0
+
+
+class ControlNodeClient:
+    def __init__(self, addr: str, group: str):
+        self.addr, self.group = addr, group
+        self.client = RemotingClient()
+
+    async def heartbeat(self, ext: dict[str, str]) -> View:
+        r = await self.client.invoke(self.addr, RemotingCommand(
+            RequestCode.CONTROL_HEARTBEAT, ext={"brokerName": self.group, **ext}), 3.0)
+        if r.code != ResponseCode.SUCCESS:
+            raise RemotingError(f"control node refused the heartbeat: {r.remark}")
+        d = json.loads(r.body)
+        return View(d["epoch"], d["role"], d["slot"], d["masterAddr"], d["checkpoint"],
+                    tuple(tuple(m) for m in d["members"]), d["truncateTo"])
+
+    async def cache(self, epoch: int, offset: int, end: int, msg_id: str, data: bytes) -> bool:
+        """S3-3: hand a message whose sync timed out to the control node."""
+        try:
+            r = await self.client.invoke(self.addr, RemotingCommand(
+                RequestCode.CONTROL_CACHE, ext={
+                    "brokerName": self.group, "epoch": str(epoch), "offset": str(offset),
+                    "end": str(end), "msgId": msg_id}, body=data), CACHE_TIMEOUT_S)
+        except RemotingError as e:
+            log.warning("control node unreachable for caching: %s", e)
+            return False
+        return r.code == ResponseCode.SUCCESS
+
+    async def close(self) -> None:
+        await self.client.close()

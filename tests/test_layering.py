@@ -1,0 +1,152 @@
+"""The architecture's rules, read from the imports of every module (ARCHITECTURE.md):
+no import cycles between packages; replication/ and drivers/ never import broker/;
+replication/ touches no socket, clock, thread or file; client/ and spark/ never import
+store/. Imports under `if TYPE_CHECKING:` are annotations only and do not count."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import ledgermq
+
+ROOT = Path(ledgermq.__file__).parent
+
+FORBIDDEN = {  # package -> packages it must not import
+    "replication": {"broker", "drivers", "store", "remoting", "sim", "cli"},
+    "drivers": {"broker", "cli", "sim"},
+    "client": {"store", "broker", "drivers"},
+    "spark": {"store", "broker", "drivers"},
+    "wire": {"store", "client", "broker", "remoting"},
+    "store": {"broker", "client", "drivers", "remoting"},
+    "sim": {"broker", "drivers", "store", "remoting"},
+}
+# the sans-IO cores: no sockets, clocks, threads, files, event loops
+IO_MODULES = {"socket", "asyncio", "threading", "time", "os", "mmap", "selectors", "subprocess"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or \
+        (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def imports_of(path: Path, name: str | None = None) -> set[str]:
+    """Absolute names of every module `path` (module `name`) imports, at any depth."""
+    name = name or module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking_only(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(base)
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            out.add(target)
+            for a in node.names:  # `from pkg import module` imports the module
+                if (ROOT.parent / (target.replace(".", "/") + f"/{a.name}.py")).exists():
+                    out.add(f"{target}.{a.name}")
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return out
+
+
+def package_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "ledgermq" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in ROOT.rglob("*.py")}
+
+
+def test_every_internal_import_resolves():
+    missing = []
+    for mod, targets in graph().items():
+        for t in targets:
+            if package_of(t) is None:
+                continue
+            path = ROOT.parent / t.replace(".", "/")
+            if not (path.with_suffix(".py").exists() or (path / "__init__.py").exists()):
+                missing.append(f"{mod} -> {t}")
+    assert not missing, missing
+
+
+def test_no_forbidden_edges():
+    bad = []
+    for mod, targets in graph().items():
+        pkg = package_of(mod)
+        for t in targets:
+            if package_of(t) in FORBIDDEN.get(pkg, ()):
+                bad.append(f"{mod} -> {t}")
+    assert not bad, bad
+
+
+def test_replication_cores_do_no_io():
+    bad = [f"{mod} -> {t}" for mod, targets in graph().items()
+           if package_of(mod) == "replication" for t in targets
+           if t.split(".")[0] in IO_MODULES]
+    assert not bad, bad
+
+
+def test_no_import_cycles_between_packages():
+    edges: dict[str, set[str]] = {}
+    for mod, targets in graph().items():
+        pkg = package_of(mod)
+        for t in targets:
+            other = package_of(t)
+            if pkg and other and other != pkg:
+                edges.setdefault(pkg, set()).add(other)
+    cycles = []
+
+    def walk(node: str, path: list[str]) -> None:
+        for nxt in sorted(edges.get(node, ())):
+            if nxt in path:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif len(path) < 20:
+                walk(nxt, path + [nxt])
+    for start in sorted(edges):
+        walk(start, [start])
+    assert not cycles, cycles[:5]
+
+
+def test_import_ledgermq_loads_no_store():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", "import sys, ledgermq; print(sorted("
+                          "m for m in sys.modules if m.startswith('ledgermq.')))"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "ledgermq.store" not in out and "ledgermq.broker" not in out, out
+
+
+def test_no_module_over_500_lines():
+    long = {module_name(p): n for p in ROOT.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 500}
+    assert not long, long
+
+
+def test_the_checker_sees_a_forbidden_edge(tmp_path):
+    """The walker itself: a relative import two levels up is resolved to its package."""
+    mod = tmp_path / "probe.py"
+    mod.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                   "    from ..store import store\nfrom ..broker import broker\n")
+    got = imports_of(mod, "ledgermq.drivers.probe")
+    assert "ledgermq.broker.broker" in got and "ledgermq.store.store" not in got
+    assert package_of("ledgermq.broker.broker") in FORBIDDEN["drivers"]
