@@ -1,12 +1,16 @@
-"""Consumer offsets belong to the group's master: a pull that carries a commit offset
-commits it only there (RocketMQ's PullMessageProcessor stores it only when the broker is
-not a slave). A DLedger follower whose brokerRole key still says ASYNC_MASTER once
-committed it, so a follower's offsets could run ahead of the master's."""
+"""A follower stays a copy of its master. Consumer offsets belong to the master: a pull
+that carries a commit offset commits it only there (RocketMQ's PullMessageProcessor stores
+it only when the broker is not a slave); a DLedger follower, whose brokerRole key still
+says ASYNC_MASTER, once committed it. A consumer's send-back (a message to retry) is a
+write: a slave refuses it; a checkpoint-mode slave once appended it to its own log."""
 import asyncio
 
+from ledgermq import Message, Producer
 from ledgermq.cluster import down, status, up
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from ledgermq.wire.message import decode_offset_msg_id
 
+from .test_checkpoint_mode import procs, wait_for_master, wait_slave_caught_up
 from .test_dledger import leader_of
 
 PULL_FLAG_COMMIT_OFFSET = 0x1  # the wire value, as a RocketMQ client sends it
@@ -48,5 +52,30 @@ def test_a_dledger_follower_does_not_commit_offsets_from_pulls(tmp_path):
             "the follower committed a consumer offset"
         r = asyncio.run(committed(l_addr, "g-leader"))
         assert (r.code, r.ext.get("offset")) == (ResponseCode.SUCCESS, "5")  # the master does
+    finally:
+        down(d)
+
+
+async def send_one(namesrv: str) -> int:
+    """The commit-log offset of a message sent through the group's master."""
+    async with Producer("p-followers", namesrv) as p:
+        r = await p.send(Message("Followed", b"retry me"))
+    return decode_offset_msg_id(r.offset_msg_id)[2]
+
+
+def test_a_checkpoint_slave_refuses_a_send_back(tmp_path):
+    d = tmp_path / "g"
+    state = up("checkpoint", 2, d)
+    try:
+        wait_for_master(d)
+        offset = asyncio.run(send_one(state["namesrv"]))
+        slave = next(p for p in procs(d).values() if p.get("role") == "SLAVE")
+        end = wait_slave_caught_up(d, slave["name"])["ha"]["maxOffset"]
+        r = asyncio.run(invoke(f"127.0.0.1:{slave['port']}", RemotingCommand(
+            RequestCode.CONSUMER_SEND_MSG_BACK, ext={
+                "group": "g-retry", "offset": str(offset), "delayLevel": "0",
+                "originMsgId": "", "maxReconsumeTimes": "16"})))
+        assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE, (r.code, r.remark)
+        assert procs(d)[slave["name"]]["ha"]["maxOffset"] == end  # its log is untouched
     finally:
         down(d)
