@@ -26,8 +26,8 @@ from ...replication.ha import SyncStatus
 from ...store import PutResult, StoreError
 from ...wire.batch import EncodedBatch
 from ...wire.message import decode_message, encode_properties
-from .base import Later, Pending, StandaloneMode
-from .ha_links import HALinks, ha_config
+from .base import Later, Pending
+from .ha_links import HAPortMode, ha_config
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ PROMOTING_POLL_S = 0.02
 NOT_COVERED = "not yet covered by the consistent checkpoint and not cached by the control node"
 
 
-class CheckpointMode(StandaloneMode):
+class CheckpointMode(HAPortMode):
     name = "checkpoint"
 
     def __init__(self, host):
@@ -48,7 +48,6 @@ class CheckpointMode(StandaloneMode):
         self.replica = CheckpointReplica(epoch, promotion)
         self.control = ControlNodeClient(self.config.controlNodeAddr, self.config.brokerName)
         self.wants_master = self.config.brokerRole.name != "SLAVE"
-        self.links = HALinks()
         self.slot = 0
         self.master_epoch = -1  # the epoch this broker leads, when it is master
         self.slave_checkpoint = 0
@@ -62,32 +61,19 @@ class CheckpointMode(StandaloneMode):
         return self.replica.role == "MASTER" and self.links.master is not None
 
     @property
-    def is_slave(self) -> bool:
-        return self.links.slave is not None
-
-    @property
     def broker_id(self) -> int | None:
         """The master is 0, a slave its control-node slot; None while waiting."""
         if self.is_writable:
             return 0
         return self.slot if self.links.slave is not None else None
 
-    @property
-    def ha_port(self) -> int:
-        return self.links.port(self.config.ha_port)
-
     def refuse_write(self) -> str | None:
-        if self.is_writable:
-            return None
-        return (f"broker {self.host.address} is not the master of {self.config.brokerName} "
-                f"now ({self.replica.role}): not writable")
+        return None if self.is_writable else self.not_master(self.replica.role)
 
     def write(self, encoded: EncodedBatch) -> PutResult | Later:
-        result = self.store.append(encoded)
-        ha = self.links.master
-        if ha is None or not result.ok:
+        result, ha = self.append_and_push(encoded)
+        if ha is None:
             return self.after_append(result)
-        ha.appended()
         done = asyncio.ensure_future(self._covered(result, self.store.durable_wait(result),
                                                    ha.sync(result.end_offset)))
         return Later(done, lambda outcome: outcome)
@@ -120,7 +106,7 @@ class CheckpointMode(StandaloneMode):
               "controlNode": self.config.controlNodeAddr}
         if self.links.slave is not None:
             st["checkpoint"] = self.slave_checkpoint
-        return {**self.links.runtime_info(), "brokerRole": st["role"],
+        return {**super().runtime_info(), "brokerRole": st["role"],
                 "checkpoint": json.dumps(st)}
 
     # ---- lifecycle ------------------------------------------------------------------
@@ -131,7 +117,7 @@ class CheckpointMode(StandaloneMode):
         if self._task:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        await self.links.stop()
+        await super().stop()
         await self.control.close()
 
     async def _heartbeat_loop(self) -> None:

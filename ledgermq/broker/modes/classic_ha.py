@@ -9,31 +9,22 @@ from ...drivers.ha import HAMasterDriver, HASlaveDriver
 from ...store import PutResult
 from ...wire.batch import EncodedBatch
 from ..config import BrokerRole
-from .base import Later, StandaloneMode
-from .ha_links import HALinks, ha_config, when_slaves_ack
+from .base import Later
+from .ha_links import HAPortMode, ha_config, when_slaves_ack
 
 log = logging.getLogger(__name__)
 
 
-class ClassicHAMode(StandaloneMode):
+class ClassicHAMode(HAPortMode):
     name = "classic-ha"
 
     def __init__(self, host):
         super().__init__(host)
         self.role = self.config.brokerRole
-        self.links = HALinks()
 
     @property
     def is_writable(self) -> bool:
         return self.role is not BrokerRole.SLAVE
-
-    @property
-    def is_slave(self) -> bool:
-        return self.links.slave is not None
-
-    @property
-    def ha_port(self) -> int:
-        return self.links.port(self.config.ha_port)
 
     def refuse_write(self) -> str | None:
         if self.role is BrokerRole.SLAVE:
@@ -41,18 +32,11 @@ class ClassicHAMode(StandaloneMode):
         return None
 
     def write(self, encoded: EncodedBatch) -> PutResult | Later:
-        result = self.store.append(encoded)
-        ha = self.links.master
-        if ha is None or not result.ok:
-            return self.after_append(result)
-        ha.appended()
-        if self.role is BrokerRole.SYNC_MASTER:
+        result, ha = self.append_and_push(encoded)
+        if ha is not None and self.role is BrokerRole.SYNC_MASTER:
             return when_slaves_ack(self.store, self.config, result,
                                    ha.sync(result.end_offset))
         return self.after_append(result)
-
-    def runtime_info(self) -> dict[str, str]:
-        return {**super().runtime_info(), **self.links.runtime_info()}
 
     async def start(self) -> None:
         c = self.config
@@ -77,6 +61,3 @@ class ClassicHAMode(StandaloneMode):
     async def _master_addr(self) -> str | None:
         """haMasterAddress, else what the name server says."""
         return self.config.haMasterAddress or await self.host.master_ha_address()
-
-    async def stop(self) -> None:
-        await self.links.stop()

@@ -24,21 +24,20 @@ from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCod
 from ...replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
 from ...store import PutResult
 from ...wire.batch import EncodedBatch
-from .base import Later, StandaloneMode
-from .ha_links import HALinks, ha_config, when_slaves_ack
+from .base import Later
+from .ha_links import HAPortMode, ha_config, when_slaves_ack
 
 log = logging.getLogger(__name__)
 
 BIND_RETRY_S = 0.2
 
 
-class ControllerMode(StandaloneMode):
+class ControllerMode(HAPortMode):
     name = "controller"
 
     def __init__(self, host):
         super().__init__(host)
         c = self.config
-        self.links = HALinks()
         self.group = c.brokerName
         self.controller = ControllerClient(c.controllerAddr)
         self.epochs = load_epochs(self.store)
@@ -69,22 +68,13 @@ class ControllerMode(StandaloneMode):
             return 0
         return self.controller_id if self.role == "SLAVE" else None
 
-    @property
-    def ha_port(self) -> int:
-        return self.links.port(self.config.ha_port)
-
     def refuse_write(self) -> str | None:
-        if self.is_writable:
-            return None
-        return (f"broker {self.host.address} is not the master of {self.group} now "
-                f"({self.role}): not writable")
+        return None if self.is_writable else self.not_master(self.role)
 
     def write(self, encoded: EncodedBatch) -> PutResult | Later:
-        result = self.store.append(encoded)
-        ha = self.links.master
-        if ha is None or not result.ok:
+        result, ha = self.append_and_push(encoded)
+        if ha is None:
             return self.after_append(result)
-        ha.appended()
         return when_slaves_ack(self.store, self.config, result, ha.sync(result.end_offset))
 
     def handlers(self) -> dict:
@@ -102,7 +92,7 @@ class ControllerMode(StandaloneMode):
         st = {"brokerId": self.controller_id, "role": self.role,
               "masterEpoch": self.master_epoch, "epochs": self.epochs.entries,
               "view": self.view}
-        return {**self.links.runtime_info(), "brokerRole": self.role,
+        return {**super().runtime_info(), "brokerRole": self.role,
                 "brokerId": str(self.controller_id), "controller": json.dumps(st)}
 
     # ---- lifecycle ------------------------------------------------------------------
@@ -118,7 +108,7 @@ class ControllerMode(StandaloneMode):
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await self.links.stop()
+        await super().stop()
         await self.controller.close()
 
     async def _loop(self) -> None:

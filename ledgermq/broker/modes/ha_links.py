@@ -1,5 +1,6 @@
-"""The HA port a broker runs in the modes built on classic HA (S2, S3 and S1): at most
-one driver at a time, a master serving slaves or a slave following a master."""
+"""What the modes built on the HA port (S2, S3 and S1) share: at most one HA driver at a
+time (a master serving slaves or a slave following a master), appends pushed to slaves,
+and a slave's answer turned into the send's status."""
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +10,8 @@ from ...drivers.ha import HAMasterDriver, HASlaveDriver
 from ...replication.ha import HAConfig, SyncStatus
 from ...store import MessageStore, PutResult, PutStatus
 from ..config import BrokerConfig
-from .base import Later
+from ...wire.batch import EncodedBatch
+from .base import Later, StandaloneMode
 
 
 def ha_config(config: BrokerConfig, store: MessageStore, checkpoint: bool = False) -> HAConfig:
@@ -85,3 +87,39 @@ async def _flushed_then(store: MessageStore, result: PutResult, wait, synced) ->
     if not await wait:
         store.mark_flush_timeout(result)
     return await synced
+
+
+class HAPortMode(StandaloneMode):
+    """A mode whose replicas copy the log over the HA port."""
+
+    def __init__(self, host):
+        super().__init__(host)
+        self.links = HALinks()
+
+    @property
+    def is_slave(self) -> bool:
+        return self.links.slave is not None
+
+    @property
+    def ha_port(self) -> int:
+        return self.links.port(self.config.ha_port)
+
+    def append_and_push(self, encoded: EncodedBatch) -> tuple[PutResult, HAMasterDriver | None]:
+        """Append; a master's slaves get the new bytes with this loop iteration's push.
+        The driver is returned when there is a write for slaves to acknowledge."""
+        result = self.store.append(encoded)
+        ha = self.links.master
+        if ha is None or not result.ok:
+            return result, None
+        ha.appended()
+        return result, ha
+
+    def not_master(self, role: str) -> str:
+        return (f"broker {self.host.address} is not the master of {self.config.brokerName} "
+                f"now ({role}): not writable")
+
+    def runtime_info(self) -> dict[str, str]:
+        return {**super().runtime_info(), **self.links.runtime_info()}
+
+    async def stop(self) -> None:
+        await self.links.stop()
