@@ -20,7 +20,7 @@ from .modes import StandaloneMode, mode_class
 from .processors import PROCESSORS
 from .registration import NameServerLink
 from .schedule import ScheduleService
-from .send import BadRequest
+from .send_parsing import BadRequest
 from .state import ConsumerOffsets, TopicTable
 from .topics import Topics
 

@@ -15,7 +15,7 @@ from ..store import MessageStore
 from ..wire.message import (
     PROPERTY_DELAY_TIME_LEVEL, decode_message, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, encode_properties,
 )
-from .send import index_keys, tags_of
+from .send_parsing import index_keys, tags_of
 from .state import SCHEDULE_TOPIC, read_json, write_json_atomically
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ledgermq.broker.send import BadRequest, parse_send_header, split_batch_body
+from ledgermq.broker.send_parsing import BadRequest, parse_send_header, split_batch_body
 from ledgermq.client.producer import encode_for_batch
 from ledgermq.wire.message import MessageFormatError, encode_properties
 

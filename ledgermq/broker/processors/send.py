@@ -14,7 +14,7 @@ from ...wire.message import (
     PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, MessageFormatError, pack_host,
 )
 from ..modes import Later, Pending
-from ..send import (
+from ..send_parsing import (
     BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header, props_from_header,
     split_batch_body, tags_of, to_schedule, wants_dedup, with_properties,
 )
