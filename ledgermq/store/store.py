@@ -3,6 +3,13 @@
 One lock orders every mutation (append, dispatch, truncate, retention); the flush thread
 fsyncs outside it. Dispatch (consume-queue and index entries) follows the commit log up to
 the dispatch bound: by default the end of the log, under replication the committed offset.
+
+This module holds the store's state, its lifecycle (open recovers from the checkpoint),
+local writes and the checkpoint. The rest is mixed in, one concept a module:
+  dispatch.py   consume-queue and index entries up to the dispatch bound
+  reads.py      a queue's messages, lookups by offset, time, id and key
+  replica.py    replicated appends, truncation, restarting empty
+  retention.py  expired segments and the disk-full guard
 """
 from __future__ import annotations
 
@@ -10,31 +17,25 @@ import asyncio
 import concurrent.futures
 import logging
 import re
-import shutil
-import struct
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
-
-import numpy as np
+from typing import Callable, Sequence
 
 from ..wire.batch import LOCALHOST, EncodedBatch, encode_batch, encode_one
+from ..wire.message import Message, MessageFormatError, encode_properties
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .commitlog import CommitLog, RecoveryReport
 from .config import FlushDiskType, StoreConfig
 from .consume_queue import ConsumeQueue
+from .dispatch import DispatchRun, QueueDispatch, runs_from_scan
 from .flush import FlushService, LoopFlushWaiters
 from .index import IndexService
-from .mapped_file import DiskFullError, StoreError
-from ..wire.message import (
-    OFF_SYSFLAG, SYSFLAG_BORNHOST_V6, Message, MessageFormatError, StoredMessage,
-    decode_message, decode_offset_msg_id, encode_properties,
-)
-from .results import GetResult, GetStatus, PutResult, PutStatus
-from ..wire.scan import ScannedMessage
-from ..wire.scan_batch import ScannedBatch, batch_from_messages
+from .mapped_file import DiskFullError
+from .reads import StoreReads
+from .replica import ReplicaWrites
+from .results import PutResult, PutStatus
+from .retention import Retention
 
 log = logging.getLogger(__name__)
 
@@ -56,87 +57,7 @@ def check_topic(topic: str) -> None:
         _valid_topics.add(topic)
 
 
-@dataclass
-class DispatchRun:
-    """Consecutive messages of one queue, waiting for the dispatch bound to pass them."""
-
-    topic: str
-    queue_id: int
-    first_queue_offset: int
-    phys: np.ndarray
-    sizes: np.ndarray
-    tags: np.ndarray
-    store_timestamps: np.ndarray | int
-    index_keys: list[list[str]] | None
-    end: int = -1  # commit-log offset just past the run's last message
-
-    def __post_init__(self) -> None:
-        if self.end < 0:
-            self.end = int(self.phys[-1] + self.sizes[-1])
-
-    def split(self, bound: int) -> tuple["DispatchRun | None", "DispatchRun | None"]:
-        """(the part whose messages end at or below `bound`, the rest)."""
-        if self.end <= bound:
-            return self, None
-        k = int(np.searchsorted(np.add(self.phys, self.sizes), bound, side="right"))
-        if k == len(self.phys):
-            return self, None
-        if k == 0:
-            return None, self
-
-        def part(sl: slice, first: int) -> DispatchRun:
-            ts = self.store_timestamps
-            return DispatchRun(self.topic, self.queue_id, first, self.phys[sl], self.sizes[sl],
-                               self.tags[sl], ts if isinstance(ts, int) else ts[sl],
-                               self.index_keys[sl] if self.index_keys else None)
-
-        return (part(slice(0, k), self.first_queue_offset),
-                part(slice(k, None), self.first_queue_offset + k))
-
-
-def runs_from_batch(b: ScannedBatch) -> list[DispatchRun]:
-    """Split scanned messages into runs of one queue with consecutive queue offsets."""
-    n = len(b)
-    if n == 0:
-        return []
-    if isinstance(b.phys, tuple):
-        return _runs_of_few(b)
-    if b.topics.count(b.topics[0]) == n:
-        topic_change = np.zeros(n - 1, bool)
-    else:
-        topic_change = np.fromiter((b.topics[i] != b.topics[i + 1] for i in range(n - 1)),
-                                   bool, n - 1)
-    breaks = np.nonzero(topic_change | (b.queue_ids[1:] != b.queue_ids[:-1]) |
-                        (b.queue_offsets[1:] != b.queue_offsets[:-1] + 1))[0] + 1
-    runs = []
-    for lo, hi in zip([0, *breaks.tolist()], [*breaks.tolist(), n]):
-        keys = b.index_keys[lo:hi]
-        runs.append(DispatchRun(b.topics[lo], int(b.queue_ids[lo]), int(b.queue_offsets[lo]),
-                                b.phys[lo:hi], b.sizes[lo:hi], b.tag_codes[lo:hi],
-                                b.store_timestamps[lo:hi], keys if any(keys) else None))
-    return runs
-
-
-def _runs_of_few(b: ScannedBatch) -> list[DispatchRun]:
-    """runs_from_batch for a batch of tuples, in plain Python."""
-    runs, lo, n = [], 0, len(b)
-    for hi in range(1, n + 1):
-        if hi < n and b.topics[hi] == b.topics[lo] and b.queue_ids[hi] == b.queue_ids[lo] \
-                and b.queue_offsets[hi] == b.queue_offsets[hi - 1] + 1:
-            continue
-        keys = b.index_keys[lo:hi]
-        runs.append(DispatchRun(b.topics[lo], b.queue_ids[lo], b.queue_offsets[lo],
-                                b.phys[lo:hi], b.sizes[lo:hi], b.tag_codes[lo:hi],
-                                b.store_timestamps[lo:hi], keys if any(keys) else None))
-        lo = hi
-    return runs
-
-
-def runs_from_scan(msgs: Sequence[ScannedMessage]) -> list[DispatchRun]:
-    return runs_from_batch(batch_from_messages(list(msgs)))
-
-
-class MessageStore:
+class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
     WAKE_FLUSHER_BYTES = 8 << 20
 
     def __init__(self, config: StoreConfig, *, store_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x2a\x9f",
@@ -197,10 +118,7 @@ class MessageStore:
         runs = runs_from_scan(report.messages)
         report.messages = []
         for run in runs:
-            key = (run.topic, run.queue_id)
-            self._next_queue_offset[key] = max(self._next_queue_offset.get(key, 0),
-                                               run.first_queue_offset + len(run.phys))
-            self._pending.append(run)
+            self._queue_pending(run)
         bound = log_end if dispatch_limit is None else min(dispatch_limit, log_end)
         self._set_bound(bound)
         self._update_disk_usage()
@@ -379,120 +297,6 @@ class MessageStore:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, str(e))
         return self.put(batch)
 
-    def start_at(self, offset: int) -> None:
-        """An empty store's log begins at `offset` (see CommitLog.start_at)."""
-        with self._lock:
-            self.commitlog.start_at(offset)
-            self.dispatch_bound = self.dispatched_offset = offset
-            self._flush_dispatch_and_checkpoint()
-
-    def restart_at(self, offset: int) -> None:
-        """Begin afresh at `offset` (a segment start) with every segment and consume queue
-        dropped: a replica whose leader no longer holds the entries that would bring it
-        up to date (retention deleted them) starts over at the leader's first entry. The
-        store must hold no messages (truncate it first)."""
-        with self._lock:
-            if self.commitlog.max_offset != self.commitlog.min_offset:
-                raise StoreError(f"cannot restart at {offset}: the store still holds "
-                                 f"{self.commitlog.min_offset}-{self.commitlog.max_offset}")
-            log.warning("restarting the store empty at offset %d", offset)
-            for cq in self.queues.values():
-                cq.destroy()
-            self.queues.clear()
-            self._next_queue_offset.clear()
-            self._pending.clear()
-            self.commitlog.clear()
-            self._flusher.lower_to(0)
-            self.start_at(offset)
-
-    def append_raw(self, offset: int, data, *, partial_tail: bool = False) -> int:
-        """Append replicated bytes at `offset`; returns the new end of the log. With
-        `partial_tail`, an unfinished last message is left out (the HA stream splits
-        messages anywhere)."""
-        with self._lock:
-            batches = self.commitlog.append_raw(offset, data, partial_tail=partial_tail)
-            for run in (r for b in batches for r in runs_from_batch(b)):
-                key = (run.topic, run.queue_id)
-                self._next_queue_offset[key] = max(self._next_queue_offset.get(key, 0),
-                                                   run.first_queue_offset + len(run.phys))
-                self._pending.append(run)
-            end = self.commitlog.max_offset
-            if self.dispatch_follows_log:
-                self._set_bound(end)
-            return end
-
-    def truncate(self, offset: int) -> None:
-        """Cut the log (and consume queues) back to `offset`, crash-safely (replication)."""
-        with self._lock:
-            self.commitlog.truncate(offset)
-            self._flusher.lower_to(offset)
-            for cq in self.queues.values():
-                cq.truncate_from_phys(offset)
-                self._next_queue_offset[(cq.topic, cq.queue_id)] = cq.max_offset
-            kept: deque[DispatchRun] = deque()
-            for run in self._pending:
-                below, _ = run.split(offset)
-                if below is not None:
-                    kept.append(below)
-                    key = (below.topic, below.queue_id)
-                    self._next_queue_offset[key] = below.first_queue_offset + len(below.phys)
-            self._pending = kept
-            self.dispatch_bound = min(self.dispatch_bound, offset)
-            self.dispatched_offset = min(self.dispatched_offset, offset)
-            self._flush_dispatch_and_checkpoint()
-
-    # ---- dispatch -------------------------------------------------------------------
-    def set_dispatch_bound(self, offset: int) -> None:
-        """Make messages ending at or below `offset` visible to consumers."""
-        with self._lock:
-            self._set_bound(min(offset, self.commitlog.max_offset))
-
-    def _set_bound(self, bound: int) -> None:
-        if bound < self.dispatch_bound:
-            return
-        self.dispatch_bound = bound
-        while self._pending:
-            run = self._pending[0]
-            below, rest = run.split(bound)
-            if below is None:
-                break
-            self._dispatch(below)
-            if rest is None:
-                self._pending.popleft()
-            else:
-                self._pending[0] = rest
-                break
-        self.dispatched_offset = int(self._pending[0].phys[0]) if self._pending else bound
-
-    def _dispatch(self, run: DispatchRun) -> None:
-        self._dispatch_fields(run.topic, run.queue_id, run.first_queue_offset, run.phys,
-                              run.sizes, run.tags, run.store_timestamps, run.index_keys)
-
-    def _dispatch_fields(self, topic: str, queue_id: int, first_queue_offset: int, phys,
-                         sizes, tags, store_timestamps, index_keys) -> None:
-        """Consume-queue entries, index records and pull wake-ups for consecutive messages
-        of one queue."""
-        cq = self.queues.get((topic, queue_id)) or self._open_queue(topic, queue_id)
-        cq.put(first_queue_offset, phys, sizes, tags)
-        if self.index is not None and index_keys and len(phys) == 1:
-            ts = store_timestamps
-            self.index.put(topic, index_keys[0], int(phys[0]),
-                           ts if isinstance(ts, int) else int(ts[0]))
-        elif self.index is not None and index_keys:
-            counts = np.fromiter(map(len, index_keys), np.int64, len(index_keys))
-            keys = [k for ks in index_keys for k in ks]
-            ts = store_timestamps
-            ts = np.full(len(phys), ts, np.int64) if isinstance(ts, int) else ts
-            self.index.put_many(topic, keys, np.repeat(phys, counts), np.repeat(ts, counts))
-        for listener in self.listeners:
-            listener(topic, queue_id, cq.max_offset)
-
-    def _open_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        cq = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), topic, queue_id,
-                          self.config.entries_per_cq_file)
-        self.queues[(topic, queue_id)] = cq
-        return cq
-
     # ---- flush and checkpoint -------------------------------------------------------
     def _flush_dispatch_and_checkpoint(self) -> None:
         with self._lock:
@@ -506,191 +310,7 @@ class MessageStore:
             flushed = self.commitlog.flushed_offset
             save_checkpoint(self.root / CHECKPOINT_FILE, Checkpoint(flushed, dispatched))
 
-    # ---- reads ----------------------------------------------------------------------
-    def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
-                     max_bytes: int = 256 * 1024,
-                     tag_codes: Iterable[int] | None = None) -> GetResult:
-        """Messages of a queue from `offset`, as stored (RocketMQ's getMessage statuses)."""
-        cq = self.queues.get((topic, queue_id))
-        if cq is None:
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        lo, hi = cq.min_offset, cq.max_offset
-        if hi == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
-        if offset < lo:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
-        if offset == hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
-        if offset > hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
-        codes = None if tag_codes is None else np.fromiter(tag_codes, np.int64)
-        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
-        qoffs: list[np.ndarray] = []
-        cur = offset
-        log_min = self.commitlog.min_offset
-        # with a tag filter, skip through up to this many entries looking for matches
-        budget = max(16000, max_count * 20) if codes is not None else max_count
-        while (cur < hi and budget > 0 and result.message_count < max_count
-               and result.total_bytes < max_bytes):
-            want = max_count - result.message_count
-            ents = cq.entries(cur, budget if codes is not None else want)
-            budget -= len(ents)
-            if len(ents) == 0:
-                break
-            phys = ents["phys"].astype(np.int64)
-            sizes = ents["size"].astype(np.int64)
-            keep = phys >= log_min
-            if codes is not None:
-                keep &= np.isin(ents["tag"], codes)
-            # stop where max_bytes would be passed (always take at least one message)
-            taken_bytes = np.cumsum(np.where(keep, sizes, 0)) + result.total_bytes
-            over = np.nonzero(keep & (taken_bytes > max_bytes))[0]
-            n = len(ents)
-            if len(over):
-                first_over = int(over[0])
-                n = first_over + (1 if result.message_count == 0 and
-                                  not keep[:first_over].any() else 0)
-            sel = np.nonzero(keep[:n])[0][:want]
-            if len(sel) == want and codes is not None:
-                n = min(n, int(sel[-1]) + 1)
-            if len(sel):
-                self._gather(phys[sel], sizes[sel], result)
-                qoffs.append(sel + cur)
-            cur += n
-            if n < len(ents):
-                break
-        result.next_begin_offset = cur
-        if result.message_count:
-            result.status = GetStatus.FOUND
-            result.queue_offsets = np.concatenate(qoffs)
-        elif cur > offset and offset < hi:
-            result.status = GetStatus.NO_MATCHED_MESSAGE
-        return result
-
-    def _gather(self, phys: np.ndarray, sizes: np.ndarray, result: GetResult) -> None:
-        """Add views on the commit log for messages at `phys`, merging contiguous ones."""
-        ends = phys + sizes
-        seg_size = self.commitlog.file_size
-        breaks = np.nonzero((phys[1:] != ends[:-1]) |
-                            (phys[1:] // seg_size != phys[:-1] // seg_size))[0] + 1
-        starts = np.concatenate(([0], breaks))
-        stops = np.concatenate((breaks, [len(phys)]))
-        for a, b in zip(starts.tolist(), stops.tolist()):
-            lo = int(phys[a])
-            result.buffers.append(self.commitlog.read(lo, int(ends[b - 1]) - lo))
-        result.message_count += len(phys)
-        result.total_bytes += int(sizes.sum())
-
-    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get((topic, queue_id))
-        return cq.max_offset if cq else 0
-
-    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get((topic, queue_id))
-        return cq.min_offset if cq else 0
-
-    def queue_ids(self, topic: str) -> list[int]:
-        return sorted(q for (t, q) in self.queues if t == topic)
-
-    def topics(self) -> list[str]:
-        return sorted({t for (t, _) in self.queues})
-
-    def message_at(self, phys: int) -> StoredMessage:
-        size = self.commitlog.size_at(phys)
-        return decode_message(self.commitlog.read(phys, size))
-
-    def store_timestamp_at(self, phys: int) -> int:
-        view = self.commitlog.read(phys, 80)
-        sys_flag = struct.unpack_from(">i", view, OFF_SYSFLAG)[0]
-        at = 48 + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8)
-        return struct.unpack_from(">q", view, at)[0]
-
-    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        """The first queue offset whose message was stored at or after `timestamp_ms`."""
-        cq = self.queues.get((topic, queue_id))
-        if cq is None:
-            return 0
-        lo, hi = cq.min_offset, cq.max_offset
-        while lo < hi:
-            mid = (lo + hi) // 2
-            entry = cq.entry(mid)
-            if entry is None or entry[0] < self.commitlog.min_offset:
-                lo = mid + 1
-            elif self.store_timestamp_at(entry[0]) < timestamp_ms:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
-
-    def view_message_by_id(self, msg_id: str) -> StoredMessage:
-        _, _, phys = decode_offset_msg_id(msg_id)
-        if not self.commitlog.min_offset <= phys < self.commitlog.max_offset:
-            raise StoreError(f"message {msg_id} is not in this store (offset {phys})")
-        return self.message_at(phys)
-
-    def query_by_key(self, topic: str, key: str, max_num: int = 64, begin_ms: int = 0,
-                     end_ms: int = 1 << 62) -> list[StoredMessage]:
-        """Messages of `topic` whose KEYS contain `key` or whose UNIQ_KEY is `key`."""
-        if self.index is None:
-            raise StoreError("messageIndexEnable=false: no key index on this broker")
-        out = []
-        for phys in sorted(self.index.lookup(topic, key, max_num * 2, begin_ms, end_ms)):
-            if phys < self.commitlog.min_offset or phys >= self.commitlog.max_offset:
-                continue
-            msg = self.message_at(phys)
-            if msg.topic == topic and key in msg.index_keys:
-                out.append(msg)
-            if len(out) >= max_num:
-                break
-        return out
-
-    # ---- retention and disk space --------------------------------------------------
-    def _update_disk_usage(self) -> None:
-        usage = shutil.disk_usage(self.commitlog.dir)
-        self.disk_used_ratio = 100.0 * (usage.total - usage.free) / usage.total
-        full = self.disk_used_ratio > self.config.diskMaxUsedSpaceRatio
-        if full and not self.disk_full:
-            log.error("disk %.1f%% used, above diskMaxUsedSpaceRatio=%s: refusing writes",
-                      self.disk_used_ratio, self.config.diskMaxUsedSpaceRatio)
-        elif self.disk_full and not full:
-            log.warning("disk usage back to %.1f%%: accepting writes", self.disk_used_ratio)
-        self.disk_full = full
-
-    def delete_expired(self, now: float | None = None) -> int:
-        """Delete commit-log segments older than fileReservedTime (never the last one, nor
-        one not yet flushed and dispatched) and the queue/index entries below them."""
-        now = time.time() if now is None else now
-        horizon = now - self.config.fileReservedTime * 3600
-        with self._lock:
-            files = self.commitlog.files.files
-            safe = min(self.commitlog.flushed_offset, self.dispatched_offset)
-            n = 0
-            for f in files[:-1]:
-                if f.end <= safe and f.path.stat().st_mtime < horizon:
-                    n += 1
-                else:
-                    break
-            if not n:
-                return 0
-            self.commitlog.files.drop_front(n)
-            log_min = self.commitlog.min_offset
-            for cq in self.queues.values():
-                cq.delete_below(log_min)
-            if self.index is not None:
-                self.index.delete_below(log_min)
-            log.info("retention: deleted %d commit-log segments; log now starts at %d",
-                     n, log_min)
-            return n
-
-    def _clean_loop(self) -> None:
-        interval = self.config.cleanResourceInterval / 1000
-        while not self._cleaner_stop.wait(interval):
-            try:
-                self.delete_expired()
-                self._update_disk_usage()
-            except Exception:
-                log.exception("retention round failed")
-
+    # ---- status ---------------------------------------------------------------------
     def runtime_info(self) -> dict:
         return {
             "commitLogMinOffset": self.commitlog.min_offset,

@@ -180,7 +180,7 @@ def test_a_far_behind_follower_is_fed_under_the_quota():
     leader._start_election(1000, [])
     leader._become_leader(1000, [])
     d = leader.dispatchers["f"]
-    leader._set_state(d, PushType.APPEND, -1)  # as if COMPARE found an empty follower
+    d.set_state(PushType.APPEND, -1)  # as if COMPARE found an empty follower
     out = []
     leader._dispatch("f", 1000, out)
     pushed = sum(len(a.msg.entries[0].data) for a in out if isinstance(a, Send) and

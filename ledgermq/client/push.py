@@ -1,0 +1,283 @@
+"""PushConsumer: a consumer group's member that calls your listener.
+
+Each assigned queue has one pull loop (long polling, flow-controlled at 1000 messages in
+flight). Concurrently, batches go to the listener in parallel (at most `concurrency` at a
+time) and a failed batch is sent back to the broker, which redelivers it through the
+group's retry topic; orderly, a queue's batches go one at a time under the queue's broker
+lock and a failed batch is retried here. A queue's committed offset never passes a message
+still in flight.
+"""
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import logging
+import time
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from ..remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from .instance import ClientInstance, MQClientError, periodic
+from .message import MessageExt, MessageQueue
+from .offsets import LocalOffsetStore, RemoteOffsetStore
+from .pull import ConsumerBase, PullStatus, subscription_tags
+from .rebalance import RETRY_PREFIX, AssignedQueue, QueueRebalance
+
+log = logging.getLogger(__name__)
+
+
+class ConsumeStatus(enum.Enum):
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+Listener = Callable[[list[MessageExt]], "ConsumeStatus | bool | None | Awaitable"]
+
+
+class PushConsumer(QueueRebalance, ConsumerBase):
+    """A member of a consumer group: serves its share of the subscribed queues (see
+    rebalance.py), pulls them with long polling, hands messages to the listener, sends
+    failed ones back to the broker for retry, and commits offsets every few seconds."""
+
+    def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", *,
+                 message_model: str = "CLUSTERING", orderly: bool = False,
+                 consume_from: str = "CONSUME_FROM_LAST_OFFSET",
+                 consume_timestamp_ms: int | None = None, pull_batch_size: int = 32,
+                 consume_batch_size: int = 1, max_reconsume_times: int = 16,
+                 concurrency: int = 16, rebalance_interval: float = 20.0,
+                 pull_suspend_ms: int = 15_000, offset_dir: str | Path | None = None,
+                 instance: ClientInstance | None = None):
+        if message_model not in ("CLUSTERING", "BROADCASTING"):
+            raise ValueError("message_model must be CLUSTERING or BROADCASTING")
+        if consume_from not in ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
+                                "CONSUME_FROM_TIMESTAMP"):
+            raise ValueError(f"unknown consume_from {consume_from}")
+        super().__init__(group, namesrv, instance, on_request=self._on_broker_request)
+        self.message_model = message_model
+        self.orderly = orderly
+        self.consume_from = consume_from
+        self.consume_timestamp_ms = consume_timestamp_ms or int(time.time() * 1000) - 30 * 60_000
+        self.pull_batch_size = pull_batch_size
+        self.consume_batch_size = consume_batch_size
+        self.max_reconsume_times = max_reconsume_times
+        self.rebalance_interval = rebalance_interval
+        self.pull_suspend_ms = pull_suspend_ms
+        self.subscriptions: dict[str, str] = {}
+        self.listener: Listener | None = None
+        self.queues: dict[MessageQueue, AssignedQueue] = {}
+        self._sem: asyncio.Semaphore | None = None  # made in start(), on the running loop
+        self._concurrency = concurrency
+        self._tasks: list[asyncio.Task] = []
+        self._rebalance_lock: asyncio.Lock | None = None
+        self.offset_store = RemoteOffsetStore(self) if self.clustering else LocalOffsetStore(
+            Path(offset_dir or Path.home() / ".ledgermq" / "offsets") / f"{group}.json")
+        self.running = False
+
+    @property
+    def clustering(self) -> bool:
+        return self.message_model == "CLUSTERING"
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self.subscriptions[topic] = expression or "*"
+
+    def register_listener(self, listener: Listener) -> None:
+        self.listener = listener
+
+    # ---- lifecycle ------------------------------------------------------------------
+    async def start(self) -> "PushConsumer":
+        if self.listener is None or not self.subscriptions:
+            raise ValueError("subscribe to a topic and register a listener before start()")
+        self._sem = asyncio.Semaphore(self._concurrency)
+        self._rebalance_lock = asyncio.Lock()
+        if self.clustering:
+            self.subscriptions.setdefault(RETRY_PREFIX + self.group, "*")
+        self.offset_store.load()
+        self.running = True
+        for topic in self.subscriptions:
+            await self.instance.route(topic, refresh=True)
+        await self._heartbeat()
+        await self.rebalance()
+        self._tasks = [
+            asyncio.create_task(periodic(30, self._heartbeat, "consumer heartbeat")),
+            asyncio.create_task(periodic(self.rebalance_interval, self._refresh_and_rebalance,
+                                         "rebalance")),
+            asyncio.create_task(periodic(5, self.persist_offsets, "offset commit"))]
+        if self.orderly:
+            self._tasks.append(asyncio.create_task(periodic(20, self._lock_all, "queue lock")))
+        return self
+
+    async def shutdown(self) -> None:
+        self.running = False
+        for t in self._tasks:
+            t.cancel()
+        for state in list(self.queues.values()):
+            await self._drop(state)
+        await self.persist_offsets()
+        if self.clustering:
+            for addr in self.instance.broker_addrs():
+                try:
+                    await self.instance.broker_request(addr, RemotingCommand(
+                        RequestCode.UNREGISTER_CLIENT, ext={
+                            "clientID": self.instance.client_id, "consumerGroup": self.group}), 1.0)
+                except RemotingError:
+                    pass
+        await self.instance.close()
+
+    async def __aenter__(self):
+        return await self.start()
+
+    async def __aexit__(self, *exc):
+        await self.shutdown()
+
+    def _on_broker_request(self, cmd: RemotingCommand, conn: Connection):
+        if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED and self.running:
+            asyncio.get_running_loop().create_task(self.rebalance())
+            return None
+        if cmd.is_oneway:
+            return None
+        return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                            f"consumer does not serve code {cmd.code}")
+
+    async def _heartbeat(self) -> None:
+        subs = [{"topic": t, "subString": e, "tagsSet": sorted(subscription_tags(e) or []),
+                 "codeSet": [], "subVersion": int(time.time() * 1000), "expressionType": "TAG",
+                 "classFilterMode": False} for t, e in self.subscriptions.items()]
+        self._heard = await self.instance.heartbeat([], [{
+            "groupName": self.group,
+            "consumeType": "CONSUME_PASSIVELY", "messageModel": self.message_model,
+            "consumeFromWhere": self.consume_from, "subscriptionDataSet": subs,
+            "unitMode": False}])
+
+    _heard = False
+
+    async def _refresh_and_rebalance(self) -> None:
+        for topic in self.subscriptions:
+            await self.instance.route(topic, refresh=True)
+        if not self._heard:  # a broker missed our heartbeat: the group would not count us
+            await self._heartbeat()
+        await self.rebalance()
+
+
+    # ---- pulling and consuming -----------------------------------------------------
+    async def _pull_loop(self, state: AssignedQueue) -> None:
+        mq = state.mq
+        expression = self.subscriptions.get(mq.topic, "*")
+        while self.orderly and not state.dropped and \
+                not await self._lock_request(RequestCode.LOCK_BATCH_MQ, [mq]):
+            await asyncio.sleep(1)  # another consumer still holds the queue
+        while self.running and not state.dropped:
+            if len(state.in_flight) > 1000:  # flow control: let the listener catch up
+                await asyncio.sleep(0.05)
+                continue
+            try:
+                result = await self.pull(mq, state.next_offset, self.pull_batch_size, expression,
+                                         suspend_ms=self.pull_suspend_ms,
+                                         commit_offset=state.committed if self.clustering else -1)
+            except asyncio.CancelledError:
+                raise
+            except (RemotingError, MQClientError) as e:
+                log.debug("pull %s failed: %s", mq, e)
+                await asyncio.sleep(1)
+                continue
+            if state.dropped:
+                return
+            if result.status is PullStatus.OFFSET_ILLEGAL:
+                log.warning("offset %d of %s is out of range; moving to %d", state.next_offset,
+                            mq, result.next_begin_offset)
+                state.next_offset = state.consumed_to = result.next_begin_offset
+                await self._commit_state(state)
+                continue
+            if result.status is PullStatus.FOUND and not result.messages:
+                state.next_offset = result.next_begin_offset
+                if not state.in_flight:
+                    state.consumed_to = state.next_offset
+                continue
+            if result.status is not PullStatus.FOUND:
+                state.next_offset = result.next_begin_offset
+                if not state.in_flight:
+                    state.consumed_to = state.next_offset
+                continue
+            for m in result.messages:
+                state.in_flight[m.queue_offset] = m
+            state.next_offset = result.next_begin_offset
+            if self.orderly:
+                await self._consume_orderly(state, result.messages)
+            else:
+                for i in range(0, len(result.messages), self.consume_batch_size):
+                    batch = result.messages[i:i + self.consume_batch_size]
+                    await self._sem.acquire()
+                    asyncio.create_task(self._consume_concurrently(state, batch))
+
+    async def _call_listener(self, msgs: list[MessageExt]) -> bool:
+        try:
+            if inspect.iscoroutinefunction(self.listener):
+                outcome = await self.listener(msgs)
+            else:
+                outcome = await asyncio.get_running_loop().run_in_executor(None, self.listener, msgs)
+        except Exception:
+            log.exception("listener raised; the messages will be retried")
+            return False
+        return outcome is None or outcome is True or outcome is ConsumeStatus.CONSUME_SUCCESS
+
+    async def _consume_concurrently(self, state: AssignedQueue, msgs: list[MessageExt]) -> None:
+        try:
+            ok = await self._call_listener(msgs)
+            if not ok and self.clustering:
+                failed = [m for m in msgs if not await self._send_back(m, 0)]
+                while failed and not state.dropped:  # broker unreachable: retry here
+                    await asyncio.sleep(1)
+                    if await self._call_listener(failed):
+                        break
+                    failed = [m for m in failed if not await self._send_back(m, 0)]
+            self._done(state, msgs)
+        finally:
+            self._sem.release()
+
+    async def _consume_orderly(self, state: AssignedQueue, msgs: list[MessageExt]) -> None:
+        async with state.lock:
+            for i in range(0, len(msgs), self.consume_batch_size):
+                batch = msgs[i:i + self.consume_batch_size]
+                attempts = 0
+                while not state.dropped:
+                    if await self._call_listener(batch):
+                        break
+                    attempts += 1
+                    if attempts > self.max_reconsume_times and self.clustering:
+                        for m in batch:  # give up: dead-letter it and move on
+                            await self._send_back(m, -1)
+                        break
+                    await asyncio.sleep(min(1.0, 0.1 * attempts))
+                self._done(state, batch)
+
+    def _done(self, state: AssignedQueue, msgs: list[MessageExt]) -> None:
+        for m in msgs:
+            state.in_flight.pop(m.queue_offset, None)
+        if not state.in_flight:
+            state.consumed_to = max(state.consumed_to, state.next_offset)
+
+    async def _send_back(self, msg: MessageExt, delay_level: int) -> bool:
+        try:
+            addr = await self._broker_for(msg.queue)
+            resp = await self.instance.broker_request(addr, RemotingCommand(
+                RequestCode.CONSUMER_SEND_MSG_BACK, ext={
+                    "offset": str(msg.commit_log_offset), "group": self.group,
+                    "delayLevel": str(delay_level), "originMsgId": msg.msg_id,
+                    "originTopic": msg.topic, "unitMode": "false",
+                    "maxReconsumeTimes": str(self.max_reconsume_times)}))
+            return resp.code == ResponseCode.SUCCESS
+        except RemotingError:
+            return False
+
+    # ---- offsets --------------------------------------------------------------------
+    async def _commit_state(self, state: AssignedQueue) -> None:
+        offset = state.progress()
+        if offset == state.committed:
+            return
+        if await self.offset_store.update(state.mq, offset):
+            state.committed = offset
+
+    async def persist_offsets(self) -> None:
+        for state in list(self.queues.values()):
+            await self._commit_state(state)
+        self.offset_store.persist()

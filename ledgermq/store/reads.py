@@ -1,0 +1,166 @@
+"""Reads: a queue's messages from an offset, and single messages found by commit-log
+offset, store time, message id or key.
+
+Reads take no lock. Consume-queue entries that point below the commit log's first
+offset (retention deleted their segment) are skipped, never read.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Iterable
+
+import numpy as np
+
+from ..wire.message import (
+    OFF_SYSFLAG, SYSFLAG_BORNHOST_V6, StoredMessage, decode_message, decode_offset_msg_id,
+)
+from .commitlog import CommitLog
+from .consume_queue import ConsumeQueue
+from .index import IndexService
+from .mapped_file import StoreError
+from .results import GetResult, GetStatus
+
+
+class StoreReads:
+    """Mixed into MessageStore."""
+
+    commitlog: CommitLog
+    queues: dict[tuple[str, int], ConsumeQueue]
+    index: IndexService | None
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
+                     max_bytes: int = 256 * 1024,
+                     tag_codes: Iterable[int] | None = None) -> GetResult:
+        """Messages of a queue from `offset`, as stored (RocketMQ's getMessage statuses)."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
+        codes = None if tag_codes is None else np.fromiter(tag_codes, np.int64)
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
+        qoffs: list[np.ndarray] = []
+        cur = offset
+        log_min = self.commitlog.min_offset
+        # with a tag filter, skip through up to this many entries looking for matches
+        budget = max(16000, max_count * 20) if codes is not None else max_count
+        while (cur < hi and budget > 0 and result.message_count < max_count
+               and result.total_bytes < max_bytes):
+            want = max_count - result.message_count
+            ents = cq.entries(cur, budget if codes is not None else want)
+            budget -= len(ents)
+            if len(ents) == 0:
+                break
+            phys = ents["phys"].astype(np.int64)
+            sizes = ents["size"].astype(np.int64)
+            keep = phys >= log_min
+            if codes is not None:
+                keep &= np.isin(ents["tag"], codes)
+            # stop where max_bytes would be passed (always take at least one message)
+            taken_bytes = np.cumsum(np.where(keep, sizes, 0)) + result.total_bytes
+            over = np.nonzero(keep & (taken_bytes > max_bytes))[0]
+            n = len(ents)
+            if len(over):
+                first_over = int(over[0])
+                n = first_over + (1 if result.message_count == 0 and
+                                  not keep[:first_over].any() else 0)
+            sel = np.nonzero(keep[:n])[0][:want]
+            if len(sel) == want and codes is not None:
+                n = min(n, int(sel[-1]) + 1)
+            if len(sel):
+                self._gather(phys[sel], sizes[sel], result)
+                qoffs.append(sel + cur)
+            cur += n
+            if n < len(ents):
+                break
+        result.next_begin_offset = cur
+        if result.message_count:
+            result.status = GetStatus.FOUND
+            result.queue_offsets = np.concatenate(qoffs)
+        elif cur > offset and offset < hi:
+            result.status = GetStatus.NO_MATCHED_MESSAGE
+        return result
+
+    def _gather(self, phys: np.ndarray, sizes: np.ndarray, result: GetResult) -> None:
+        """Add views on the commit log for messages at `phys`, merging contiguous ones."""
+        ends = phys + sizes
+        seg_size = self.commitlog.file_size
+        breaks = np.nonzero((phys[1:] != ends[:-1]) |
+                            (phys[1:] // seg_size != phys[:-1] // seg_size))[0] + 1
+        starts = np.concatenate(([0], breaks))
+        stops = np.concatenate((breaks, [len(phys)]))
+        for a, b in zip(starts.tolist(), stops.tolist()):
+            lo = int(phys[a])
+            result.buffers.append(self.commitlog.read(lo, int(ends[b - 1]) - lo))
+        result.message_count += len(phys)
+        result.total_bytes += int(sizes.sum())
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for (t, q) in self.queues if t == topic)
+
+    def topics(self) -> list[str]:
+        return sorted({t for (t, _) in self.queues})
+
+    def message_at(self, phys: int) -> StoredMessage:
+        size = self.commitlog.size_at(phys)
+        return decode_message(self.commitlog.read(phys, size))
+
+    def store_timestamp_at(self, phys: int) -> int:
+        view = self.commitlog.read(phys, 80)
+        sys_flag = struct.unpack_from(">i", view, OFF_SYSFLAG)[0]
+        at = 48 + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8)
+        return struct.unpack_from(">q", view, at)[0]
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset whose message was stored at or after `timestamp_ms`."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = cq.entry(mid)
+            if entry is None or entry[0] < self.commitlog.min_offset:
+                lo = mid + 1
+            elif self.store_timestamp_at(entry[0]) < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def view_message_by_id(self, msg_id: str) -> StoredMessage:
+        _, _, phys = decode_offset_msg_id(msg_id)
+        if not self.commitlog.min_offset <= phys < self.commitlog.max_offset:
+            raise StoreError(f"message {msg_id} is not in this store (offset {phys})")
+        return self.message_at(phys)
+
+    def query_by_key(self, topic: str, key: str, max_num: int = 64, begin_ms: int = 0,
+                     end_ms: int = 1 << 62) -> list[StoredMessage]:
+        """Messages of `topic` whose KEYS contain `key` or whose UNIQ_KEY is `key`."""
+        if self.index is None:
+            raise StoreError("messageIndexEnable=false: no key index on this broker")
+        out = []
+        for phys in sorted(self.index.lookup(topic, key, max_num * 2, begin_ms, end_ms)):
+            if phys < self.commitlog.min_offset or phys >= self.commitlog.max_offset:
+                continue
+            msg = self.message_at(phys)
+            if msg.topic == topic and key in msg.index_keys:
+                out.append(msg)
+            if len(out) >= max_num:
+                break
+        return out
