@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass, field
 
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..remoting.codes import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
 from .instance import ClientInstance, MQClientError
 from .message import MessageExt, MessageQueue, decode_pulled
 
-PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, PULL_FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
 
 
 class PullStatus(enum.Enum):

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from ..remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..remoting.codes import RETRY_PREFIX
 from .instance import ClientInstance, MQClientError, periodic
 from .message import MessageExt, MessageQueue
 from .offsets import LocalOffsetStore, RemoteOffsetStore
 from .pull import ConsumerBase, PullStatus, subscription_tags
-from .rebalance import RETRY_PREFIX, AssignedQueue, QueueRebalance
+from .rebalance import AssignedQueue, QueueRebalance
 
 log = logging.getLogger(__name__)
 

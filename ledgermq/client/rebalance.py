@@ -14,12 +14,12 @@ import json
 import logging
 
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..remoting.codes import RETRY_PREFIX
 from .instance import MQClientError
 from .message import MessageExt, MessageQueue
 
 log = logging.getLogger(__name__)
 
-RETRY_PREFIX = "%RETRY%"
 
 
 class AssignedQueue:
