@@ -9,8 +9,8 @@ import json
 from ...drivers.ha import HAMasterDriver, HASlaveDriver
 from ...replication.ha import HAConfig, SyncStatus
 from ...store import MessageStore, PutResult, PutStatus
-from ..config import BrokerConfig
 from ...wire.batch import EncodedBatch
+from ..config import BrokerConfig
 from .base import Later, StandaloneMode
 
 
@@ -24,12 +24,15 @@ def ha_config(config: BrokerConfig, store: MessageStore, checkpoint: bool = Fals
 
 
 class HALinks:
+    """The one HA driver a broker runs now, if any."""
+
     def __init__(self) -> None:
         self.master: HAMasterDriver | None = None
         self.slave: HASlaveDriver | None = None
 
     async def lead(self, driver: HAMasterDriver) -> None:
-        """Serve slaves with `driver` (already started)."""
+        """Serve slaves with `driver`, already started (binding the port may need
+        retries, which the caller knows how to make)."""
         await self.stop()
         self.master = driver
 
