@@ -24,14 +24,14 @@ def wait_until(cond, what, timeout=20.0, interval=0.2):
                 return last
         except Exception as e:  # noqa: BLE001 - not yet
             last = e
-        if time.monotonic() >= end:
-            raise AssertionError(_timed_out(what, timeout, last))
+        _give_up_after(end, what, timeout, last)
         time.sleep(interval)
 
 
 async def until(cond, what, timeout=10.0, interval=0.02):
     """`wait_until` for a test inside an event loop: the loop runs on while it waits, and
-    `cond` may return an awaitable (e.g. be an async function), which is awaited."""
+    `cond` may return an awaitable (e.g. be an async function), which is awaited. Its
+    defaults suit in-process state: 10 s, polled every 20 ms."""
     end = time.monotonic() + timeout
     while True:
         try:
@@ -42,10 +42,12 @@ async def until(cond, what, timeout=10.0, interval=0.02):
                 return last
         except Exception as e:  # noqa: BLE001 - not yet
             last = e
-        if time.monotonic() >= end:
-            raise AssertionError(_timed_out(what, timeout, last))
+        _give_up_after(end, what, timeout, last)
         await asyncio.sleep(interval)
 
 
-def _timed_out(what, timeout, last) -> str:
-    return f"{what() if callable(what) else what}: not within {timeout}s (last: {last!r})"
+def _give_up_after(end, what, timeout, last) -> None:
+    """AssertionError once the monotonic clock passed `end`."""
+    if time.monotonic() >= end:
+        what = what() if callable(what) else what
+        raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
