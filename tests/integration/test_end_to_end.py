@@ -8,6 +8,7 @@ from ledgermq import (
     ConsumeStatus, Message, MQClientError, Producer, PullConsumer, PullStatus, PushConsumer,
     SendStatus, SyncProducer,
 )
+from ledgermq.client.admin import Admin
 from ledgermq.remoting import ResponseCode
 
 from ..wait import until
@@ -202,8 +203,11 @@ def test_long_polling_holds_a_pull_until_a_message_arrives(dev):
             assert empty.status is PullStatus.NO_NEW_MSG
             assert 0.3 < time.monotonic() - t0 < 3  # it was held, then answered
 
-            async def later():
-                await asyncio.sleep(0.3)  # the scenario: it comes while the pull is held
+            async def later():  # the message comes while the broker holds the pull
+                async with Admin(d.namesrv) as a:
+                    async def held():
+                        return int((await a.broker_status(d.broker))["heldPulls"]) > 0
+                    await until(held, "the broker holds the pull")
                 await p.send(Message("Long", b"second"), queue=q)
             t0 = time.monotonic()
             sender = asyncio.create_task(later())
