@@ -15,8 +15,12 @@ import json
 import sys
 import threading
 import time
+from pathlib import Path
 
 from rocketmq.client import Message, Producer, PullConsumer, PushConsumer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's tests/
+from tests.wait import wait_until  # noqa: E402
 
 
 def message(topic, i, tag):
@@ -31,6 +35,22 @@ def received(msg):
     return {"body": msg.body.decode(), "keys": msg.keys.decode() if isinstance(msg.keys, bytes)
             else msg.keys, "tags": msg.tags.decode() if isinstance(msg.tags, bytes) else msg.tags,
             "queue_id": msg.queue_id, "queue_offset": msg.queue_offset, "id": msg.id}
+
+
+def wait_stored(ns, topic, n):
+    """Until the broker holds `n` messages of `topic` (read by a consumer of our own)."""
+    c = PullConsumer("stored-" + topic)
+    c.set_namesrv_addr(ns)
+    c.start()
+    count = [0]
+
+    def stored():
+        count[0] += sum(1 for _ in c.pull(topic))
+        return count[0] >= n
+    try:
+        wait_until(stored, "%d messages stored in %s" % (n, topic), 30)
+    finally:
+        c.shutdown()
 
 
 def main():
@@ -53,7 +73,7 @@ def main():
         elif mode == "oneway":
             for i in range(n):
                 p.send_oneway(message(topic, i, "oneway"))
-            time.sleep(0.5)  # one-way: give the frames time to leave
+            wait_stored(ns, topic, n)  # one-way: no answer; the producer stays up till then
         elif mode == "delay":
             for i in range(n):
                 m = message(topic, i, "delayed")
@@ -94,7 +114,7 @@ def main():
                 if len(got) >= expected:
                     break
             time.sleep(0.2)
-        time.sleep(1.0)  # late duplicates would show up here
+        time.sleep(1.0)  # late duplicates would show up here (a while to watch, not a wait)
         c.shutdown()
         out["messages"] = got
     elif mode == "pull":

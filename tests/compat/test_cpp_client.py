@@ -2,12 +2,24 @@
 import asyncio
 import os
 import signal
-import time
 from collections import defaultdict
 
 import pytest
 
 from ledgermq import Message, Producer, PullConsumer, PullStatus
+from ledgermq.client.admin import Admin
+
+from ..integration.load import read_all
+from ..wait import wait_until
+
+
+def route_master(namesrv, topic):
+    """The master address the name server gives for `topic` (one broker group)."""
+    async def go():
+        async with Admin(namesrv) as a:
+            route = await a.topic_route(topic)
+        return next(bd["brokerAddrs"].get("0") for bd in route["brokerDatas"])
+    return asyncio.run(go())
 
 
 def by_queue(messages):
@@ -86,7 +98,8 @@ def test_cpp_oneway_delay_orderly_and_retry(dev, cpp):
 
     sent = cpp(d.namesrv, "delay", "CppDelay", 5)["results"]
     assert all(status == 0 for status, *_ in sent)
-    time.sleep(1.0)
+    wait_until(lambda: sum(map(len, asyncio.run(read_all(d.namesrv, 0, "CppDelay")).values()))
+               >= 5, "the delayed messages delivered")
     delayed = cpp(d.namesrv, "pull", "CppDelay", "DelayReader")["messages"]
     # delay level 1 (0.2 s in the test broker): the messages reach the topic only later
     assert sorted(m["body"] for m in delayed) == sorted(f"body-{i}" for i in range(5))
@@ -98,7 +111,6 @@ def test_cpp_oneway_delay_orderly_and_retry(dev, cpp):
     cpp(d.namesrv, "produce", "CppRetry", 10)
 
     async def retry_topic():  # clients look up routes every 30 s: have it before they start
-        from ledgermq.client.admin import Admin
         async with Admin(d.namesrv) as a:
             await a.update_topic("%RETRY%RetryGroup", cluster="DefaultCluster",
                                  read_queues=1, write_queues=1)
@@ -130,17 +142,14 @@ def test_cpp_client_across_a_failover(tmp_path, cpp, mode):
         return [p for p in status(d)["processes"]
                 if p.get("alive") and p.get("role") in ("MASTER", "LEADER")]
     try:
-        deadline = time.monotonic() + 30
-        while len(masters()) != 1 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        old = masters()[0]
+        old = wait_until(lambda: len(m := masters()) == 1 and m[0], "a single master", 30)
         sent = cpp(state["namesrv"], "produce", "FailTopic", 300)["results"]
         assert len(sent) == 300 and all(code == 0 for code, _, _ in sent)
         os.kill(old["pid"], signal.SIGKILL)
-        while time.monotonic() < deadline + 30 and not any(
-                p["name"] != old["name"] for p in masters()):
-            time.sleep(0.2)
-        time.sleep(1)  # the new master's routes reach the name server
+        new = wait_until(lambda: next((p for p in masters() if p["name"] != old["name"]), None),
+                         "a new master", 30)
+        wait_until(lambda: route_master(state["namesrv"], "FailTopic") ==
+                   f"127.0.0.1:{new['port']}", "the name server routes to the new master")
         pulled = cpp(state["namesrv"], "pull", "FailTopic", "FailGroup")["messages"]
         assert sorted(m["body"] for m in pulled) == sorted(f"body-{i}" for i in range(300))
     finally:

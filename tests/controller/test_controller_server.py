@@ -18,19 +18,14 @@ from ledgermq.drivers.raft import FileRaftLog
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from ledgermq.replication.raft import Entry
 
+from ..wait import until
+
 
 def controller(tmp_path, port):
     return ControllerServer(load_controller_config(None, {
         "controllerDLegerPeers": f"n0-127.0.0.1:{port}", "controllerDLegerSelfId": "n0",
         "controllerStorePath": str(tmp_path / "ctl"), "electionTimeoutMs": "50",
         "brokerNotActiveTimeoutMillis": "2000"}))
-
-
-async def until(cond, timeout=10.0):
-    end = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        assert asyncio.get_running_loop().time() < end, "timed out"
-        await asyncio.sleep(0.02)
 
 
 REGISTER = {"clusterName": "C", "brokerName": "g", "brokerAddress": "127.0.0.1:1",
@@ -44,7 +39,7 @@ def test_metadata_survives_a_restart_and_bad_requests_get_errors(tmp_path):
     async def go():
         c = controller(tmp_path, port)
         await c.start()
-        await until(lambda: c.is_leader)
+        await until(lambda: c.is_leader, "the controller leads")
         async with ControllerClient(addr) as cli:
             view = await cli.call(RequestCode.CONTROLLER_REGISTER_BROKER, REGISTER)
             assert view["brokerId"] == 1
@@ -66,7 +61,7 @@ def test_metadata_survives_a_restart_and_bad_requests_get_errors(tmp_path):
         await c.stop()
         again = controller(tmp_path, port)  # the log replays into the same metadata
         await again.start()
-        await until(lambda: again.is_leader)
+        await until(lambda: again.is_leader, "the restarted controller leads")
         async with ControllerClient(addr) as cli:
             g = (await cli.sync_state_set(["g"]))["g"]
             assert (g["masterBrokerId"], g["masterEpoch"], g["syncStateSet"]) == (1, 1, [1])
@@ -113,11 +108,11 @@ async def name_server_with_controller_and_broker(tmp_path, **broker_settings):
     ns.controller = controller(tmp_path, ctl_port)
     await ns.start()
     try:
-        await until(lambda: ns.controller.is_leader)
+        await until(lambda: ns.controller.is_leader, "the embedded controller leads")
         b = broker_in_controller_mode(tmp_path, ns.address, **broker_settings)
         await b.start()
         try:
-            await until(lambda: b.mode.is_master)
+            await until(lambda: b.mode.is_master, "the broker is master")
             yield ns, b
         finally:
             await b.stop()

@@ -13,7 +13,8 @@ from ledgermq.store import MessageStore
 from ledgermq.store.epoch_file import EpochFile
 
 from ..store.conftest import small_config
-from .test_ha_drivers import _addr, fill, wait_for, SEG
+from ..wait import until
+from .test_ha_drivers import _addr, fill, SEG
 
 
 def open_store(path) -> MessageStore:
@@ -59,11 +60,13 @@ def test_diverged_slave_is_cut_where_epochs_part_then_follows(tmp_path):
         s = AutoSwitchSlaveDriver(slave, config, s_epochs, lambda: _addr(m), slave_id=2)
         await s.start()
         try:
-            await wait_for(lambda: slave.commitlog.max_offset == master.commitlog.max_offset)
+            await until(lambda: slave.commitlog.max_offset == master.commitlog.max_offset,
+                        "the slave holds the master's log")
             end = master.commitlog.max_offset
             assert span(slave, 0, end) == span(master, 0, end)
             assert s_epochs.entries == [(1, 0), (3, shared)]  # epoch 2 is gone with its bytes
-            await wait_for(lambda: slave.dispatch_bound == end)  # confirmed by the whole set
+            await until(lambda: slave.dispatch_bound == end,
+                        "the slave's consumers see it all")  # confirmed by the whole set
             fill(master, 5, start=300)
             m.appended()
             assert await asyncio.wait_for(m.sync(master.commitlog.max_offset), 5) \
@@ -93,7 +96,7 @@ def test_send_waits_for_the_set_and_a_smaller_set_releases_it(tmp_path):
             fill(master, 3)
             m.appended()
             waiting = m.sync(master.commitlog.max_offset)
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # a while in which it must stay unanswered (not a wait)
             assert not waiting.done()  # member 2 holds nothing
             assert master.dispatch_bound == 0  # consumers see only what the set holds
             tracker.applied((1,), 2, 0)  # the controller dropped member 2

@@ -13,6 +13,7 @@ from ledgermq.replication.raft import Code, Complete, RaftConfig, Role
 from ledgermq.store import MessageStore
 
 from ..store.conftest import small_config
+from ..wait import until
 
 FAST = RaftConfig(election_timeout_ms=150, heartbeat_ms=30)
 
@@ -32,13 +33,11 @@ async def start_group(tmp_path, segment=1 << 20):
         d = open_driver(tmp_path, name, peers, segment)
         await d.start()
         drivers.append(d)
-    end = time.monotonic() + 10
-    while time.monotonic() < end:
+
+    def leader():
         leaders = [d for d in drivers if d.node.role is Role.LEADER]
-        if len(leaders) == 1 and leaders[0].node.commit >= 0:
-            return drivers, leaders[0]
-        await asyncio.sleep(0.02)
-    raise AssertionError("no leader")
+        return leaders[0] if len(leaders) == 1 and leaders[0].node.commit >= 0 else None
+    return drivers, await until(leader, "a leader that committed")
 
 
 async def stop_group(drivers):
@@ -68,12 +67,10 @@ def test_appends_of_one_iteration_become_one_entry_on_every_replica(tmp_path):
             done = await asyncio.wait_for(asyncio.gather(*futs), 10)
             assert {d.code for d in done} == {Code.SUCCESS}
             assert leader.log.end == entries_before + 1  # one entry for the 50 appends
-            end = time.monotonic() + 10
-            while time.monotonic() < end and any(
-                    d.node.commit < leader.node.commit or
-                    d.store.commitlog.max_offset < leader.store.commitlog.max_offset
-                    for d in drivers):
-                await asyncio.sleep(0.02)
+            await until(lambda: all(
+                d.node.commit >= leader.node.commit and
+                d.store.commitlog.max_offset >= leader.store.commitlog.max_offset
+                for d in drivers), "every replica committed and holds the entry")
             for d in drivers:
                 assert log_bytes(d) == log_bytes(leader)
                 assert d.store.max_offset_in_queue("T", 0) == leader.store.max_offset_in_queue("T", 0)
@@ -117,7 +114,8 @@ def test_a_follower_whose_commit_log_lost_its_tail_drops_those_entries_and_is_re
         try:
             for n in range(30):
                 assert (await leader.propose_range(*append(leader.store, n))).code is Code.SUCCESS
-            await asyncio.sleep(0.3)  # the followers have the commit index too
+            await until(lambda: all(d.node.commit == leader.node.commit for d in drivers),
+                        "the followers have the commit index too")
             victim = next(d for d in drivers if d is not leader)
             name, peers = victim.self_id, victim.peers
             await victim.stop()
@@ -133,9 +131,7 @@ def test_a_follower_whose_commit_log_lost_its_tail_drops_those_entries_and_is_re
             assert back.log.log_end == cut and back.node.commit <= back.node.end
             await back.start()
             drivers.append(back)
-            end = time.monotonic() + 10
-            while time.monotonic() < end and back.node.end < leader.node.end:
-                await asyncio.sleep(0.05)
+            await until(lambda: back.node.end >= leader.node.end, "the follower refilled")
             assert back.node.end == leader.node.end
             assert log_bytes(back) == log_bytes(leader)
         finally:
@@ -151,12 +147,6 @@ def test_a_follower_behind_the_leaders_retained_log_restarts_at_its_first_entry(
     the leader's first retained entry, byte for byte the leader's from there on."""
     segment = 64 * 1024
 
-    async def wait_for(cond, seconds=10):
-        end = time.monotonic() + seconds
-        while time.monotonic() < end and not cond():
-            await asyncio.sleep(0.05)
-        return cond()
-
     async def run():
         drivers, leader = await start_group(tmp_path, segment)
         try:
@@ -170,7 +160,7 @@ def test_a_follower_behind_the_leaders_retained_log_restarts_at_its_first_entry(
             for n in range(600):  # ~10 segments more
                 assert (await leader.propose_range(*append(leader.store, n))).code is Code.SUCCESS
             for d in drivers:
-                assert await wait_for(lambda: d.node.commit == leader.node.commit)
+                await until(lambda: d.node.commit == leader.node.commit, f"{d.self_id} committed")
                 d.store.commitlog.flush()
                 assert d.store.delete_expired(now=time.time() + 10 ** 9) > 0
             first = leader.log.begin
@@ -181,9 +171,9 @@ def test_a_follower_behind_the_leaders_retained_log_restarts_at_its_first_entry(
             for n in range(30):  # the group goes on committing with it back
                 done = await asyncio.wait_for(leader.propose_range(*append(leader.store, n)), 5)
                 assert done.code is Code.SUCCESS
-            assert await wait_for(lambda: back.node.end == leader.node.end and
-                                  back.store.commitlog.max_offset ==
-                                  leader.store.commitlog.max_offset)
+            await until(lambda: back.node.end == leader.node.end and
+                        back.store.commitlog.max_offset == leader.store.commitlog.max_offset,
+                        "the follower holds the leader's log")
             assert back.log.begin == first
             assert back.store.commitlog.min_offset == leader.store.commitlog.min_offset
             assert log_bytes(back) == log_bytes(leader)

@@ -5,11 +5,12 @@ not is refused."""
 import asyncio
 
 from ledgermq.drivers.ha import HAMasterDriver, HASlaveDriver
-from ledgermq.replication.ha import HAConfig
+from ledgermq.replication.ha import Close, HAConfig
 from ledgermq.store import MessageStore
 from ledgermq.wire.message import Message
 
 from ..store.conftest import small_config
+from ..wait import until
 
 SEG = 64 * 1024
 
@@ -26,13 +27,6 @@ def fill(store: MessageStore, n: int, start: int = 0) -> None:
                                   queue_id=i % 2))
 
 
-async def wait_for(cond, timeout=10.0):
-    end = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        assert asyncio.get_running_loop().time() < end, "timed out"
-        await asyncio.sleep(0.02)
-
-
 def test_new_slave_copies_the_last_segment_then_follows(tmp_path):
     master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
     fill(master, 400)  # about 5 segments
@@ -45,12 +39,14 @@ def test_new_slave_copies_the_last_segment_then_follows(tmp_path):
         s = HASlaveDriver(slave, config, lambda: _addr(m))
         await s.start()
         try:
-            await wait_for(lambda: slave.commitlog.max_offset == master.commitlog.max_offset)
+            await until(lambda: slave.commitlog.max_offset == master.commitlog.max_offset,
+                        "the slave holds the master's log")
             first = slave.commitlog.min_offset
             assert first == master.commitlog.max_offset - master.commitlog.max_offset % SEG
             fill(master, 150, start=400)  # crosses at least one more segment end
             m.appended()
-            await wait_for(lambda: slave.commitlog.max_offset == master.commitlog.max_offset)
+            await until(lambda: slave.commitlog.max_offset == master.commitlog.max_offset,
+                        "the slave follows")
             for qid in (0, 1):
                 lo, hi = slave.min_offset_in_queue("HA", qid), slave.max_offset_in_queue("HA", qid)
                 assert hi == master.max_offset_in_queue("HA", qid) and 0 < lo < hi
@@ -77,10 +73,17 @@ def test_a_slave_with_a_foreign_tail_is_refused(tmp_path):
 
     async def scenario():
         m = HAMasterDriver(master, config, "127.0.0.1", 0)
+        closed = []
+
+        def execute(actions, real=m.execute):  # notes the links the master closes
+            closed.extend(a for a in actions if isinstance(a, Close))
+            real(actions)
+        m.execute = execute
         await m.start()
         s = HASlaveDriver(slave, config, lambda: _addr(m))
         await s.start()
-        await asyncio.sleep(0.5)
+        await until(lambda: closed and not m.status()["slaves"], "the slave's link closed")
+        assert "holds data the master does not" in closed[0].reason
         assert m.status()["slaves"] == []  # dropped, never fed
         assert slave.commitlog.max_offset > master.commitlog.max_offset
         await s.stop()

@@ -7,6 +7,9 @@ import time
 from ledgermq import Message, MQClientError, Producer, PullConsumer, PullStatus
 from ledgermq.remoting import RemotingError
 
+from ..wait import until
+
+
 async def send_for(namesrv, seconds, acked, prefix, statuses=None):
     """Send one message at a time for `seconds`; record every SEND_OK as (queue, body) and
     count every status (or error) in `statuses`."""
@@ -22,7 +25,7 @@ async def send_for(namesrv, seconds, acked, prefix, statuses=None):
                     acked.append((r.queue.queue_id, body))
             except (MQClientError, RemotingError) as e:
                 status = type(e).__name__
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # pacing: no burst of failing sends (not a wait)
             if statuses is not None:
                 statuses[status] = statuses.get(status, 0) + 1
             i += 1
@@ -34,15 +37,8 @@ async def read_all(namesrv, settle_s=10.0, topic="Replicated"):
     `settle_s`."""
     async with PullConsumer("reader", namesrv) as c:
         out = {}
-        end = time.monotonic() + settle_s
-        while True:
-            try:
-                queues = await c.fetch_queues(topic)
-                break
-            except MQClientError:
-                if time.monotonic() > end:
-                    raise
-                await asyncio.sleep(0.2)
+        queues = await until(lambda: c.fetch_queues(topic), f"the route of {topic}",
+                             timeout=settle_s, interval=0.2)
         for q in queues:
             offset, got = 0, []
             while True:
@@ -72,7 +68,7 @@ def under_load(ns, seconds, prefix, fault_at, *signals, statuses=None) -> list:
 
     async def scenario():
         sender = asyncio.create_task(send_for(ns, seconds, acked, prefix, statuses))
-        await asyncio.sleep(fault_at)
+        await asyncio.sleep(fault_at)  # the fault schedule, not a wait
         for pid, sig, pause in signals:
             os.kill(pid, sig)
             await asyncio.sleep(pause)

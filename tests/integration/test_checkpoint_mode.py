@@ -4,6 +4,7 @@ consumable from it; PENDING sends resolve DONE or RESEND as the log says; the co
 keeps its cache across a crash, even one it shares with the master; the old master comes
 back as a slave."""
 import asyncio
+import json
 import os
 import signal
 import time
@@ -11,9 +12,11 @@ import time
 import pytest
 
 from ledgermq import Message, Producer, SendStatus
+from ledgermq.client.admin import Admin
 from ledgermq.cluster import down, restart, status, up
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
+from ..wait import wait_until
 from .load import check_nothing_lost, read_all, under_load
 
 
@@ -22,27 +25,30 @@ def procs(d):
 
 
 def wait_for_master(d, not_name=None, timeout=20.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    def single_master():
         masters = [p for p in procs(d).values() if p.get("role") == "MASTER" and p["alive"]
                    and p["name"] != not_name]
-        if len(masters) == 1:
-            return masters[0]
-        time.sleep(0.2)
-    raise AssertionError(f"no single master within {timeout}s: {procs(d)}")
+        return masters[0] if len(masters) == 1 else None
+    return wait_until(single_master, lambda: f"a single master: {procs(d)}", timeout)
 
 
 def wait_slave_caught_up(d, name, timeout=20.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    def caught_up():
         st = procs(d)
         master = next((p for p in st.values() if p.get("role") == "MASTER"), None)
         me = st[name]
-        if master and me.get("role") == "SLAVE" and \
-                me.get("ha", {}).get("maxOffset") == master["ha"]["logEnd"]:
-            return me
-        time.sleep(0.2)
-    raise AssertionError(f"{name} did not catch up as a slave: {procs(d)}")
+        return master and me.get("role") == "SLAVE" and \
+            me.get("ha", {}).get("maxOffset") == master["ha"]["logEnd"] and me
+    return wait_until(caught_up, lambda: f"{name} caught up as a slave: {procs(d)}", timeout)
+
+
+def ha_links(namesrv, port) -> list:
+    """The slave links the HA master on `port` serves, asked of it alone (a frozen
+    process would hold up `status`)."""
+    async def go():
+        async with Admin(namesrv) as a:
+            return json.loads((await a.broker_status(f"127.0.0.1:{port}"))["ha"])["slaves"]
+    return asyncio.run(go())
 
 
 @pytest.fixture
@@ -144,12 +150,11 @@ def test_clients_that_know_no_pending_get_flush_slave_timeout(group):
     assert java.code == cpp.code == ResponseCode.FLUSH_SLAVE_TIMEOUT, (java, cpp)
     assert "pending" in java.remark and java.ext["msgId"]
     assert ours.code == ResponseCode.SEND_PENDING
-    end = time.monotonic() + 20
-    while time.monotonic() < end:  # each stored once, visible once the slaves are back
+
+    def stored():  # each stored once, visible once the slaves are back
         bodies = [b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q]
-        if len(bodies) >= 3:
-            break
-        time.sleep(0.3)
+        return len(bodies) >= 3 and bodies
+    bodies = wait_until(stored, "the three sends visible")
     assert sorted(bodies) == [b"from-cpp", b"from-java", b"from-ledgermq"]
 
 
@@ -167,7 +172,8 @@ def test_pending_resolves_resend_when_the_master_died_with_it(group):
     try:
         # frozen slaves' sockets would still take bytes in: wait until the master has
         # dropped them (haHousekeepingInterval), so nothing reaches them from here on
-        time.sleep(6)
+        wait_until(lambda: ha_links(state["namesrv"], master["port"]) == [],
+                   "the master dropped its frozen slaves")
         os.kill(st["control"]["pid"], signal.SIGKILL)
         results, _ = asyncio.run(_pending_sends(state["namesrv"], 3, "r"))
         os.kill(master["pid"], signal.SIGKILL)  # the only copy dies

@@ -3,12 +3,12 @@ read every SEND_OK message from the slave; a slave killed, paused or cut off und
 an ASYNC_MASTER that does not wait for its slave."""
 import asyncio
 import signal
-import time
 
 import pytest
 
 from ledgermq.cluster import down, restart, status, up
 
+from ..wait import wait_until
 from .load import check_nothing_lost, read_all, under_load
 
 
@@ -17,15 +17,12 @@ def procs(d):
 
 
 def wait_caught_up(d, timeout=15.0):
-    """Until the slave's log ends where the master's does."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    """Until the slave's log ends where the master's does; returns where that is."""
+    def caught_up():
         st = procs(d)
         m, s = st["n0"].get("ha", {}), st["n1"].get("ha", {})
-        if m and s and s.get("maxOffset") == m.get("logEnd") and s.get("master"):
-            return m["logEnd"]
-        time.sleep(0.2)
-    raise AssertionError(f"slave did not catch up: {procs(d)}")
+        return m and s and s.get("maxOffset") == m.get("logEnd") and s.get("master") and m
+    return wait_until(caught_up, lambda: f"the slave caught up: {procs(d)}", timeout)["logEnd"]
 
 
 @pytest.fixture
@@ -106,8 +103,9 @@ def test_delayed_messages_are_delivered_by_the_master_only(tmp_path):
                     m.delay_level = 1
                     assert (await p.send(m)).status.value == "SEND_OK"
         asyncio.run(send())
-        time.sleep(1.5)  # due, delivered, replicated
-        end = wait_caught_up(d)
+        wait_until(lambda: sum(map(len, asyncio.run(read_all(state["namesrv"], 0)).values()))
+                   >= 5, "the delayed messages delivered")
+        end = wait_caught_up(d)  # and replicated
         stored = asyncio.run(read_all(state["namesrv"]))
         delivered = sorted(b for bodies in stored.values() for b in bodies)
         assert delivered == [f"late-{i}".encode() for i in range(5)]  # once each

@@ -15,6 +15,7 @@ import pytest
 from ledgermq.cluster import down, restart, status, up
 from ledgermq.controller.client import ControllerClient
 
+from ..wait import wait_until
 from .load import check_nothing_lost, read_all, under_load
 
 
@@ -27,20 +28,6 @@ def group_view(state) -> dict:
         async with ControllerClient(state["controllerAddr"]) as c:
             return (await c.sync_state_set(["broker-a"]))["broker-a"]
     return asyncio.run(go())
-
-
-def wait_until(cond, what, timeout=20.0):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        try:
-            last = cond()
-            if last:
-                return last
-        except Exception as e:  # noqa: BLE001 - a controller or broker may be restarting
-            last = e
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout}s (last: {last})")
 
 
 def full_set(state, n=3):
@@ -199,5 +186,5 @@ def test_an_async_learner_copies_the_log_but_never_joins_the_set(group):
     wait_until(lambda: len({b["maxOffset"] for b in admin(
         "getBrokerEpoch", "-n", state["namesrv"], "-b", "broker-a")}) == 1,
         "the learner holds the master's log")
-    time.sleep(1)  # caught up, and still outside
+    time.sleep(1)  # caught up, and still outside: it must stay so for a while (not a wait)
     assert lid not in group_view(state)["syncStateSet"], view

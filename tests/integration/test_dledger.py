@@ -3,13 +3,13 @@ continuous sends; nothing acknowledged is lost, and the old leader rejoins."""
 import asyncio
 import os
 import signal
-import time
 
 import pytest
 
 from ledgermq import Message, Producer
 from ledgermq.cluster import down, restart, status, up
 
+from ..wait import until, wait_until
 from .load import check_nothing_lost, read_all, under_load
 
 
@@ -21,16 +21,20 @@ def group(tmp_path):
     down(d)
 
 
+def single_leader(d, not_name=None):
+    """The one live leader (other than `not_name`) as the group reports now, or None."""
+    leaders = [p for p in status(d)["processes"] if p.get("role") == "LEADER" and p["alive"]
+               and p["name"] != not_name]
+    return leaders[0] if len(leaders) == 1 else None
+
+
 def leader_of(d, timeout=15.0, not_name=None):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        st = status(d)
-        leaders = [p for p in st["processes"] if p.get("role") == "LEADER" and p["alive"]
-                   and p["name"] != not_name]
-        if len(leaders) == 1:
-            return leaders[0]
-        time.sleep(0.2)
-    raise AssertionError(f"no single leader within {timeout}s: {status(d)['processes']}")
+    return wait_until(lambda: single_leader(d, not_name),
+                      lambda: f"a single leader: {status(d)['processes']}", timeout)
+
+
+def procs(d):
+    return {p["name"]: p for p in status(d)["processes"]}
 
 
 def test_kill9_leader_under_load_loses_nothing(group):
@@ -45,14 +49,10 @@ def test_kill9_leader_under_load_loses_nothing(group):
     check_nothing_lost(acked, stored)
     # the old leader comes back as a follower and catches up
     restart(d, first["name"])
-    end = time.monotonic() + 15
-    while time.monotonic() < end:
-        st = {p["name"]: p for p in status(d)["processes"]}
-        if st[first["name"]].get("role") == "FOLLOWER" and \
-                st[first["name"]].get("commit") == st[second["name"]].get("commit"):
-            break
-        time.sleep(0.3)
-    st = {p["name"]: p for p in status(d)["processes"]}
+    wait_until(lambda: (st := procs(d))[first["name"]].get("role") == "FOLLOWER" and
+               st[first["name"]].get("commit") == st[second["name"]].get("commit"),
+               "the old leader follows at the leader's commit index", 15)
+    st = procs(d)
     assert st[first["name"]]["role"] == "FOLLOWER"
     assert st[first["name"]]["commit"] == st[second["name"]]["commit"]
     assert st[first["name"]]["end"] == st[second["name"]]["end"]
@@ -65,8 +65,12 @@ def test_frozen_leader_does_not_split_the_brain(group):
     # frozen for longer than the election timeout, then thawed
     acked = under_load(ns, 7, "s", 1.5, (first["pid"], signal.SIGSTOP, 3),
                        (first["pid"], signal.SIGCONT, 0))
-    time.sleep(2)
-    st = status(d)["processes"]
+
+    def settled():  # the thawed leader learnt the group's term
+        st = status(d)["processes"]
+        return len([p for p in st if p.get("role") == "LEADER"]) == 1 and \
+            len({p["term"] for p in st if "term" in p}) == 1 and st
+    st = wait_until(settled, "one leader, one term", 15)
     leaders = [p for p in st if p.get("role") == "LEADER"]
     assert len(leaders) == 1  # the frozen one stepped down or won again: never two
     terms = {p["name"]: p["term"] for p in st if "term" in p}
@@ -95,12 +99,9 @@ def test_retries_are_delivered_in_dledger_mode(tmp_path):
                 c.subscribe("RetryRaft")
                 c.register_listener(listener)
                 await c.start()
-                await asyncio.sleep(1)
-                await p.send(Message("RetryRaft", b"once-more"))
-                for _ in range(100):
-                    if len(seen) >= 2:
-                        break
-                    await asyncio.sleep(0.1)
+                # a new group reads a queue that still starts at 0 from there, even from
+                # the last offset: "create" is the message delivered, failed and retried
+                await until(lambda: len(seen) >= 2, "a delivery and its retry")
                 await c.shutdown()
         asyncio.run(main())
         assert seen[:2] == [0, 1]  # first delivery, then the retry
@@ -114,18 +115,14 @@ def test_leadership_moves_to_the_preferred_leader_and_back(tmp_path):
     d = tmp_path / "preferred"
     state = up("dledger", 3, d, {"preferredLeaderId": "n2"})
     try:
-        end = time.monotonic() + 20
-        while leader_of(d)["name"] != "n2" and time.monotonic() < end:
-            time.sleep(0.2)
+        wait_until(lambda: (single_leader(d) or {}).get("name") == "n2", "n2 leads", 20)
         first = leader_of(d)
         assert first["name"] == "n2"
         acked = under_load(state["namesrv"], 4, "p", 1, (first["pid"], signal.SIGKILL, 0))
         assert leader_of(d, not_name="n2")["name"] != "n2"
         restart(d, "n2")
         more = under_load(state["namesrv"], 4, "q", 0.5)
-        end = time.monotonic() + 20
-        while leader_of(d)["name"] != "n2" and time.monotonic() < end:
-            time.sleep(0.2)
+        wait_until(lambda: (single_leader(d) or {}).get("name") == "n2", "n2 leads again", 20)
         assert leader_of(d)["name"] == "n2"
         check_nothing_lost(acked + more, asyncio.run(read_all(state["namesrv"])))
     finally:
@@ -138,9 +135,9 @@ def test_a_follower_far_behind_catches_up_with_large_entries(group):
     and it catches up."""
     d, state = group
     old_leader = leader_of(d)
-    procs = {p["name"]: p for p in status(d)["processes"]}
-    follower = next(n for n, p in procs.items() if p.get("role") == "FOLLOWER")
-    os.kill(procs[follower]["pid"], signal.SIGKILL)
+    was = procs(d)
+    follower = next(n for n, p in was.items() if p.get("role") == "FOLLOWER")
+    os.kill(was[follower]["pid"], signal.SIGKILL)
 
     async def load():
         async with Producer("big", state["namesrv"], send_timeout=30) as p:
@@ -151,15 +148,14 @@ def test_a_follower_far_behind_catches_up_with_large_entries(group):
     os.kill(old_leader["pid"], signal.SIGKILL)  # the next leader meets the follower afresh
     restart(d, follower)
     restart(d, old_leader["name"])
-    end = time.monotonic() + 60
-    while time.monotonic() < end:
-        st = {p["name"]: p for p in status(d)["processes"] if p["name"] != "namesrv"}
+
+    def same_log():
+        st = {n: p for n, p in procs(d).items() if n != "namesrv"}
         ends = {p.get("end") for p in st.values()}
-        if len(ends) == 1 and None not in ends and \
-                len({p.get("commit") for p in st.values()}) == 1:
-            break
-        time.sleep(0.5)
-    assert len(ends) == 1 and None not in ends, st
+        return len(ends) == 1 and None not in ends and \
+            len({p.get("commit") for p in st.values()}) == 1
+    wait_until(same_log, lambda: f"every replica holds the same log: {procs(d)}", 60,
+               interval=0.5)
 
 
 def test_a_follower_that_lost_its_data_directory_gets_the_whole_log_back(group):
@@ -169,20 +165,16 @@ def test_a_follower_that_lost_its_data_directory_gets_the_whole_log_back(group):
     d, state = group
     acked = under_load(state["namesrv"], 4, "w", 1.0)
     leader = leader_of(d)
-    procs = {p["name"]: p for p in status(d)["processes"]}
-    follower = next(n for n, p in procs.items() if p.get("role") == "FOLLOWER")
-    os.kill(procs[follower]["pid"], signal.SIGKILL)
-    time.sleep(0.5)
+    was = procs(d)
+    follower = next(n for n, p in was.items() if p.get("role") == "FOLLOWER")
+    os.kill(was[follower]["pid"], signal.SIGKILL)
+    wait_until(lambda: not procs(d)[follower]["alive"], f"{follower} is gone", 10)
     shutil.rmtree(d / follower / "store")
     restart(d, follower)
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
-        st = {p["name"]: p for p in status(d)["processes"]}
-        if st[follower].get("end") == st[leader["name"]].get("end") and \
-                st[follower].get("commit") == st[leader["name"]].get("commit"):
-            break
-        time.sleep(0.3)
-    st = {p["name"]: p for p in status(d)["processes"]}
+    wait_until(lambda: (st := procs(d))[follower].get("end") == st[leader["name"]].get("end")
+               and st[follower].get("commit") == st[leader["name"]].get("commit"),
+               f"{follower} refilled", 30)
+    st = procs(d)
     assert st[follower].get("end") == st[leader["name"]].get("end"), st
     # it serves what it got: read everything from the refilled follower alone
     os.kill(st[leader["name"]]["pid"], signal.SIGKILL)

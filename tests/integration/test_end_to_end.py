@@ -8,7 +8,10 @@ from ledgermq import (
     ConsumeStatus, Message, MQClientError, Producer, PullConsumer, PullStatus, PushConsumer,
     SendStatus, SyncProducer,
 )
+from ledgermq.client.admin import Admin
 from ledgermq.remoting import ResponseCode
+
+from ..wait import until
 
 
 def run(coro, timeout=60):
@@ -17,17 +20,21 @@ def run(coro, timeout=60):
 
 async def drain(consumer: PullConsumer, topic: str, expected: int, expression="*",
                 deadline_s=10.0) -> dict:
-    """Pull every queue of `topic` from 0 until `expected` messages came back."""
+    """Pull every queue of `topic` from 0 until `expected` messages came back (the topic
+    may not exist yet)."""
     got: dict[int, list] = {}
-    queues = await consumer.fetch_queues(topic)
-    offsets = {q: 0 for q in queues}
-    end = time.monotonic() + deadline_s
-    while sum(len(v) for v in got.values()) < expected and time.monotonic() < end:
-        for q in queues:
+    offsets: dict = {}
+
+    async def more():
+        if not offsets:
+            offsets.update({q: 0 for q in await consumer.fetch_queues(topic)})
+        for q in offsets:
             r = await consumer.pull(q, offsets[q], 64, expression)
             if r.status is PullStatus.FOUND:
                 got.setdefault(q.queue_id, []).extend(r.messages)
             offsets[q] = r.next_begin_offset
+        return sum(len(v) for v in got.values()) >= expected
+    await until(more, f"{expected} messages of {topic}", deadline_s)
     return got
 
 
@@ -89,20 +96,18 @@ def test_push_consumers_share_queues_and_rebalance(dev):
             b.subscribe("Shared")
             b.register_listener(listener("b"))
             await b.start()
-            for _ in range(50):  # both hold a share of the 4 queues
+
+            def shared(c):
+                return [q for q in c.queues if q.topic == "Shared"]
+
+            async def halves():  # both hold a share of the 4 queues
                 await a.rebalance()
-                if {q.topic for q in a.queues} and len([q for q in a.queues if q.topic == "Shared"]) == 2 \
-                        and len([q for q in b.queues if q.topic == "Shared"]) == 2:
-                    break
-                await asyncio.sleep(0.1)
-            assert len([q for q in a.queues if q.topic == "Shared"]) == 2
+                return len(shared(a)) == 2 and len(shared(b)) == 2
+            await until(halves, "each consumer holds two queues", interval=0.1)
             sent = [b"m-%d" % i for i in range(200)]
             for body in sent:
                 await p.send(Message("Shared", body))
-            for _ in range(100):
-                if len(seen["a"]) + len(seen["b"]) >= 201:
-                    break
-                await asyncio.sleep(0.1)
+            await until(lambda: len(seen["a"]) + len(seen["b"]) >= 201, "all 201 consumed")
             # at-least-once: a queue changing hands may redeliver what was in flight, but
             # nothing is lost and every message sent after the handover arrives once
             assert set(seen["a"] + seen["b"]) == set(sent + [b"warm-up"])
@@ -110,17 +115,11 @@ def test_push_consumers_share_queues_and_rebalance(dev):
             assert seen["a"] and seen["b"]
             # b leaves: a takes all four queues and keeps consuming
             await b.shutdown()
-            for _ in range(50):
-                if len([q for q in a.queues if q.topic == "Shared"]) == 4:
-                    break
-                await asyncio.sleep(0.1)
-            assert len([q for q in a.queues if q.topic == "Shared"]) == 4
+            await until(lambda: len(shared(a)) == 4, "a holds all four queues")
             for i in range(40):
                 await p.send(Message("Shared", b"after-%d" % i))
-            for _ in range(100):
-                if sum(x.startswith(b"after") for x in seen["a"]) >= 40:
-                    break
-                await asyncio.sleep(0.1)
+            await until(lambda: sum(x.startswith(b"after") for x in seen["a"]) >= 40,
+                        "a consumed the 40 sent after")
             assert sorted(x for x in seen["a"] if x.startswith(b"after")) == \
                 sorted(b"after-%d" % i for i in range(40))
             await a.shutdown()
@@ -144,10 +143,8 @@ def test_broadcasting_delivers_to_every_consumer(dev, tmp_path):
                 consumers.append(c)
             for j in range(30):
                 await p.send(Message("Bcast", b"b-%d" % j))
-            for _ in range(100):
-                if len(got[0]) >= 30 and len(got[1]) >= 30:
-                    break
-                await asyncio.sleep(0.1)
+            await until(lambda: len(got[0]) >= 30 and len(got[1]) >= 30,
+                        "each consumer got the 30")
             for c in consumers:
                 await c.shutdown()
         want = sorted(b"b-%d" % j for j in range(30))
@@ -181,19 +178,16 @@ def test_failed_messages_are_retried_then_dead_lettered(dev, flush):
             await c.start()
             await p.send(Message("Retry", b"flaky"))
             await p.send(Message("Retry", b"bad-1"))
-            for _ in range(150):
-                if attempts.get(b"bad-1", 0) >= 3 and attempts.get(b"flaky", 0) >= 2:
-                    break
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(1)
+            await until(lambda: attempts.get(b"bad-1", 0) >= 3 and
+                        attempts.get(b"flaky", 0) >= 2, "the retries", 15)
+            async with PullConsumer("dlq-reader", d.namesrv) as pc:
+                got = await drain(pc, "%DLQ%rg", 1)  # bad-1 is done with once it is there
             await c.shutdown()
             assert attempts[b"flaky"] == 2  # retried once through %RETRY%rg, then done
             assert attempts[b"bad-1"] == 3  # first delivery + max_reconsume_times retries
-            async with PullConsumer("dlq-reader", d.namesrv) as pc:
-                got = await drain(pc, "%DLQ%rg", 1)
-                dead = [m for ms in got.values() for m in ms]
-                assert [m.body for m in dead] == [b"bad-1"]
-                assert dead[0].topic == "Retry"  # RETRY_TOPIC keeps the original topic
+            dead = [m for ms in got.values() for m in ms]
+            assert [m.body for m in dead] == [b"bad-1"]
+            assert dead[0].topic == "Retry"  # RETRY_TOPIC keeps the original topic
     run(main(), 90)
 
 
@@ -209,8 +203,11 @@ def test_long_polling_holds_a_pull_until_a_message_arrives(dev):
             assert empty.status is PullStatus.NO_NEW_MSG
             assert 0.3 < time.monotonic() - t0 < 3  # it was held, then answered
 
-            async def later():
-                await asyncio.sleep(0.3)
+            async def later():  # the message comes while the broker holds the pull
+                async with Admin(d.namesrv) as a:
+                    async def held():
+                        return int((await a.broker_status(d.broker))["heldPulls"]) > 0
+                    await until(held, "the broker holds the pull")
                 await p.send(Message("Long", b"second"), queue=q)
             t0 = time.monotonic()
             sender = asyncio.create_task(later())

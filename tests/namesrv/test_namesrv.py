@@ -8,6 +8,8 @@ import pytest
 from ledgermq.namesrv import NamesrvConfig, NameServer, RouteTable
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
+from ..wait import until
+
 
 def register_cmd(name="broker-a", addr="127.0.0.1:10911", bid=0, topics=None, cluster="C"):
     topics = {"TopicA": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6}} \
@@ -70,11 +72,7 @@ def test_register_route_and_cluster_info_over_sockets():
             assert r.code == ResponseCode.SYSTEM_ERROR and "topic" in r.remark
             # a broker whose connection closes is removed from the routes at once
             await client.close()
-            for _ in range(50):
-                if not ns.routes.topics():
-                    break
-                await asyncio.sleep(0.02)
-            assert ns.routes.topics() == []
+            await until(lambda: ns.routes.topics() == [], "the routes emptied", 1.0)
         finally:
             await client.close()
             await ns.stop()

@@ -26,7 +26,7 @@ def start_writer(root: Path, rnd: int) -> subprocess.Popen:
 
 def kill_after(proc: subprocess.Popen, seconds: float) -> list[str]:
     """Let the writer run, SIGKILL it, and return every line it printed (its acks)."""
-    time.sleep(seconds)
+    time.sleep(seconds)  # a random moment to kill it at (not a wait)
     proc.send_signal(signal.SIGKILL)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL, err

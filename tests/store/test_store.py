@@ -106,7 +106,7 @@ def test_tag_filter(make_store):
 def test_lookups_by_key_id_and_time(make_store):
     store = make_store()
     r1 = store.put_message(Message("T", b"one", properties={"KEYS": "k1 shared", "UNIQ_KEY": "U1"}))
-    time.sleep(0.02)
+    time.sleep(0.02)  # store timestamps that differ from t_mid (not a wait)
     t_mid = int(time.time() * 1000)
     time.sleep(0.02)
     r2 = store.put_message(Message("T", b"two", properties={"KEYS": "k2 shared"}))
