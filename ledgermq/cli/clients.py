@@ -94,10 +94,14 @@ def consume(namesrv, topic, group, broker, expression, from_beginning, count, co
         n = 0
         async with PullConsumer(group, namesrv if broker is None else broker) as c:
             for q in await queues(c):
-                offset = 0 if from_beginning else (await c.query_offset(q) or 0)
+                if count and n >= count:
+                    break  # queues this run does not read keep their committed offsets
+                start = 0 if from_beginning else (await c.query_offset(q) or 0)
+                offset = start
                 while not count or n < count:
                     r = await c.pull(q, offset, 256, expression)
-                    for m in r.messages[:count - n if count else None]:
+                    shown = r.messages[:count - n if count else None]
+                    for m in shown:
                         n += 1
                         line = {"topic": m.topic, "queueId": m.queue_id,
                                 "queueOffset": m.queue_offset, "msgId": m.msg_id,
@@ -107,9 +111,12 @@ def consume(namesrv, topic, group, broker, expression, from_beginning, count, co
                                    f"[{m.queue_id}:{m.queue_offset}] {line['body']}")
                     if r.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
                         break
+                    if len(shown) < len(r.messages):  # stopped inside the batch
+                        offset = shown[-1].queue_offset + 1
+                        break
                     offset = r.next_begin_offset
-                if commit and broker is None:
-                    await c.commit(q, offset)
+                if commit and broker is None and offset != start:
+                    await c.commit(q, offset)  # exactly past the last message shown
         return n
 
     n = _aio(go())
