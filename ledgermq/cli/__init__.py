@@ -3,6 +3,7 @@ live in the modules beside this one, one concern each."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import sys
@@ -11,6 +12,7 @@ import click
 from rich.console import Console
 
 from ..config import ConfigError
+from ..files import DirectoryInUse
 
 
 @click.group()
@@ -57,3 +59,22 @@ def run() -> None:
     except ConfigError as e:
         click.echo(f"config error: {e}", err=True)
         sys.exit(2)
+    except DirectoryInUse as e:
+        _fail(f"{e}: stop that process first, or give this one another data directory")
+    except OSError as e:  # a server that cannot start: one line, not a traceback
+        _fail(_os_error(e))
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+def _os_error(e: OSError) -> str:
+    if e.errno == errno.EADDRINUSE:
+        return (f"{e.strerror or e}: another server (another ledgermq?) is listening there; "
+                "stop it or choose other ports (--port, --namesrv-port, listenPort)")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write {e.filename or ''}: {e.strerror}; choose a directory you can write"
+    where = f" ({e.filename})" if e.filename else ""
+    return f"{e.strerror or e}{where}"

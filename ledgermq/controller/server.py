@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..drivers.raft import RAFT_MESSAGE, FileRaftLog, RaftDriver, RaftMeta
 from ..clock import now_ms
+from ..files import DirectoryLock
 from ..remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ..replication.raft import RaftConfig
 from .config import ControllerConfig
@@ -35,6 +36,8 @@ class ControllerServer(RaftDriver):
     def __init__(self, config: ControllerConfig):
         self.config = config
         directory = Path(config.controllerStorePath)
+        self._dir_lock = DirectoryLock(directory, "controller store")
+        self._dir_lock.acquire()  # one controller per log
         super().__init__(config.controllerDLegerSelfId, config.peers, RaftMeta(directory),
                          FileRaftLog(directory / "log"))
         self.core = ControllerNode(
@@ -63,6 +66,10 @@ class ControllerServer(RaftDriver):
     @property
     def port(self) -> int:
         return self.server.port
+
+    async def stop(self) -> None:
+        await super().stop()
+        self._dir_lock.release()
 
     # ---- requests -------------------------------------------------------------------
     def _on_request(self, cmd: RemotingCommand, conn: Connection):

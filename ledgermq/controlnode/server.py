@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 
 from ..clock import now_ms
+from ..files import DirectoryLock
 from ..remoting import (
     Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer, RequestCode,
     ResponseCode,
@@ -35,6 +36,8 @@ class ControlNode:
     def __init__(self, directory: Path, host: str = "127.0.0.1", port: int = 9880,
                  config: ControlConfig | None = None):
         self.dir = Path(directory)
+        self._dir_lock = DirectoryLock(self.dir, "control-node state")
+        self._dir_lock.acquire()  # one control node per state directory
         self.config = config or ControlConfig()
         self.groups: dict[str, GroupControl] = {}
         self.files: dict[str, GroupFiles] = {}
@@ -72,6 +75,7 @@ class ControlNode:
         await self.client.close()
         for f in self.files.values():
             f.close()
+        self._dir_lock.release()
 
     async def _tick_loop(self) -> None:
         while True:

@@ -22,6 +22,7 @@ import time
 from collections import deque
 from typing import Callable, Sequence
 
+from ..files import DirectoryLock
 from ..wire.batch import LOCALHOST, EncodedBatch, encode_batch, encode_one
 from ..wire.message import Message, MessageFormatError, encode_properties
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
@@ -93,14 +94,24 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
         self._cleaner = threading.Thread(target=self._clean_loop, name="ledgermq-clean",
                                          daemon=True)
         self._open = False
+        self._dir_lock = DirectoryLock(self.root)
 
     # ---- lifecycle ------------------------------------------------------------------
     def open(self, dispatch_limit: int | None = None) -> RecoveryReport:
         """Recover from the last checkpoint and start the flush and clean threads.
 
         `dispatch_limit` caps what recovery makes visible to consumers (replication passes
-        its committed offset); by default everything in the log is visible.
+        its committed offset); by default everything in the log is visible. Refuses
+        (DirectoryInUse) a store another process has open.
         """
+        self._dir_lock.acquire()
+        try:
+            return self._open_locked(dispatch_limit)
+        except BaseException:
+            self._dir_lock.release()
+            raise
+
+    def _open_locked(self, dispatch_limit: int | None) -> RecoveryReport:
         t0 = time.monotonic()
         abort = self.root / ABORT_FILE
         report = RecoveryReport(crashed=abort.exists())
@@ -152,6 +163,7 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
                 self.index.close()
             self.commitlog.close()
         (self.root / ABORT_FILE).unlink(missing_ok=True)
+        self._dir_lock.release()
 
     def __enter__(self) -> "MessageStore":
         if not self._open:
