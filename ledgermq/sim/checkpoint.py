@@ -14,13 +14,13 @@ Invariants, besides the group's:
 """
 from __future__ import annotations
 
-import copy
+import json
 from dataclasses import dataclass
 from typing import ClassVar
 
 from ..replication.checkpoint import BUGS as CONTROL_BUGS
 from ..replication.checkpoint import (
-    AnswerPromotion, CheckpointReplica, ControlConfig, Follow, GroupControl, GroupState, Lead,
+    AnswerPromotion, Cached, CheckpointReplica, ControlConfig, Follow, GroupControl, GroupState, Lead,
     Promote, Replay, Resolution, SaveCache, SaveRole, SaveState, Stand, Truncate, View,
 )
 from ..replication.ha import BUGS as HA_BUGS
@@ -34,6 +34,11 @@ CTL, CLIENT = "ctl", "client"  # the control node's and the producers' network n
 HEARTBEAT_MS = 100  # broker -> control node
 RESOLVE_MS = 50  # how soon a producer asks (again) about a PENDING send
 BUGS = {"checkpoint-max": HA_BUGS["checkpoint-max"], **CONTROL_BUGS}
+
+
+def _copy_cache(cache: list[Cached]) -> list[Cached]:
+    """What the control node's disk holds of its cache: entries the live one cannot change."""
+    return [Cached(c.offset, c.end, c.msg_id, c.data) for c in cache]
 
 
 # ---- messages to and from the control node (views and promotions are the cores' own) ----
@@ -224,7 +229,7 @@ class CheckpointSim(HAGroupSim):
             if msg.ok:
                 self._acked(node, s)
             else:
-                s.status = "PENDING"
+                self._set_status(s, "PENDING")
                 self.w.at(RESOLVE_MS, Resolve(s.number))
 
     # ---- the control node -------------------------------------------------------------
@@ -259,10 +264,10 @@ class CheckpointSim(HAGroupSim):
 
     def _run_ctl(self, actions: list) -> None:
         for a in actions:
-            if isinstance(a, SaveState):
-                self.ctl_saved = (copy.deepcopy(a.state), self.ctl_saved[1])
+            if isinstance(a, SaveState):  # written as JSON: the copy shares nothing
+                self.ctl_saved = (json.loads(json.dumps(a.state)), self.ctl_saved[1])
             elif isinstance(a, SaveCache):
-                self.ctl_saved = (self.ctl_saved[0], copy.deepcopy(self.ctl.cache))
+                self.ctl_saved = (self.ctl_saved[0], _copy_cache(self.ctl.cache))
             elif isinstance(a, Promote):
                 self.w.log(f"ctl promotes {a.addr} to epoch {a.epoch}")
                 self.net_links.send(CTL, a.addr, a)
@@ -284,7 +289,7 @@ class CheckpointSim(HAGroupSim):
         state, cache = self.ctl_saved
         self.ctl = GroupControl(self.ctl_config, self.w.now,
                                 GroupState.from_json(state) if state else None,
-                                copy.deepcopy(cache), bug=self.ctl_bug)
+                                _copy_cache(cache), bug=self.ctl_bug)
         self.ctl_alive = True
         self.w.log("control node restarted")
 
@@ -315,7 +320,7 @@ class CheckpointSim(HAGroupSim):
         if res is Resolution.UNKNOWN:
             self.w.at(RESOLVE_MS, Resolve(number))
             return
-        s.status = res.value
+        self._set_status(s, res.value)
         if res is Resolution.RESEND:
             master = self._current_master()
             if master is not None and number in master.log.messages():

@@ -93,6 +93,7 @@ class HAGroupSim(Simulation):
         self.net_links = Links(self.w)
         self.links = self.net_links.open  # id -> (slave, master)
         self.sent: dict[int, Sent] = {}
+        self.tally = {"WAIT": 0, "OK": 0, "PENDING": 0}  # sends by status
         self._next_number = 0
         self.rids: dict[int, str] = {}  # sync request id (= message number) -> master
         self.acks_on_write = False  # ASYNC_MASTER: a send is OK once the master wrote it
@@ -124,7 +125,7 @@ class HAGroupSim(Simulation):
         """A send was just acknowledged by `node`: check what that promises."""
 
     def _timed_out(self, node: Node, s: Sent) -> None:
-        s.status = "FAILED"
+        self._set_status(s, "FAILED")
 
     def _save_checkpoint(self, node: Node, a: SaveCheckpoint) -> None:
         raise AssertionError(f"{node.name}: a consistent checkpoint outside S3")
@@ -236,11 +237,17 @@ class HAGroupSim(Simulation):
         elif a.status is SyncStatus.TIMEOUT:
             self._timed_out(node, s)
         else:
-            s.status = "FAILED"
+            self._set_status(s, "FAILED")
 
     def _acked(self, node: Node, s: Sent) -> None:
-        s.status = "OK"
+        self._set_status(s, "OK")
         self._on_acked(node, s)
+
+    def _set_status(self, s: Sent, status: str) -> None:
+        assert s.status != "OK", f"message {s.number} was acknowledged, then {status}"
+        self.tally[s.status] -= 1
+        self.tally[status] = self.tally.get(status, 0) + 1
+        s.status = status
 
     # ---- producers ------------------------------------------------------------------
     def _writable_master(self) -> Node | None:
@@ -257,9 +264,10 @@ class HAGroupSim(Simulation):
             payload = self.rng.randbytes(self.rng.randint(1, 120))
             off, end = node.log.append(number, payload)
             s = self.sent[number] = Sent(number, off, end, self._epoch(node))
+            self.tally["WAIT"] += 1
             actions = node.master.appended(end, self.w.now)
             if self.acks_on_write:
-                s.status = "OK"
+                self._set_status(s, "OK")
             else:
                 self.rids[number] = node.name
                 actions += node.master.sync(number, end, self.w.now)
@@ -368,19 +376,13 @@ class HAGroupSim(Simulation):
         for name in self.names:
             self.on_restart(Restart(name))
 
-    def _acked_numbers(self) -> set[int]:
-        return {n for n, s in self.sent.items() if s.status == "OK"}
-
     def check_liveness(self) -> None:
-        before = self._acked_numbers()
-        self.wait_for(lambda: bool(self._acked_numbers() - before) and
-                      not any(s.status == "PENDING" for s in self.sent.values()))
-        if not self._acked_numbers() - before:
+        tally, before = self.tally, self.tally["OK"]  # (an OK send stays OK)
+        self.wait_for(lambda: tally["OK"] > before and not tally["PENDING"])
+        if tally["OK"] == before:
             raise Violation(LIVENESS, "after every fault healed, no send was acknowledged "
                             "within 10 s")
 
     def stats(self) -> dict:
-        statuses: dict[str, int] = {}
-        for s in self.sent.values():
-            statuses[s.status] = statuses.get(s.status, 0) + 1
-        return {"nodes": len(self.names), "faults": self.faults, "sent": statuses}
+        return {"nodes": len(self.names), "faults": self.faults,
+                "sent": {status: n for status, n in self.tally.items() if n}}
