@@ -124,7 +124,6 @@ class CheckpointSim(HAGroupSim):
                  replicas: int | None = None, trace_events: bool = False):
         super().__init__(seed, steps=steps, bugs=bugs, replicas=replicas,
                          trace_events=trace_events)
-        self.ha_bug = self.bug_in(HA_BUGS)
         self.ctl_bug = self.bug_in(CONTROL_BUGS)
         self.ctl_config = ControlConfig(master_timeout_ms=300)
         self.ctl: GroupControl | None = None

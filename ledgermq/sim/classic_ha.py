@@ -35,7 +35,6 @@ class ClassicHASim(HAGroupSim):
                          trace_events=trace_events)
         self.mode = mode
         self.acks_on_write = mode == "async"
-        self.ha_bug = self.bug_in(HA_BUGS)
 
     def _group_size(self) -> int:
         return self.rng.choice((2, 3))

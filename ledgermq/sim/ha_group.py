@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..replication.ha import BUGS as HA_BUGS
 from ..replication.ha import (
     Append, Close, Complete, Connect, Disconnect, HAConfig, HAMaster, HASlave, Heartbeat,
     PublishCheckpoint, Report, SaveCheckpoint, StartAt, StoreCheckpoint, SyncStatus, Transfer,
@@ -98,7 +99,7 @@ class HAGroupSim(Simulation):
         self.rids: dict[int, str] = {}  # sync request id (= message number) -> master
         self.acks_on_write = False  # ASYNC_MASTER: a send is OK once the master wrote it
         self.faults = 0
-        self.ha_bug: str | None = None
+        self.ha_bug = self.bug_in(HA_BUGS)  # (the design's BUGS say which it accepts)
         self._ticks = {name: Tick(name) for name in self.names}
 
     # ---- what a design decides ---------------------------------------------------------
@@ -131,9 +132,11 @@ class HAGroupSim(Simulation):
         raise AssertionError(f"{node.name}: a consistent checkpoint outside S3")
 
     def _victim(self, name: str) -> str:
+        """The broker to crash, given a live one drawn at random."""
         return name
 
     def _partition_targets(self) -> list[str]:
+        """Who a partition may cut off from all the others."""
         return self.names
 
     def _fault_control_plane(self) -> bool:
