@@ -69,7 +69,7 @@ class ControllerSim(Simulation):
             bug=self.bug)
 
     def _execute(self, node_id: str, actions: list) -> None:
-        self.disks[node_id].carry_out(actions, lambda a: self._act(node_id, a))
+        self.disks[node_id].carry_out(actions, self._act, node_id)
 
     def _act(self, node_id: str, a) -> None:
         if isinstance(a, Send):

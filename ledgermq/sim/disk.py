@@ -87,10 +87,10 @@ class RaftDisk:
         elif isinstance(action, SaveCommit):
             self.commit = max(self.commit, action.index)
 
-    def carry_out(self, actions: list, act: Callable, crash_at: int | None = None
-                  ) -> list | None:
+    def carry_out(self, actions: list, act: Callable[[str, object], None], node_id: str,
+                  crash_at: int | None = None) -> list | None:
         """Run one step's actions under the driver contract: persist actions are fsynced
-        before any later action leaves the node, the others go to `act`. A crash just
+        before any later action leaves the node, the others go to `act(node_id, a)`. A crash just
         before action `crash_at` stops it: returns the persist actions it never synced
         (None when the step ran to its end)."""
         unsynced = []
@@ -103,7 +103,7 @@ class RaftDisk:
             for u in unsynced:
                 self.apply(u)
             unsynced = []
-            act(a)
+            act(node_id, a)
         for u in unsynced:
             self.apply(u)
         return None

@@ -54,6 +54,7 @@ class Simulation:
         self.rng = self.w.rng
         self.steps = steps
         self.settling = False
+        self._faults_until = steps * self.FAULT_SHARE  # (the step count faults stop after)
         self._handlers: dict[type, Callable[[Any], None]] = {}
 
     # ---- what a simulator provides -------------------------------------------------
@@ -73,7 +74,7 @@ class Simulation:
     # ---- helpers --------------------------------------------------------------------
     @property
     def faulting(self) -> bool:
-        return not self.settling and self.w.steps <= self.steps * self.FAULT_SHARE
+        return self.w.steps <= self._faults_until
 
     def bug_in(self, known: Mapping[str, str]) -> str | None:
         """The injected bug that belongs to `known` (one core's BUGS), if any."""
@@ -81,10 +82,11 @@ class Simulation:
 
     def handle(self, event: Any) -> None:
         """Run one event: LinkClosed goes to on_link_closed, and so on."""
-        handler = self._handlers.get(type(event))
-        if handler is None:
-            handler = self._handlers[type(event)] = getattr(self, _handler_name(type(event)))
-        handler(event)
+        (self._handlers.get(type(event)) or self._handler(type(event)))(event)
+
+    def _handler(self, kind: type) -> Callable[[Any], None]:
+        handler = self._handlers[kind] = getattr(self, _handler_name(kind))
+        return handler
 
     def wait_for(self, done: Callable[[], bool], within_ms: int | None = None) -> bool:
         """Run until `done()` or `within_ms` (default SETTLE_MS) pass; returns done()."""
@@ -106,7 +108,7 @@ class Simulation:
         try:
             self.start()
             w.run_until(_never, self.handle, self.steps)
-            self.settling = True
+            self.settling, self._faults_until = True, -1
             w.net.calm()
             self.recover()
             w.log("all faults healed")

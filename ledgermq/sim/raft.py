@@ -99,7 +99,7 @@ class RaftSim(Simulation):
                 self.checker.truncated(node_id, a.index)
             elif isinstance(a, ResetLog):
                 self.checker.reset(node_id, a.entry)
-        lost = self.disks[node_id].carry_out(actions, lambda a: self._act(node_id, a), crash_at)
+        lost = self.disks[node_id].carry_out(actions, self._act, node_id, crash_at)
         if lost is not None:
             self._crash(node_id, lost)
             return
@@ -145,10 +145,11 @@ class RaftSim(Simulation):
 
     # ---- events ---------------------------------------------------------------------
     def handle(self, event) -> None:
-        super().handle(event)
+        (self._handlers.get(type(event)) or self._handler(type(event)))(event)
+        check, incarnation = self.checker.check_node, self.incarnation
         for node_id, node in self.nodes.items():  # safety, after every step
             if node is not None:
-                self.checker.check_node(node, self.incarnation[node_id])
+                check(node, incarnation[node_id])
 
     def on_tick(self, ev: Tick) -> None:
         node = self.nodes.get(ev.node)
