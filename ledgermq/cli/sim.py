@@ -8,6 +8,8 @@ import click
 
 from . import _emit, _progress, main
 
+TRACE_SHOWN = 80  # trace lines a failure shows (its digest covers them all)
+
 
 @main.command()
 @click.option("--protocol", type=click.Choice(["raft", "sync", "async", "checkpoint",
@@ -26,17 +28,23 @@ from . import _emit, _progress, main
               show_default=True, help="Fault profile (raft): drawn per seed, or worst-moment "
               "faults.")
 @click.option("--stop-on-failure/--keep-going", default=True, show_default=True)
+@click.option("--trace-events", is_flag=True, help="Trace every simulated event, not only "
+              "the notable ones (to compare two replays of a seed line by line).")
 @click.option("--json", "as_json", is_flag=True)
 def sim(protocol, seeds, first_seed, steps, bugs, list_bugs, profile, stop_on_failure,
-        as_json):
+        trace_events, as_json):
     """Run the replication protocol in the deterministic simulator under random faults."""
-    from ..replication.raft import BUGS as RAFT_BUGS
-    from ..sim import PROFILES, HASim, RaftSim
-    from ..sim.autoswitch import BUGS as CONTROLLER_BUGS
+    from ..sim import PROFILES, CheckpointSim, ClassicHASim, RaftSim
     from ..sim.autoswitch import AutoSwitchSim
-    from ..sim.ha import BUGS as HA_BUGS
 
-    BUGS = {"raft": RAFT_BUGS, "controller": CONTROLLER_BUGS}.get(protocol, HA_BUGS)
+    simulator, options = {
+        "raft": (RaftSim, {"profile": PROFILES[profile]}),
+        "sync": (ClassicHASim, {"mode": "sync"}),
+        "async": (ClassicHASim, {"mode": "async"}),
+        "checkpoint": (CheckpointSim, {}),
+        "controller": (AutoSwitchSim, {}),
+    }[protocol]
+    BUGS = simulator.BUGS
 
     if list_bugs:
         _emit(BUGS, as_json, lambda b: click.echo("\n".join(f"{k:22} {v}" for k, v in b.items())))
@@ -48,33 +56,32 @@ def sim(protocol, seeds, first_seed, steps, bugs, list_bugs, profile, stop_on_fa
     with _progress(f"{protocol} seeds") as bar:
         task = bar.add_task("sim", total=seeds)
         for seed in range(first_seed, first_seed + seeds):
-            if protocol == "raft":
-                r = RaftSim(seed, steps=steps, bugs=frozenset(bugs),
-                            profile=PROFILES[profile]).run()
-            elif protocol == "controller":
-                r = AutoSwitchSim(seed, steps=steps, bugs=frozenset(bugs)).run()
-            else:
-                r = HASim(seed, mode=protocol, steps=steps, bugs=frozenset(bugs)).run()
+            r = simulator(seed, steps=steps, bugs=frozenset(bugs), trace_events=trace_events,
+                          **options).run()
             runs += 1
             bar.advance(task)
             if not r.ok:
                 failures.append(r)
                 if stop_on_failure:
                     break
-    replay = lambda r: (f"ledgermq sim --protocol {protocol} --seed {r.seed} --seeds 1 "  # noqa: E731
+    replay = lambda r: (f"ledgermq sim --protocol {protocol} --seed {r.seed} --seeds 1 "
                         f"--steps {steps} --profile {profile}"
-                        + "".join(f" --inject-bug {b}" for b in bugs))
+                        + "".join(f" --inject-bug {b}" for b in bugs)
+                        + (" --trace-events" if trace_events else ""))
     summary = {"protocol": protocol, "seeds_run": runs, "failures": len(failures),
                "seconds": round(time.perf_counter() - t0, 2), "bugs": list(bugs),
-               "failed": [{"seed": r.seed, "violation": r.violation, "replay": replay(r),
-                           "steps": r.steps, "virtual_ms": r.virtual_ms, "trace": r.trace}
+               "failed": [{"seed": r.seed, "invariant": r.invariant, "violation": r.violation,
+                           "replay": replay(r), "steps": r.steps, "virtual_ms": r.virtual_ms,
+                           "trace": r.tail(TRACE_SHOWN), "trace_lines": len(r.trace),
+                           "trace_digest": r.digest}
                           for r in failures]}
 
     def render(s):
         for f in s["failed"]:
-            click.echo(f"seed {f['seed']} FAILED: {f['violation']}")
+            click.echo(f"seed {f['seed']} FAILED [{f['invariant']}]: {f['violation']}")
             click.echo(f"replay: {f['replay']}")
-            click.echo("trace (last events):")
+            click.echo(f"trace (last {len(f['trace'])} of {f['trace_lines']} lines, digest "
+                       f"{f['trace_digest']}):")
             click.echo("\n".join("  " + line for line in f["trace"]))
         click.echo(f"{s['seeds_run']} seeds, {s['failures']} failed, {s['seconds']}s")
     _emit(summary, as_json, render)

@@ -2,16 +2,18 @@
 order and only while it is open; closing one tells both ends a moment later."""
 from __future__ import annotations
 
+from typing import Any
+
+from .events import LinkClosed, LinkDeliver
 from .world import World
 
 
 class Links:
-    def __init__(self, world: World, kind: str = "deliver"):
+    def __init__(self, world: World):
         self.w = world
-        self.kind = kind  # the event a message arrives as: (dst, link, msg)
         self.open: dict[int, tuple[str, str]] = {}  # link id -> (slave, master)
         self._next = 1
-        self._last_delivery: dict[tuple, int] = {}
+        self._last_delivery: dict[tuple[int, str], int] = {}
 
     def connect(self, slave: str, master: str) -> int:
         link = self._next
@@ -19,7 +21,7 @@ class Links:
         self.open[link] = (slave, master)
         return link
 
-    def send(self, src: str, dst: str, msg: tuple, link: int | None = None) -> None:
+    def send(self, src: str, dst: str, msg: Any, link: int | None = None) -> None:
         """Deliver later (unless the way is cut); on a link, in order."""
         w = self.w
         if (src, dst) in w.net.blocked:
@@ -29,7 +31,19 @@ class Links:
             key = (link, dst)
             t = max(t, self._last_delivery.get(key, 0))
             self._last_delivery[key] = t
-        w.at(t - w.now, self.kind, (dst, link, msg))
+        w.at(t - w.now, LinkDeliver(dst, link, msg))
+
+    def to_slave(self, src: str, link: int, msg: Any) -> None:
+        """From a master down one of its open links (dropped if it just closed)."""
+        ends = self.open.get(link)
+        if ends is not None:
+            self.send(src, ends[0], msg, link)
+
+    def to_master(self, src: str, link: int | None, msg: Any) -> None:
+        """From a slave up its open link (dropped if it just closed)."""
+        ends = self.open.get(link)
+        if ends is not None:
+            self.send(src, ends[1], msg, link)
 
     def close(self, link: int, reason: str) -> None:
         ends = self.open.pop(link, None)
@@ -38,7 +52,7 @@ class Links:
         slave, master = ends
         self.w.log(f"link {link} {slave}->{master} closed: {reason}")
         for end in (slave, master):
-            self.w.at(self.w.rng.randint(1, 10), "closed", (end, link))
+            self.w.at(self.w.rng.randint(1, 10), LinkClosed(end, link))
 
     def close_all(self, node: str, reason: str) -> None:
         for link, ends in list(self.open.items()):

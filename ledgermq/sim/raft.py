@@ -1,18 +1,21 @@
-"""Raft (DLedger mode) in the simulator: real RaftNode objects, a disk per node that loses
-unsynced writes on a crash (and may tear the last one), random faults, clients appending
-throughout, and a checker after every step.
+"""Raft (DLedger mode, S0) in the simulator: real RaftNode objects, a RaftDisk per node that
+loses unsynced writes on a crash (and may tear the last one), crashes in the middle of a
+step, pauses, partitions (full, one-way, bridged), message loss and duplication,
+retention, clients appending throughout; Raft's safety properties (`raft_checker`) are
+checked after every step, and once faults heal new appends must commit (liveness).
 """
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..replication.raft import (
-    AppendEntries, Code, Complete, Entry, RaftConfig, RaftNode, ResetLog, Role, SaveCommit,
-    SaveMeta, Send, TruncateAfter,
+    BUGS, AppendEntries, Code, Complete, RaftConfig, RaftNode, ResetLog, Role, SaveCommit,
+    Send, TruncateAfter,
 )
-from ..replication.raft.types import PERSIST_ACTIONS
-from .world import SimResult, Violation, World
+from .disk import RaftDisk
+from .events import CLIENT, FAULT, HEAL, Client, Deliver, Fault, Heal, Restart, Resume, Tick
+from .harness import LIVENESS, Simulation
+from .raft_checker import INVARIANTS, Checker
 
 TICK_MS = 20
 
@@ -26,129 +29,31 @@ PROFILES: dict[str, dict | None] = {
 }
 
 
-@dataclass
-class Disk:
-    """What survives a crash: only what was fsynced."""
+class RaftSim(Simulation):
+    BUGS = BUGS
+    INVARIANTS: ClassVar[dict[str, str]] = {**INVARIANTS,
+                  LIVENESS: "after every fault heals, an append commits within 10 s"}
+    FAULT_SHARE = 1.0  # faults all run long; settling alone is calm
 
-    term: int = 0
-    voted_for: str | None = None
-    log: list[Entry] = field(default_factory=list)
-    commit: int = -1
-
-    def apply(self, action) -> None:
-        if isinstance(action, SaveMeta):
-            self.term, self.voted_for = action.term, action.voted_for
-        elif isinstance(action, AppendEntries):
-            self.log.extend(action.entries)
-        elif isinstance(action, TruncateAfter):
-            self.log = [e for e in self.log if e.index <= action.index]
-        elif isinstance(action, ResetLog):
-            self.log = [action.entry]
-        elif isinstance(action, SaveCommit):
-            self.commit = max(self.commit, action.index)
-
-
-class Checker:
-    """Raft's safety properties, checked after every step (incrementally)."""
-
-    def __init__(self):
-        self.leaders: dict[int, str] = {}  # term -> leader
-        self.chain: dict[tuple[int, int], bytes] = {}  # (index, term) -> prefix hash
-        self.committed: dict[int, tuple[int, bytes]] = {}  # index -> (term, data)
-        self.acked: dict[int, tuple[bytes, int]] = {}  # index -> (data, term it committed in)
-        self.commit_seen: dict[str, int] = {}
-        self.hashes: dict[str, list[bytes]] = {}  # node -> prefix hash of each entry
-        self.anchored: dict[str, bool] = {}  # node's log starts at index 0
-
-    @staticmethod
-    def _h(prev: bytes, e: Entry) -> bytes:
-        return hashlib.blake2b(prev + e.index.to_bytes(8, "big") + e.term.to_bytes(8, "big")
-                               + e.data, digest_size=12).digest()
-
-    def load(self, node_id: str, log: list[Entry]) -> None:
-        """A node (re)starts with `log`."""
-        self.hashes[node_id] = []
-        self.anchored[node_id] = not log or log[0].index == 0
-        self.appended(node_id, log)
-
-    def appended(self, node_id: str, entries) -> None:
-        hashes = self.hashes[node_id]
-        if not self.anchored[node_id]:
-            return
-        for e in entries:
-            if e.index != len(hashes):
-                raise Violation(f"{node_id} appended entry {e.index} after {len(hashes) - 1}")
-            h = self._h(hashes[-1] if hashes else b"", e)
-            hashes.append(h)
-            seen = self.chain.setdefault((e.index, e.term), h)
-            if seen != h:
-                raise Violation(f"log matching broken on {node_id}: entry ({e.index}, term "
-                                f"{e.term}) follows a different prefix than elsewhere")
-
-    def truncated(self, node_id: str, index: int) -> None:
-        del self.hashes[node_id][index + 1:]
-
-    def reset(self, node_id: str, entry: Entry) -> None:
-        self.load(node_id, [entry])
-
-    def check_node(self, n: RaftNode, incarnation: int) -> None:
-        if n.role is Role.LEADER:
-            other = self.leaders.setdefault(n.term, n.id)
-            if other != n.id:
-                raise Violation(f"two leaders in term {n.term}: {other} and {n.id}")
-        if n.commit > n.end:
-            raise Violation(f"{n.id} committed index {n.commit} is above its end {n.end}")
-        key = f"{n.id}#{incarnation}"
-        seen = self.commit_seen.get(key, -1)
-        if n.commit < seen:
-            raise Violation(f"{n.id} committed index went back from {seen} to {n.commit}")
-        for i in range(max(seen + 1, n.begin), n.commit + 1):
-            e = n.entry(i)
-            prev = self.committed.setdefault(i, (e.term, e.data))
-            if prev != (e.term, e.data):
-                raise Violation(f"committed entry {i} differs on {n.id}: {prev} vs "
-                                f"({e.term}, {e.data!r})")
-        self.commit_seen[key] = n.commit
-
-    def became_leader(self, n: RaftNode) -> None:
-        """Leader completeness: what was acknowledged in term T is in every leader of a
-        later term (a leader of an older term may still turn up late, and is harmless)."""
-        for index, (data, term) in self.acked.items():
-            if n.term <= term or index < n.begin:  # (below begin: committed, then compacted)
-                continue
-            e = n.entry(index)
-            if e is None or e.data != data:
-                raise Violation(f"acknowledged append at {index} ({data!r}, term {term}) is "
-                                f"missing from leader {n.id} of term {n.term} (has {e})")
-
-    def acknowledged(self, index: int, data: bytes, term: int) -> None:
-        prev = self.acked.setdefault(index, (data, term))
-        if prev[0] != data:
-            raise Violation(f"two different appends acknowledged at index {index}")
-
-
-class RaftSim:
-    def __init__(self, seed: int, *, nodes: int | None = None,
-                 bugs: frozenset[str] = frozenset(), steps: int = 5000,
-                 profile: dict | None = None):
-        self.world = World(seed)
-        self.rng = self.world.rng
+    def __init__(self, seed: int, *, nodes: int | None = None, bugs=frozenset(),
+                 steps: int = 5000, profile: dict | None = None, trace_events: bool = False):
+        super().__init__(seed, steps=steps, bugs=bugs, trace_events=trace_events)
+        rng = self.rng
         # each seed draws its own profile: group size, client rate, fault rate
         profile = dict(profile or {})
-        nodes = nodes or profile.pop("nodes", None) or self.rng.choice([3, 3, 5])
-        self.client_gap = self.rng.choice([(5, 40), (50, 200), (300, 1200)])
-        self.fault_gap = self.rng.choice([(200, 900), (100, 400)])
-        self.crash_mid_step = self.rng.choice([0.002, 0.01])
-        self.crash_at_commit = self.rng.choice([0.0, 0.02, 0.1])
-        self.cut_at_append = self.rng.choice([0.0, 0.02, 0.1])
-        for key, value in (profile or {}).items():  # a fixed fault profile, e.g. for a bug hunt
+        nodes = nodes or profile.pop("nodes", None) or rng.choice([3, 3, 5])
+        self.client_gap = rng.choice([(5, 40), (50, 200), (300, 1200)])
+        self.fault_gap = rng.choice([(200, 900), (100, 400)])
+        self.crash_mid_step = rng.choice([0.002, 0.01])
+        self.crash_at_commit = rng.choice([0.0, 0.02, 0.1])
+        self.cut_at_append = rng.choice([0.0, 0.02, 0.1])
+        for key, value in profile.items():  # a fixed fault profile, e.g. for a bug hunt
             setattr(self, key, value)
         self.ids = [f"n{i}" for i in range(nodes)]
         self.cfg = RaftConfig(election_timeout_ms=300, heartbeat_ms=60, max_push_timeout_ms=200,
                               max_batch_entries=8, max_pending_size=16,
-                              quorum_ack_timeout_ms=1500, bugs=bugs)
-        self.max_steps = steps
-        self.disks = {i: Disk() for i in self.ids}
+                              quorum_ack_timeout_ms=1500, bugs=self.bugs)
+        self.disks = {i: RaftDisk() for i in self.ids}
         self.nodes: dict[str, RaftNode | None] = {}
         self.incarnation = {i: 0 for i in self.ids}
         self.paused: set[str] = set()
@@ -156,15 +61,18 @@ class RaftSim:
         self.checker = Checker()
         self.requests: dict[int, bytes] = {}
         self.next_rid = 1
-        self.stats = {"leaders": 0, "acked": 0, "crashes": 0, "partitions": 0, "pauses": 0,
-                      "torn_writes": 0, "compactions": 0}
-        self.faults_on = True
+        self.last_ack_ms = -1
+        self.counts = {"leaders": 0, "acked": 0, "crashes": 0, "partitions": 0, "pauses": 0,
+                       "torn_writes": 0, "compactions": 0}
         self.was_leader: dict[str, bool] = {}
+        self._ticks = {i: Tick(i) for i in self.ids}
+
+    def start(self) -> None:
         for i in self.ids:
             self._boot(i)
-            self.world.at(self.rng.randint(0, TICK_MS), "tick", i)
-        self.world.at(50, "client")
-        self.world.at(300, "fault")
+            self.w.at(self.rng.randint(0, TICK_MS), self._ticks[i])
+        self.w.at(50, CLIENT)
+        self.w.at(300, FAULT)
 
     # ---- nodes ----------------------------------------------------------------------
     def _boot(self, node_id: str) -> None:
@@ -172,7 +80,7 @@ class RaftSim:
         self.nodes[node_id] = RaftNode(node_id, self.ids, self.cfg, term=d.term,
                                        voted_for=d.voted_for, log=list(d.log), commit=d.commit,
                                        rng=self.rng.__class__(self.rng.random()),
-                                       now=self.world.now)
+                                       now=self.w.now)
         self.incarnation[node_id] += 1
         self.checker.load(node_id, d.log)
 
@@ -181,10 +89,9 @@ class RaftSim:
         node = self.nodes[node_id]
         was_leader = self.was_leader.get(node_id, False)
         self.was_leader[node_id] = node.role is Role.LEADER
-        crash_at = len(actions) + 1
-        if self.faults_on and self.rng.random() < self.crash_mid_step:
+        crash_at = None
+        if self.faulting and self.rng.random() < self.crash_mid_step:
             crash_at = self.rng.randint(0, len(actions))
-        unsynced = []
         for a in actions:  # the in-memory log already reflects them all
             if isinstance(a, AppendEntries):
                 self.checker.appended(node_id, a.entries)
@@ -192,32 +99,26 @@ class RaftSim:
                 self.checker.truncated(node_id, a.index)
             elif isinstance(a, ResetLog):
                 self.checker.reset(node_id, a.entry)
-        for k, a in enumerate(actions):
-            if k == crash_at:
-                self._crash(node_id, unsynced)
-                return
-            if isinstance(a, PERSIST_ACTIONS):
-                unsynced.append(a)
-                continue
-            for u in unsynced:  # fsync before anything leaves the node
-                self.disks[node_id].apply(u)
-            unsynced = []
-            if isinstance(a, Send):
-                self.world.send(node_id, a.msg.dst, a.msg)
-            elif isinstance(a, Complete):
-                self._complete(a)
-        for u in unsynced:
-            self.disks[node_id].apply(u)
+        lost = self.disks[node_id].carry_out(actions, self._act, node_id, crash_at)
+        if lost is not None:
+            self._crash(node_id, lost)
+            return
         if node.role is Role.LEADER and not was_leader:
-            self.stats["leaders"] += 1
-            self.world.log(f"{node_id} leads term {node.term} (end {node.end}, "
-                           f"commit {node.commit})")
+            self.counts["leaders"] += 1
+            self.w.log(f"{node_id} leads term {node.term} (end {node.end}, "
+                       f"commit {node.commit})")
             self.checker.became_leader(node)
-        if node.role is Role.LEADER and self.faults_on and \
+        if node.role is Role.LEADER and self.faulting and \
                 any(isinstance(a, SaveCommit) for a in actions) and \
                 self.rng.random() < self.crash_at_commit:
-            self.world.log(f"{node_id} crashes right after committing {node.commit}")
+            self.w.log(f"{node_id} crashes right after committing {node.commit}")
             self._crash(node_id, [])  # the nemesis picks the moment a commit lands
+
+    def _act(self, node_id: str, a) -> None:
+        if isinstance(a, Send):
+            self.w.send(node_id, a.msg.dst, a.msg)
+        elif isinstance(a, Complete):
+            self._complete(a)
 
     def _crash(self, node_id: str, unsynced: list) -> None:
         """Lose unsynced writes; the last AppendEntries may land torn (a prefix)."""
@@ -228,61 +129,69 @@ class RaftSim:
             disk = self.disks[node_id]
             if keep and disk.log and last.entries[0].index == disk.log[-1].index + 1:
                 disk.log.extend(last.entries[:keep])
-                self.stats["torn_writes"] += 1
+                self.counts["torn_writes"] += 1
         self.nodes[node_id] = None
         self.was_leader[node_id] = False
-        self.stats["crashes"] += 1
-        self.world.log(f"{node_id} crashed (lost {len(unsynced)} unsynced writes)")
-        self.world.at(self.rng.randint(100, 1500), "restart", node_id)
+        self.counts["crashes"] += 1
+        self.w.log(f"{node_id} crashed (lost {len(unsynced)} unsynced writes)")
+        self.w.at(self.rng.randint(100, 1500), Restart(node_id))
 
     def _complete(self, a: Complete) -> None:
         data = self.requests.pop(a.request_id, None)
         if a.code is Code.SUCCESS and data is not None:
             self.checker.acknowledged(a.index, data, a.term)
-            self.stats["acked"] += 1
-            self.last_ack_ms = self.world.now
+            self.counts["acked"] += 1
+            self.last_ack_ms = self.w.now
 
     # ---- events ---------------------------------------------------------------------
-    def handle(self, kind: str, payload) -> None:
-        w = self.world
-        if kind == "tick":
-            node = self.nodes.get(payload)
-            if node is not None and payload not in self.paused:
-                self._execute(payload, node.tick(w.now))
-            w.at(TICK_MS, "tick", payload)
-        elif kind == "deliver":
-            dst, msg = payload
-            node = self.nodes.get(dst)
-            if node is None:
-                return
-            if dst in self.paused:
-                self.held[dst].append(msg)
-                return
-            self._execute(dst, node.step(msg, w.now))
-        elif kind == "client":
-            self._client()
-            w.at(self.rng.randint(*self.client_gap), "client")
-        elif kind == "restart":
-            if self.nodes.get(payload) is None:
-                self._boot(payload)
-                w.log(f"{payload} restarted (term {self.disks[payload].term}, log end "
-                      f"{self.disks[payload].log[-1].index if self.disks[payload].log else -1})")
-        elif kind == "resume":
-            self.paused.discard(payload)
-            w.log(f"{payload} resumed")
-            for msg in self.held[payload]:
-                w.at(0, "deliver", (payload, msg))
-            self.held[payload] = []
-        elif kind == "heal":
-            w.net.heal()
-            w.log("network healed")
-        elif kind == "fault":
-            if self.faults_on:
-                self._fault()
-                w.at(self.rng.randint(*self.fault_gap), "fault")
-        for node_id, node in self.nodes.items():
+    def handle(self, event) -> None:
+        (self._handlers.get(type(event)) or self._handler(type(event)))(event)
+        check, incarnation = self.checker.check_node, self.incarnation
+        for node_id, node in self.nodes.items():  # safety, after every step
             if node is not None:
-                self.checker.check_node(node, self.incarnation[node_id])
+                check(node, incarnation[node_id])
+
+    def on_tick(self, ev: Tick) -> None:
+        node = self.nodes.get(ev.node)
+        if node is not None and ev.node not in self.paused:
+            self._execute(ev.node, node.tick(self.w.now))
+        self.w.at(TICK_MS, ev)
+
+    def on_deliver(self, ev: Deliver) -> None:
+        node = self.nodes.get(ev.dst)
+        if node is None:
+            return
+        if ev.dst in self.paused:
+            self.held[ev.dst].append(ev.msg)
+            return
+        self._execute(ev.dst, node.step(ev.msg, self.w.now))
+
+    def on_client(self, _: Client) -> None:
+        self._client()
+        self.w.at(self.rng.randint(*self.client_gap), CLIENT)
+
+    def on_restart(self, ev: Restart) -> None:
+        if self.nodes.get(ev.node) is None:
+            self._boot(ev.node)
+            d = self.disks[ev.node]
+            self.w.log(f"{ev.node} restarted (term {d.term}, log end "
+                       f"{d.log[-1].index if d.log else -1})")
+
+    def on_resume(self, ev: Resume) -> None:
+        self.paused.discard(ev.node)
+        self.w.log(f"{ev.node} resumed")
+        for msg in self.held[ev.node]:
+            self.w.at(0, Deliver(ev.node, msg))
+        self.held[ev.node] = []
+
+    def on_heal(self, _: Heal) -> None:
+        self.w.net.heal()
+        self.w.log("network healed")
+
+    def on_fault(self, _: Fault) -> None:
+        if self.faulting:
+            self._fault()
+            self.w.at(self.rng.randint(*self.fault_gap), FAULT)
 
     def _client(self) -> None:
         live = [i for i, n in self.nodes.items() if n is not None and i not in self.paused]
@@ -295,16 +204,16 @@ class RaftSim:
         data = f"m{rid}".encode()
         self.requests[rid] = data
         node = self.nodes[target]
-        if node.role is Role.LEADER and self.faults_on and self.rng.random() < self.cut_at_append:
+        if node.role is Role.LEADER and self.faulting and self.rng.random() < self.cut_at_append:
             # the nemesis cuts the leader off just as it takes a write
-            others = set(self.ids) - {target}
-            self.world.partition([{target}, others])
-            self.world.log(f"leader {target} isolated as it appends {data!r}")
-            self.world.at(self.rng.randint(300, 2000), "heal")
-        self._execute(target, node.propose(rid, data, self.world.now))
+            self.w.partition([{target}, set(self.ids) - {target}])
+            self.w.log(f"leader {target} isolated as it appends {data!r}")
+            self.w.at(self.rng.randint(300, 2000), HEAL)
+        self._execute(target, node.propose(rid, data, self.w.now))
 
+    # ---- faults ---------------------------------------------------------------------
     def _fault(self) -> None:
-        w, rng = self.world, self.rng
+        w, rng = self.w, self.rng
         choice = rng.random()
         leaders = [i for i, n in self.nodes.items() if n is not None and n.role is Role.LEADER]
         if leaders and choice < 0.2:
@@ -315,8 +224,8 @@ class RaftSim:
             else:
                 w.partition([{victim}, set(self.ids) - {victim}])
                 w.log(f"leader {victim} isolated")
-                self.stats["partitions"] += 1
-                w.at(rng.randint(300, 2000), "heal")
+                self.counts["partitions"] += 1
+                w.at(rng.randint(300, 2000), HEAL)
             return
         if choice < 0.25:
             victim = rng.choice(self.ids)
@@ -326,25 +235,11 @@ class RaftSim:
             victim = rng.choice(self.ids)
             if victim not in self.paused and self.nodes.get(victim) is not None:
                 self.paused.add(victim)
-                self.stats["pauses"] += 1
+                self.counts["pauses"] += 1
                 w.log(f"{victim} paused")
-                w.at(rng.randint(200, 1500), "resume", victim)
+                w.at(rng.randint(200, 1500), Resume(victim))
         elif choice < 0.6:
-            ids = self.ids[:]
-            rng.shuffle(ids)
-            kind = rng.random()
-            if kind < 0.5:
-                cut = rng.randint(1, len(ids) - 1)
-                w.partition([set(ids[:cut]), set(ids[cut:])])
-                w.log(f"partition {sorted(ids[:cut])} | {sorted(ids[cut:])}")
-            elif kind < 0.75:
-                a, b = ids[0], ids[1]
-                w.net.blocked.add((a, b))
-                w.log(f"one-way cut {a} -> {b}")
-            else:
-                w.bridge(ids)
-            self.stats["partitions"] += 1
-            w.at(rng.randint(300, 2000), "heal")
+            self._partition()
         elif choice < 0.75:
             w.net.loss = rng.choice([0.0, 0.05, 0.2])
             w.net.duplicate = rng.choice([0.0, 0.05, 0.1])
@@ -353,6 +248,25 @@ class RaftSim:
                   f"delay <= {w.net.max_delay_ms}ms")
         elif choice < 0.85:
             self._retention(rng.choice(self.ids))
+
+    def _partition(self) -> None:
+        """Two sides, a one-way cut, or a bridge (one node talks to both sides)."""
+        w, rng = self.w, self.rng
+        ids = self.ids[:]
+        rng.shuffle(ids)
+        kind = rng.random()
+        if kind < 0.5:
+            cut = rng.randint(1, len(ids) - 1)
+            w.partition([set(ids[:cut]), set(ids[cut:])])
+            w.log(f"partition {sorted(ids[:cut])} | {sorted(ids[cut:])}")
+        elif kind < 0.75:
+            a, b = ids[0], ids[1]
+            w.net.blocked.add((a, b))
+            w.log(f"one-way cut {a} -> {b}")
+        else:
+            w.bridge(ids)
+        self.counts["partitions"] += 1
+        w.at(rng.randint(300, 2000), HEAL)
 
     def _retention(self, node_id: str) -> None:
         """Retention on one node: its oldest committed entries are deleted (memory and
@@ -366,33 +280,22 @@ class RaftSim:
         node.log.compact_through(through)
         disk = self.disks[node_id]
         disk.log = [e for e in disk.log if e.index > through] or disk.log[-1:]
-        self.stats["compactions"] += 1
-        self.world.log(f"{node_id} compacted its log through {through}")
+        self.counts["compactions"] += 1
+        self.w.log(f"{node_id} compacted its log through {through}")
 
-    # ---- run ------------------------------------------------------------------------
-    def run(self) -> SimResult:
-        w = self.world
-        try:
-            w.run_until(lambda: False, self.handle, self.max_steps)
-            # liveness: heal everything, then new appends must commit in bounded time
-            self.faults_on = False
-            w.net.heal()
-            w.net.max_delay_ms = 10
-            for i in self.ids:
-                if self.nodes.get(i) is None:
-                    self._boot(i)
-                if i in self.paused:
-                    w.at(0, "resume", i)
-            w.log("all faults healed")
-            healed_at = w.now
-            self.last_ack_ms = -1
-            deadline = healed_at + 10_000
-            w.run_until(lambda: self.last_ack_ms > healed_at + 500 or w.now > deadline,
-                        self.handle, self.max_steps * 4)
-            if self.last_ack_ms <= healed_at + 500:
-                raise Violation("no progress: nothing committed within 10 s after all "
-                                "faults healed")
-            return SimResult(w.seed, True, w.steps, w.now, stats=self.stats)
-        except Violation as v:
-            w.log(f"VIOLATION: {v}")
-            return SimResult(w.seed, False, w.steps, w.now, str(v), list(w.trace), self.stats)
+    # ---- settling -------------------------------------------------------------------
+    def recover(self) -> None:
+        for i in self.ids:
+            if self.nodes.get(i) is None:
+                self._boot(i)
+            if i in self.paused:
+                self.w.at(0, Resume(i))
+
+    def check_liveness(self) -> None:
+        healed_at = self.w.now
+        self.last_ack_ms = -1
+        self.expect(lambda: self.last_ack_ms > healed_at + 500,
+                    "no progress: nothing committed within 10 s after all faults healed")
+
+    def stats(self) -> dict:
+        return dict(self.counts)

@@ -1,59 +1,60 @@
 """The deterministic world every simulated protocol runs in: virtual time, a seeded RNG,
-an event queue, a faulty network and a readable trace.
+an event queue, a faulty network and a trace.
 
-Nothing here knows a protocol; `raft.py` (and later designs) put nodes in it.
+Nothing here knows a protocol: the simulators put nodes in it and the harness runs it.
+Determinism: the only sources of choice are `rng` and the queue's order, which is (time,
+order of scheduling), never the events themselves; so a seed replays exactly.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
 import random
-from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+from .events import Deliver
+from .result import SimResult, Violation
 
-@dataclass
-class SimResult:
-    seed: int
-    ok: bool
-    steps: int
-    virtual_ms: int
-    violation: str = ""
-    trace: list[str] = field(default_factory=list)
-    stats: dict = field(default_factory=dict)
+__all__ = ["NetworkFaults", "SimResult", "Violation", "World"]
 
-
-class Violation(Exception):
-    """An invariant the checker found broken."""
+MIN_DELAY_MS, MAX_DELAY_MS = 1, 10
 
 
 @dataclass
 class NetworkFaults:
     loss: float = 0.0  # probability a message is dropped
     duplicate: float = 0.0  # probability a message is delivered twice
-    min_delay_ms: int = 1
-    max_delay_ms: int = 10
+    min_delay_ms: int = MIN_DELAY_MS
+    max_delay_ms: int = MAX_DELAY_MS
     blocked: set[tuple[str, str]] = field(default_factory=set)  # (src, dst) cut one way
 
     def heal(self) -> None:
+        """Partitions and loss end (delays stay as they were)."""
         self.loss = self.duplicate = 0.0
         self.blocked.clear()
 
+    def calm(self) -> None:
+        """Every network fault ends, slow delivery too: the settling phase's network."""
+        self.heal()
+        self.min_delay_ms, self.max_delay_ms = MIN_DELAY_MS, MAX_DELAY_MS
+
 
 class World:
-    def __init__(self, seed: int, trace_len: int = 80):
+    def __init__(self, seed: int, *, trace_events: bool = False):
         self.seed = seed
         self.rng = random.Random(seed)
         self.now = 0
-        self._queue: list[tuple[int, int, str, Any]] = []
+        self._queue: list[tuple[int, int, Any]] = []
         self._seq = itertools.count()
         self.net = NetworkFaults()
-        self.trace: deque[str] = deque(maxlen=trace_len)
+        self.trace: list[str] = []  # every line, never cut: a replay compares them all
+        self.trace_events = trace_events  # also trace every event run (replay tests)
         self.steps = 0
 
-    def at(self, delay_ms: int, kind: str, payload: Any = None) -> None:
-        heapq.heappush(self._queue, (self.now + max(0, delay_ms), next(self._seq), kind, payload))
+    def at(self, delay_ms: int, event: Any) -> None:
+        heapq.heappush(self._queue, (self.now + max(0, delay_ms), next(self._seq), event))
 
     def send(self, src: str, dst: str, msg: Any) -> None:
         """Hand a message to the network: maybe lost, maybe duplicated, always delayed."""
@@ -62,15 +63,7 @@ class World:
         copies = 2 if self.rng.random() < self.net.duplicate else 1
         for _ in range(copies):
             self.at(self.rng.randint(self.net.min_delay_ms, self.net.max_delay_ms),
-                    "deliver", (dst, msg))
-
-    def next_event(self) -> tuple[str, Any] | None:
-        if not self._queue:
-            return None
-        t, _, kind, payload = heapq.heappop(self._queue)
-        self.now = t
-        self.steps += 1
-        return kind, payload
+                    Deliver(dst, msg))
 
     def log(self, text: str) -> None:
         self.trace.append(f"{self.now:>8}ms {text}")
@@ -90,10 +83,14 @@ class World:
         self.partition([left, right])
         self.log(f"bridge partition through {mid}: {sorted(left)} | {sorted(right)}")
 
-    def run_until(self, stop: Callable[[], bool], handle: Callable[[str, Any], None],
+    def run_until(self, stop: Callable[[], bool], handle: Callable[[Any], None],
                   max_steps: int) -> None:
-        while not stop() and self.steps < max_steps:
-            ev = self.next_event()
-            if ev is None:
-                return
-            handle(*ev)
+        """Run events in time order until `stop()` holds (checked before each one), the
+        step count reaches `max_steps`, or nothing is left to happen."""
+        queue, pop = self._queue, heapq.heappop
+        while queue and self.steps < max_steps and not stop():
+            self.now, _, event = pop(queue)
+            self.steps += 1
+            if self.trace_events:
+                self.log(repr(event))
+            handle(event)

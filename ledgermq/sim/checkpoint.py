@@ -1,0 +1,369 @@
+"""The consistent checkpoint and control node scheme (S3) in the simulator: three brokers
+running HAMaster / HASlave with the checkpoint on and a CheckpointReplica each, and a
+GroupControl (the control node) that crashes and restarts from what it saved. Producers
+send throughout; a sync that times out is cached on the control node, and a send left
+PENDING is resolved by asking the control node (S3-4). See `ha_group` for the group.
+
+Invariants, besides the group's:
+- checkpoint-within-members: a master's consistent checkpoint never exceeds what any
+  member slave holds of its lineage;
+- acked-on-new-master: every acknowledged send (including those only the control node
+  cached) and every PENDING one resolved DONE is in a new master's log;
+- resend-not-on-master: a PENDING send resolved RESEND is not in the current master's log
+  (resending it would duplicate it).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..replication.checkpoint import BUGS as CONTROL_BUGS
+from ..replication.checkpoint import (
+    AnswerPromotion, Cached, CheckpointReplica, ControlConfig, Follow, GroupControl, GroupState, Lead,
+    Promote, Replay, Resolution, SaveCache, SaveRole, SaveState, Stand, Truncate, View,
+)
+from ..replication.ha import BUGS as HA_BUGS
+from ..replication.ha import SaveCheckpoint
+from .disk import SimLog
+from .events import Beat, LinkDeliver, Restart, Tick
+from .ha_group import TICK_MS, HAGroupSim, Node, Sent
+from .result import Violation
+
+CTL, CLIENT = "ctl", "client"  # the control node's and the producers' network names
+HEARTBEAT_MS = 100  # broker -> control node
+RESOLVE_MS = 50  # how soon a producer asks (again) about a PENDING send
+BUGS = {"checkpoint-max": HA_BUGS["checkpoint-max"], **CONTROL_BUGS}
+
+
+def _copy_cache(cache: list[Cached]) -> list[Cached]:
+    """What the control node's disk holds of its cache: entries the live one cannot change."""
+    return [Cached(c.offset, c.end, c.msg_id, c.data) for c in cache]
+
+
+# ---- messages to and from the control node (views and promotions are the cores' own) ----
+@dataclass(frozen=True, slots=True)
+class BrokerBeat:
+    name: str
+    wants_master: bool
+    epoch: int
+    log_end: int
+    checkpoint: int
+    members: tuple[int, ...] | None  # a master's checkpoint members, else None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheMessage:
+    """S3-3: a master whose sync timed out hands the message to the control node."""
+    name: str
+    epoch: int
+    offset: int
+    end: int
+    number: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CacheAnswer:
+    number: int
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Promoted:
+    name: str
+    slot: int
+    epoch: int
+    takeover: int
+    moved: tuple[tuple[int, int, int], ...]  # (old offset, new offset, new end) replayed
+    log_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveAsk:
+    number: int
+    epoch: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    number: int
+    resolution: Resolution
+
+
+@dataclass(frozen=True, slots=True)
+class Resolve:
+    """A producer's timer: ask the control node about a PENDING send."""
+    number: int
+
+
+@dataclass
+class CheckpointNode(Node):
+    """A broker; its crash keeps its log, its saved role and its saved checkpoint."""
+    replica: CheckpointReplica | None = None
+    saved_role: tuple = (0, None)  # (epoch, unanswered promotion)
+    saved_checkpoint: tuple = (-1, 0, ())  # (epoch, checkpoint, members)
+    lead_epoch: int = 0
+    slot: int = 0
+
+
+class CheckpointSim(HAGroupSim):
+    BUGS = BUGS
+    CHECKPOINT = True
+    INVARIANTS: ClassVar[dict[str, str]] = {
+        **HAGroupSim.INVARIANTS,
+        "checkpoint-within-members": "a master's checkpoint never exceeds what a member "
+                                     "slave holds of its lineage",
+        "acked-on-new-master": "a new master holds every acknowledged send and every "
+                               "PENDING one resolved DONE",
+        "resend-not-on-master": "a send resolved RESEND is not in the current master's log",
+    }
+
+    def __init__(self, seed: int, *, steps: int = 20_000, bugs=frozenset(),
+                 replicas: int | None = None, trace_events: bool = False):
+        super().__init__(seed, steps=steps, bugs=bugs, replicas=replicas,
+                         trace_events=trace_events)
+        self.ctl_bug = self.bug_in(CONTROL_BUGS)
+        self.ctl_config = ControlConfig(master_timeout_ms=300)
+        self.ctl: GroupControl | None = None
+        self.ctl_alive = True
+        self.ctl_saved: tuple[dict | None, list] = (None, [])  # what its crash keeps
+        self.promotions = 0
+        self._beats = {name: Beat(name) for name in self.names}
+        self._ctl_tick = Tick(CTL)
+
+    def _group_size(self) -> int:
+        return 3
+
+    def _new_node(self, name: str) -> Node:
+        return CheckpointNode(name)
+
+    # ---- roles: the control node decides ----------------------------------------------
+    def _start_roles(self) -> None:
+        self.ctl = GroupControl(self.ctl_config, self.w.now, bug=self.ctl_bug)
+        self.w.at(0, self._ctl_tick)
+        for name in self.names:
+            self.nodes[name].replica = CheckpointReplica()
+            self.w.at(self.rng.randint(0, 50), self._beats[name])
+
+    def _rejoin(self, node: CheckpointNode) -> None:
+        node.replica = CheckpointReplica(*node.saved_role)  # it asks the control node
+        self.w.at(1, self._beats[node.name])
+
+    def _lead_epoch(self, node: CheckpointNode, epoch: int, checkpoint: int,
+                    members: tuple) -> None:
+        saved_epoch, saved_cp, saved_members = node.saved_checkpoint
+        if saved_epoch == epoch:  # the same master restarted: its own record is newer
+            checkpoint, members = max(checkpoint, saved_cp), saved_members or members
+        node.lead_epoch = epoch
+        self._lead(node.name, checkpoint, members)
+
+    def _can_write(self, node: CheckpointNode) -> bool:
+        return node.replica.role == "MASTER"
+
+    def _epoch(self, node: CheckpointNode) -> int:
+        return node.replica.epoch
+
+    def _save_checkpoint(self, node: CheckpointNode, a: SaveCheckpoint) -> None:
+        self._check_checkpoint(node, a.checkpoint)
+        node.saved_checkpoint = (node.lead_epoch, a.checkpoint, a.members)
+
+    def _timed_out(self, node: Node, s: Sent) -> None:
+        self.net_links.send(node.name, CTL, CacheMessage(
+            node.name, s.epoch, s.offset, s.end, s.number, node.log.read(s.offset, s.end)))
+
+    # ---- the brokers' side of the control node ------------------------------------------
+    def on_beat(self, ev: Beat) -> None:
+        node = self.nodes[ev.node]
+        if not node.alive:
+            return  # its restart beats again
+        m = node.master
+        self.net_links.send(node.name, CTL, BrokerBeat(
+            node.name, node.name == self.names[0], node.replica.epoch, node.log.end,
+            m.checkpoint if m else 0, tuple(m.members) if m else None))
+        self.w.at(HEARTBEAT_MS, ev)
+
+    def _run_replica(self, node: CheckpointNode, actions: list) -> None:
+        for a in actions:
+            if isinstance(a, Stand):
+                self._step_down(node)
+                self._unfollow(node)
+            elif isinstance(a, Truncate):
+                self.w.log(f"{node.name} truncates {node.log.end} -> {a.offset}")
+                node.log.truncate(a.offset)
+            elif isinstance(a, SaveRole):
+                node.saved_role = (a.epoch, a.promotion)
+            elif isinstance(a, Follow):
+                node.slot = a.slot
+                self._follow(node.name, a.master_addr)
+            elif isinstance(a, Lead):
+                node.slot = a.slot
+                self._lead_epoch(node, a.epoch, a.checkpoint, a.members)
+                self._check_new_master(node)
+            elif isinstance(a, Replay):
+                self._replay(node, a)
+            elif isinstance(a, AnswerPromotion):
+                p = a.promotion
+                self.net_links.send(node.name, CTL, Promoted(
+                    node.name, node.slot, p.epoch, p.takeover, tuple(p.replayed), p.log_end))
+
+    def _replay(self, node: CheckpointNode, a: Replay) -> None:
+        """S3-5: the new master appends the cached messages past where it took over."""
+        moved = []
+        for c in a.promote.replay:
+            if c.end > a.takeover:
+                off, end = node.log.append(*SimLog.split_record(c.data))
+                moved.append((c.offset, off, end))
+        self.w.log(f"{node.name} took over at {a.takeover}, replayed {len(moved)}")
+        self._run_replica(node, node.replica.replayed(moved, node.log.end))
+
+    def _on_message(self, node: CheckpointNode, msg) -> None:
+        if isinstance(msg, View):
+            self._run_replica(node, node.replica.on_view(msg, node.log.end))
+        elif isinstance(msg, Promote):
+            self._run_replica(node, node.replica.on_promote(msg, node.log.end))
+        elif isinstance(msg, CacheAnswer):
+            s = self.sent[msg.number]
+            if msg.ok:
+                self._acked(node, s)
+            else:
+                self._set_status(s, "PENDING")
+                self.w.at(RESOLVE_MS, Resolve(s.number))
+
+    # ---- the control node -------------------------------------------------------------
+    def _on_outside(self, ev: LinkDeliver) -> None:
+        if ev.dst == CLIENT:
+            self._resolved(ev.msg.number, ev.msg.resolution)
+        elif self.ctl_alive:
+            self._on_ctl(ev.msg)
+
+    def _on_ctl(self, msg) -> None:
+        ctl, send = self.ctl, self.net_links.send
+        if isinstance(msg, BrokerBeat):
+            view, actions = ctl.heartbeat(
+                msg.name, msg.wants_master, msg.epoch, msg.log_end, self.w.now,
+                msg.checkpoint, None if msg.members is None else list(msg.members))
+            self._run_ctl(actions)
+            send(CTL, msg.name, view)
+        elif isinstance(msg, CacheMessage):
+            ok, actions = ctl.cache_message(msg.epoch, msg.offset, msg.end, str(msg.number),
+                                            msg.data)
+            self._run_ctl(actions)
+            send(CTL, msg.name, CacheAnswer(msg.number, ok))
+        elif isinstance(msg, Promoted):
+            self._run_ctl(ctl.promoted(msg.slot, msg.epoch, msg.takeover, list(msg.moved),
+                                       msg.log_end))
+            if ctl.state.master == msg.slot:
+                self.promotions += 1
+                send(CTL, msg.name, ctl.view(msg.slot))
+        elif isinstance(msg, ResolveAsk):
+            send(CTL, CLIENT, Resolved(msg.number,
+                                       ctl.resolve(msg.epoch, msg.end, str(msg.number))))
+
+    def _run_ctl(self, actions: list) -> None:
+        for a in actions:
+            if isinstance(a, SaveState):  # written as JSON: the copy shares nothing
+                self.ctl_saved = (json.loads(json.dumps(a.state)), self.ctl_saved[1])
+            elif isinstance(a, SaveCache):
+                self.ctl_saved = (self.ctl_saved[0], _copy_cache(self.ctl.cache))
+            elif isinstance(a, Promote):
+                self.w.log(f"ctl promotes {a.addr} to epoch {a.epoch}")
+                self.net_links.send(CTL, a.addr, a)
+
+    def on_tick(self, ev: Tick) -> None:
+        if ev.node != CTL:
+            super().on_tick(ev)
+            return
+        if self.ctl_alive:
+            self._run_ctl(self.ctl.tick(self.w.now))
+        self.w.at(TICK_MS, ev)
+
+    def on_restart(self, ev: Restart) -> None:
+        if ev.node != CTL:
+            super().on_restart(ev)
+            return
+        # (no alive check: a restart left over from a crash healed by recover() restarts a
+        # live control node, which then only rereads what it saved)
+        state, cache = self.ctl_saved
+        self.ctl = GroupControl(self.ctl_config, self.w.now,
+                                GroupState.from_json(state) if state else None,
+                                _copy_cache(cache), bug=self.ctl_bug)
+        self.ctl_alive = True
+        self.w.log("control node restarted")
+
+    def _fault_control_plane(self) -> bool:
+        if not self.ctl_alive:
+            return False
+        self.ctl_alive = False
+        self.w.log("control node crashed")
+        self.w.at(self.rng.randint(100, 1000), Restart(CTL))
+        return True
+
+    def _victim(self, name: str) -> str:
+        master = self._current_master() if self.rng.random() < 0.5 else None
+        return master.name if master is not None else name  # masters are the best victims
+
+    def _partition_targets(self) -> list[str]:
+        return self.names + [CTL]
+
+    # ---- producers: PENDING sends ------------------------------------------------------
+    def on_resolve(self, ev: Resolve) -> None:
+        s = self.sent[ev.number]
+        self.net_links.send(CLIENT, CTL, ResolveAsk(s.number, s.epoch, s.end))
+
+    def _resolved(self, number: int, res: Resolution) -> None:
+        s = self.sent[number]
+        if s.status != "PENDING":
+            return
+        if res is Resolution.UNKNOWN:
+            self.w.at(RESOLVE_MS, Resolve(number))
+            return
+        self._set_status(s, res.value)
+        if res is Resolution.RESEND:
+            master = self._current_master()
+            if master is not None and number in master.log.messages():
+                raise Violation("resend-not-on-master", f"message {number} resolved RESEND "
+                                f"but the master {master.name} holds it")
+
+    def _current_master(self) -> CheckpointNode | None:
+        st = self.ctl.state if self.ctl else None
+        if st is None or st.master is None:
+            return None
+        name = next((a for a, s in st.slots.items() if s == st.master), None)
+        return self.nodes.get(name)
+
+    # ---- checks -----------------------------------------------------------------------
+    def _check_checkpoint(self, master: CheckpointNode, checkpoint: int) -> None:
+        for sid in master.master.members:
+            holder = next((n for n in self.nodes.values() if n.slot == sid), None)
+            if holder is None or holder is master:
+                continue
+            if holder.log.end < checkpoint or \
+                    holder.log.data[:checkpoint] != master.log.data[:checkpoint]:
+                raise Violation("checkpoint-within-members", f"checkpoint {checkpoint} of "
+                                f"{master.name} exceeds what member {holder.name} holds "
+                                f"(log end {holder.log.end})")
+
+    def _check_new_master(self, node: CheckpointNode) -> None:
+        have = node.log.messages()
+        for s in self.sent.values():
+            if s.status in ("OK", "DONE") and s.number not in have:
+                raise Violation("acked-on-new-master", f"new master {node.name} lacks message "
+                                f"{s.number} ({s.status}, sent at [{s.offset}, {s.end}) "
+                                f"epoch {s.epoch})")
+
+    # ---- settling ---------------------------------------------------------------------
+    def recover(self) -> None:
+        super().recover()
+        if not self.ctl_alive:
+            self.on_restart(Restart(CTL))
+
+    def check_liveness(self) -> None:
+        super().check_liveness()
+        master = self._writable_master()
+        if master is not None:
+            self._check_new_master(master)
+
+    def stats(self) -> dict:
+        return {"mode": "checkpoint", **super().stats(), "promotions": self.promotions}
