@@ -148,9 +148,21 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     return state
 
 
+class NoCluster(RuntimeError):
+    """The directory holds no cluster `cluster up` started."""
+
+
+def _state(d: Path) -> dict:
+    try:
+        return json.loads((d / "cluster.json").read_text())
+    except FileNotFoundError:
+        raise NoCluster(f"no cluster in {d} (no cluster.json there): start one with "
+                        f"`ledgermq cluster up --dir {d}`") from None
+
+
 def restart(d: Path, name: str) -> dict:
     """Start one process of the cluster again (after a kill)."""
-    state = json.loads((d / "cluster.json").read_text())
+    state = _state(d)
     p = next(p for p in state["processes"] if p["name"] == name)
     deadline = time.monotonic() + 5  # a process just killed may take a moment to go
     while _alive(p["pid"]) and time.monotonic() < deadline:
@@ -180,7 +192,7 @@ def _alive(pid: int) -> bool:
 
 
 def status(d: Path) -> dict:
-    state = json.loads((d / "cluster.json").read_text())
+    state = _state(d)
     import asyncio
     from .client.admin import Admin
 
@@ -216,7 +228,7 @@ def status(d: Path) -> dict:
 
 
 def down(d: Path) -> dict:
-    state = json.loads((d / "cluster.json").read_text())
+    state = _state(d)
     for p in state["processes"]:
         if _alive(p["pid"]):
             os.kill(p["pid"], signal.SIGTERM)

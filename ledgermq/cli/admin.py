@@ -121,13 +121,16 @@ def _message_json(m) -> dict:
 
 @admin.command("queryMsgById")
 @NAMESRV_OPT
-@click.option("-i", "--msg-id", required=True, help="Offset message id.")
+@click.option("-i", "--msg-id", required=True,
+              help="The broker's offsetMsgId, or the client's msgId (its unique key).")
+@click.option("-t", "--topic", default=None,
+              help="Where to look for a client msgId (default: every topic).")
 @click.option("--json", "as_json", is_flag=True)
-def query_msg_by_id(namesrv, msg_id, as_json):
-    """A message by its offset message id."""
+def query_msg_by_id(namesrv, msg_id, topic, as_json):
+    """A message by either of its ids, as `produce` prints them."""
     from ..wire.message import MessageFormatError
     try:
-        m = _admin_call(namesrv, lambda a: a.query_msg_by_id(msg_id))
+        m = _admin_call(namesrv, lambda a: a.query_msg_by_id(msg_id, topic))
     except MessageFormatError as e:
         raise click.BadParameter(str(e)) from None
     _emit(_message_json(m), as_json,

@@ -54,8 +54,9 @@ def produce(namesrv, topic, count, body, tags, keys, batch, group, as_json):
     summary = {"topic": topic, "sent": count, "seconds": round(took, 3),
                "msgs_per_s": round(count / took) if took else None, "results": results}
     _emit(summary, as_json, lambda s: click.echo(
-        "\n".join(f"{r['status']} msgId={r['msgId']} queue={r['broker']}:{r['queueId']} "
-                  f"offset={r['queueOffset']}" for r in s["results"][-10:])
+        "\n".join(f"{r['status']} msgId={r['msgId']} offsetMsgId={r['offsetMsgId']} "
+                  f"queue={r['broker']}:{r['queueId']} offset={r['queueOffset']}"
+                  for r in s["results"][-10:])
         + f"\nsent {s['sent']} in {s['seconds']}s"))
 
 

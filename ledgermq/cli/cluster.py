@@ -48,8 +48,11 @@ def cluster_up(mode, replicas, controllers, directory, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def cluster_status(directory, as_json):
     """Each process: alive or not, its role, and (DLedger) term and commit."""
-    from ..cluster import status
-    state = status(directory)
+    from ..cluster import NoCluster, status
+    try:
+        state = status(directory)
+    except NoCluster as e:
+        raise click.ClickException(str(e)) from None
     _emit(state, as_json, lambda s: click.echo("\n".join(
         f"{p['name']:8} pid={p['pid']} {'up' if p['alive'] else 'DOWN'} "
         f"{p.get('role', '')}" + (f" term={p['term']} commit={p['commit']}" if "term" in p
@@ -62,6 +65,9 @@ def cluster_status(directory, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def cluster_down(directory, as_json):
     """Stop every process of the group (by the pids `up` recorded)."""
-    from ..cluster import down
-    state = down(directory)
+    from ..cluster import NoCluster, down
+    try:
+        state = down(directory)
+    except NoCluster as e:
+        raise click.ClickException(str(e)) from None
     _emit(state, as_json, lambda s: click.echo(f"stopped {len(s['processes'])} processes"))

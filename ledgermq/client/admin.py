@@ -93,13 +93,21 @@ class Admin:
             r["diff"] = r["brokerOffset"] - max(r["consumerOffset"], 0)
         return sorted(rows, key=lambda r: (r["topic"], r["brokerName"], r["queueId"]))
 
-    async def query_msg_by_id(self, msg_id: str) -> MessageExt:
-        host, port, offset = decode_offset_msg_id(msg_id)
-        resp = await self._broker(f"{host}:{port}", RequestCode.VIEW_MESSAGE_BY_ID, offset=offset)
-        msgs = decode_pulled(resp.body, MessageQueue("", f"{host}:{port}", -1))
-        if not msgs:
-            raise MQClientError(ResponseCode.QUERY_NOT_FOUND, f"no message {msg_id}")
-        return msgs[0]
+    async def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """By the broker's offset message id (where it is stored) or, failing that, by the
+        client's msgId (its UNIQ_KEY) in `topic`, or in every topic when none is given."""
+        host, port, offset = decode_offset_msg_id(msg_id)  # both ids are hex of one length
+        if 0 < port < 65536:  # a client msgId decodes to a process id where a port would be
+            resp = await self._broker(f"{host}:{port}", RequestCode.VIEW_MESSAGE_BY_ID,
+                                      offset=offset)
+            msgs = decode_pulled(resp.body, MessageQueue("", f"{host}:{port}", -1))
+            if msgs:
+                return msgs[0]
+        for t in [topic] if topic else await self.topic_list():
+            for m in await self.query_msg_by_key(t, msg_id):
+                if m.msg_id == msg_id:
+                    return m
+        raise MQClientError(ResponseCode.QUERY_NOT_FOUND, f"no message {msg_id}")
 
     async def query_msg_by_key(self, topic: str, key: str, max_num: int = 64) -> list[MessageExt]:
         route = await self.instance.route(topic, refresh=True)

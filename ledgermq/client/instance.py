@@ -129,10 +129,15 @@ class ClientInstance:
             addr = self.namesrvs[(self._ns_index + i) % len(self.namesrvs)]
             try:
                 resp = await self.remoting.invoke(addr, cmd, self.request_timeout)
-                self._ns_index = (self._ns_index + i) % len(self.namesrvs)
-                return resp
             except RemotingError as e:
                 last = e
+                continue
+            if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                last = RemotingError(f"{addr} is not a name server ({resp.remark}): give the "
+                                     "name server's address (host:port, port 9876 by default)")
+                continue
+            self._ns_index = (self._ns_index + i) % len(self.namesrvs)
+            return resp
         raise RemotingError(f"no name server answered: {last}")
 
     async def broker_request(self, addr: str, cmd: RemotingCommand,

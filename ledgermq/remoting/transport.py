@@ -48,6 +48,15 @@ class RemotingTimeout(RemotingError):
     pass
 
 
+def split_address(addr: str) -> tuple[str, int]:
+    """(host, port) of "host:port"; RemotingError saying what was expected otherwise."""
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise RemotingError(f"{addr!r} is not an address: expected host:port "
+                            "(e.g. 127.0.0.1:9876)")
+    return host, int(port)
+
+
 _opaques = itertools.count(1)
 
 
@@ -312,12 +321,12 @@ class RemotingClient:
         fut = asyncio.get_running_loop().create_future()
         self._connecting[addr] = fut
         try:
-            host, _, port = addr.rpartition(":")
+            host, port = split_address(addr)
             loop = asyncio.get_running_loop()
             try:
                 _, conn = await asyncio.wait_for(loop.create_connection(
                     lambda: Connection(self.handler, max_frame=self.max_frame), host,
-                    int(port)), self.connect_timeout)
+                    port), self.connect_timeout)
             except (OSError, asyncio.TimeoutError, ValueError) as e:
                 raise RemotingError(f"cannot connect to {addr}: {e or 'timeout'}") from None
             self._conns[addr] = conn

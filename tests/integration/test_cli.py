@@ -64,3 +64,30 @@ def test_sim_command_reports_and_replays():
     assert failure["trace"] and "--inject-bug commit-past-end" in failure["replay"]
     listed = cli("sim", "--list-bugs").stdout
     assert "commit-old-term" in listed
+
+
+def test_wrong_addresses_and_ids_are_named_in_one_line(dev, tmp_path):
+    """What a new user types wrong gets a message saying what was expected."""
+    d = dev()
+    no_port = cli("produce", "-n", "localhost", "-t", "X", "--body", "x", check=False)
+    assert no_port.returncode != 0 and "expected host:port" in no_port.stderr, no_port.stderr
+    at_broker = cli("admin", "topicList", "-n", d.broker, check=False)
+    assert at_broker.returncode != 0 and "not a name server" in at_broker.stderr, \
+        at_broker.stderr
+    for action in ("status", "down"):
+        none = cli("cluster", action, "--dir", tmp_path / "nothing", check=False)
+        assert none.returncode != 0 and "Traceback" not in none.stderr, none.stderr
+        assert "no cluster" in none.stderr and "cluster up" in none.stderr, none.stderr
+
+
+def test_query_msg_by_id_takes_either_id(dev):
+    """produce shows the client's msgId and the broker's offsetMsgId; either finds it."""
+    ns = ["-n", dev().namesrv]
+    sent = json.loads(cli("produce", *ns, "-t", "Ids", "--body", "find me", "--json").stdout)
+    r = sent["results"][0]
+    text = cli("produce", *ns, "-t", "Ids", "--body", "again").stdout
+    assert "msgId=" in text and "offsetMsgId=" in text
+    for msg_id in (r["msgId"], r["offsetMsgId"]):
+        got = cli("admin", "queryMsgById", *ns, "-i", msg_id, "--json", check=False)
+        assert got.returncode == 0, got.stderr
+        assert json.loads(got.stdout)["body"] == "find me"
