@@ -7,6 +7,7 @@ may carry `metadata={"check": fn}` returning an error text for a bad value.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import logging
 from pathlib import Path
@@ -83,6 +84,19 @@ def build(cls: type[T], values: dict[str, Any], *, strict: bool = False) -> tupl
     obj = cls(**kwargs)
     validate(obj)
     return obj, unknown
+
+
+def explain_unknown(keys: list[str], *classes: type) -> list[str]:
+    """Each unknown key, with the known key it was probably meant to be:
+    "flushDiskTyp (did you mean flushDiskType?)"."""
+    known = [f.name for cls in classes for f in dataclasses.fields(cls)]
+    by_case = {k.lower(): k for k in known}
+    out = []
+    for key in sorted(keys):
+        guess = by_case.get(key.lower()) or next(
+            iter(difflib.get_close_matches(key, known, n=1, cutoff=0.8)), None)
+        out.append(f"{key} (did you mean {guess}?)" if guess else key)
+    return out
 
 
 def validate(obj: Any) -> None:

@@ -34,7 +34,7 @@ class DevProcess:
         if not line:
             raise RuntimeError("ledgermq dev did not start: " +
                                (self.data / "dev.log").read_text()[-2000:])
-        ready = json.loads(line)
+        self.ready = ready = json.loads(line)
         self.namesrv, self.broker = ready["namesrv"], ready["broker"]
         return self
 

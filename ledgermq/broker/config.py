@@ -6,7 +6,9 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import ConfigError, build, check, non_negative, positive, read_properties
+from ..config import (
+    ConfigError, build, check, explain_unknown, non_negative, positive, read_properties,
+)
 from ..store.config import StoreConfig
 
 log = logging.getLogger(__name__)
@@ -170,6 +172,6 @@ def load_broker_config(path: str | Path | None = None,
     values.update(overrides or {})
     broker, rest = build(BrokerConfig, values)
     store, unknown = build(StoreConfig, {k: values[k] for k in rest})
-    for key in unknown:
-        log.warning("unknown config key %r ignored (check its spelling)", key)
+    for text in explain_unknown(unknown, BrokerConfig, StoreConfig):
+        log.warning("unknown config key ignored: %s", text)
     return broker, store, unknown

@@ -11,11 +11,13 @@ import sys
 import click
 from rich.console import Console
 
+from .. import __version__
 from ..config import ConfigError
 from ..files import DirectoryInUse
 
 
 @click.group()
+@click.version_option(__version__, prog_name="ledgermq")
 @click.option("-v", "--verbose", is_flag=True, help="Log debug detail.")
 def main(verbose: bool) -> None:
     """ledgermq: a RocketMQ-compatible message broker with a replicated commit log."""

@@ -63,6 +63,14 @@ def _broker_settings(conf: Path | None, overrides: dict[str, str]):
     return load_broker_config(conf, {k: v for k, v in overrides.items() if v is not None})
 
 
+def _unknown(keys: list[str]) -> str:
+    """Unknown broker.conf keys for the ready line, each with its likely spelling."""
+    from ..broker.config import BrokerConfig
+    from ..config import explain_unknown
+    from ..store import StoreConfig
+    return ", ".join(explain_unknown(keys, BrokerConfig, StoreConfig))
+
+
 def _ready(what: dict, as_json: bool) -> None:
     """One line on stdout once listening: scripts and tests wait for it."""
     if as_json:
@@ -89,7 +97,7 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
     from ..server import run, serve_until
 
     data = data or Path.home() / ".ledgermq" / "dev"
-    bcfg, scfg, _ = _broker_settings(conf, {"storePathRootDir": str(data),
+    bcfg, scfg, unknown = _broker_settings(conf, {"storePathRootDir": str(data),
                                             "listenPort": None if port is None else str(port)})
     if conf is None or not bcfg.namesrvAddr:
         bcfg.namesrvAddr = f"127.0.0.1:{namesrv_port}"
@@ -103,7 +111,7 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
                 broker.config.namesrvAddr = namesrv.address
             await broker.start()
             _ready({"namesrv": namesrv.address, "broker": broker.address,
-                    "store": str(scfg.root)}, as_json)
+                    "store": str(scfg.root), "unknownKeys": _unknown(unknown)}, as_json)
             await serve_until(stop)
             await broker.stop()
         finally:
@@ -189,7 +197,7 @@ def broker(conf: Path, namesrv_addr: str | None, as_json: bool) -> None:
     async def main_(stop):
         await b.start()
         _ready({"broker": b.address, "brokerName": bcfg.brokerName,
-                "unknownKeys": ",".join(unknown)}, as_json)
+                "unknownKeys": _unknown(unknown)}, as_json)
         await serve_until(stop)
         await b.stop()
 

@@ -3,6 +3,8 @@ import json
 import subprocess
 import sys
 
+import ledgermq
+
 
 def cli(*args, check=True):
     p = subprocess.run([sys.executable, "-m", "ledgermq", *map(str, args)], capture_output=True,
@@ -91,3 +93,13 @@ def test_query_msg_by_id_takes_either_id(dev):
         got = cli("admin", "queryMsgById", *ns, "-i", msg_id, "--json", check=False)
         assert got.returncode == 0, got.stderr
         assert json.loads(got.stdout)["body"] == "find me"
+
+
+def test_version_and_misspelled_config_keys(dev):
+    version = cli("--version").stdout
+    assert "ledgermq" in version and ledgermq.__version__ in version
+    d = dev(conf={"flushDiskTyp": "SYNC_FLUSH", "LISTENPORT": "0"})
+    assert d.ready["unknownKeys"] == \
+        "LISTENPORT (did you mean listenPort?), flushDiskTyp (did you mean flushDiskType?)"
+    log = (d.data / "dev.log").read_text()
+    assert "flushDiskTyp (did you mean flushDiskType?)" in log
