@@ -1,9 +1,11 @@
 """Sending and reading messages: produce, consume."""
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
+from collections import Counter, deque
 
 import click
 
@@ -19,10 +21,14 @@ from . import NAMESRV_OPT, _aio, _emit, _progress, main
 @click.option("--tags", default=None)
 @click.option("--keys", default=None, help="Keys ({i} is replaced by the index).")
 @click.option("--batch", default=1, show_default=True, help="Messages per batch send.")
+@click.option("--in-flight", default=1000, show_default=True,
+              help="Sends awaiting their result at once (1: one at a time).")
 @click.option("--group", default="ledgermq-cli-producer", show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-def produce(namesrv, topic, count, body, tags, keys, batch, group, as_json):
-    """Send messages to a topic."""
+@click.option("--json", "as_json", is_flag=True, help="A JSON summary.")
+@click.option("--json-each", is_flag=True, help="One JSON line per send result.")
+def produce(namesrv, topic, count, body, tags, keys, batch, in_flight, group, as_json,
+            json_each):
+    """Send messages to a topic (pipelined: --in-flight sends await their results)."""
     from ..client import Message, Producer
 
     if body is None:
@@ -31,33 +37,53 @@ def produce(namesrv, topic, count, body, tags, keys, batch, group, as_json):
         count = len(lines)
     else:
         make = lambda i: body.replace("{i}", str(i))  # noqa: E731
+    if batch < 1 or in_flight < 1:
+        raise click.BadParameter("--batch and --in-flight must be at least 1")
 
     def message(i):
         return Message(topic, make(i).encode(), tags=tags,
                        keys=keys.replace("{i}", str(i)) if keys else None)
 
+    def row(r):
+        return {"status": r.status.value, "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id,
+                "queueId": r.queue.queue_id, "broker": r.queue.broker_name,
+                "queueOffset": r.queue_offset}
+
     async def go():
-        results, t0 = [], time.perf_counter()
+        results, window, t0 = [], deque(), time.perf_counter()
         async with Producer(group, namesrv) as p:
             with _progress(f"sending to {topic}") as bar:
                 task = bar.add_task("send", total=count)
+
+                async def settle_oldest():
+                    fut, n = window.popleft()
+                    results.append(row(await fut))
+                    bar.advance(task, n)
                 for start in range(0, count, batch):
                     msgs = [message(i) for i in range(start, min(count, start + batch))]
-                    r = await (p.send(msgs[0]) if len(msgs) == 1 else p.send_batch(msgs))
-                    results.append({"status": r.status.value, "msgId": r.msg_id,
-                                    "offsetMsgId": r.offset_msg_id, "queueId": r.queue.queue_id,
-                                    "broker": r.queue.broker_name, "queueOffset": r.queue_offset})
-                    bar.advance(task, len(msgs))
+                    window.append((p.send_async(msgs[0]) if len(msgs) == 1 else
+                                   asyncio.ensure_future(p.send_batch(msgs)), len(msgs)))
+                    if len(window) >= in_flight:
+                        await settle_oldest()
+                while window:
+                    await settle_oldest()
         return results, time.perf_counter() - t0
 
     results, took = _aio(go())
-    summary = {"topic": topic, "sent": count, "seconds": round(took, 3),
-               "msgs_per_s": round(count / took) if took else None, "results": results}
+    if json_each:
+        for r in results:
+            click.echo(json.dumps(r))
+        return
+    statuses = dict(Counter(r["status"] for r in results))
+    summary = {"topic": topic, "sent": count, "statuses": statuses, "seconds": round(took, 3),
+               "msgs_per_s": round(count / took) if took else None,
+               "first": results[0] if results else None, "last": results[-1] if results else None}
     _emit(summary, as_json, lambda s: click.echo(
-        "\n".join(f"{r['status']} msgId={r['msgId']} offsetMsgId={r['offsetMsgId']} "
-                  f"queue={r['broker']}:{r['queueId']} offset={r['queueOffset']}"
-                  for r in s["results"][-10:])
-        + f"\nsent {s['sent']} in {s['seconds']}s"))
+        "".join(f"{r['status']} msgId={r['msgId']} offsetMsgId={r['offsetMsgId']} "
+                f"queue={r['broker']}:{r['queueId']} offset={r['queueOffset']}\n"
+                for r in (results if len(results) <= 10 else []))
+        + f"sent {s['sent']} in {s['seconds']} s ({s['msgs_per_s'] or 0:,} msgs/s): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(s["statuses"].items()))))
 
 
 @main.command()

@@ -19,7 +19,7 @@ def test_produce_consume_and_admin_commands(dev):
     ns = ["-n", d.namesrv]
     sent = json.loads(cli("produce", *ns, "-t", "CliTopic", "--count", 6, "--body", "hello {i}",
                           "--tags", "t", "--keys", "k{i}", "--json").stdout)
-    assert sent["sent"] == 6 and {r["status"] for r in sent["results"]} == {"SEND_OK"}
+    assert sent["sent"] == 6 and sent["statuses"] == {"SEND_OK": 6}
     lines = cli("consume", *ns, "-t", "CliTopic", "-g", "cg", "--from-beginning",
                 "--json").stdout.splitlines()
     assert sorted(json.loads(x)["body"] for x in lines) == [f"hello {i}" for i in range(6)]
@@ -32,7 +32,7 @@ def test_produce_consume_and_admin_commands(dev):
     by_key = json.loads(cli("admin", "queryMsgByKey", *ns, "-t", "CliTopic", "-k", "k3",
                             "--json").stdout)
     assert [m["body"] for m in by_key] == ["hello 3"]
-    offset_id = sent["results"][0]["offsetMsgId"]
+    offset_id = sent["first"]["offsetMsgId"]
     by_id = json.loads(cli("admin", "queryMsgById", *ns, "-i", offset_id, "--json").stdout)
     assert by_id["body"] == "hello 0"
     status = json.loads(cli("admin", "brokerStatus", *ns, "-b", d.broker, "--json").stdout)
@@ -86,7 +86,7 @@ def test_query_msg_by_id_takes_either_id(dev):
     """produce shows the client's msgId and the broker's offsetMsgId; either finds it."""
     ns = ["-n", dev().namesrv]
     sent = json.loads(cli("produce", *ns, "-t", "Ids", "--body", "find me", "--json").stdout)
-    r = sent["results"][0]
+    r = sent["first"]
     text = cli("produce", *ns, "-t", "Ids", "--body", "again").stdout
     assert "msgId=" in text and "offsetMsgId=" in text
     for msg_id in (r["msgId"], r["offsetMsgId"]):
@@ -103,3 +103,20 @@ def test_version_and_misspelled_config_keys(dev):
         "LISTENPORT (did you mean listenPort?), flushDiskTyp (did you mean flushDiskType?)"
     log = (d.data / "dev.log").read_text()
     assert "flushDiskTyp (did you mean flushDiskType?)" in log
+
+
+def test_produce_pipelines_and_summarizes(dev):
+    """Many sends are in flight at once; --json is a summary, --json-each every result."""
+    ns = ["-n", dev().namesrv]
+    summary = json.loads(cli("produce", *ns, "-t", "Many", "--count", 3000, "--body", "m{i}",
+                             "--json").stdout)
+    assert summary["statuses"] == {"SEND_OK": 3000} and "results" not in summary
+    assert summary["msgs_per_s"] > 0 and summary["last"]["status"] == "SEND_OK"
+    each = cli("produce", *ns, "-t", "Many", "--count", 5, "--body", "e{i}", "--json-each")
+    assert [json.loads(x)["status"] for x in each.stdout.splitlines()] == ["SEND_OK"] * 5
+    text = cli("produce", *ns, "-t", "Many", "--count", 50, "--body", "t{i}").stdout
+    assert "msgs/s" in text and "SEND_OK 50" in text
+    got = cli("consume", *ns, "-t", "Many", "-g", "all", "--json").stdout.splitlines()
+    assert sorted(json.loads(x)["body"] for x in got) == sorted(
+        [f"m{i}" for i in range(3000)] + [f"e{i}" for i in range(5)] +
+        [f"t{i}" for i in range(50)])
