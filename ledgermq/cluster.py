@@ -104,10 +104,11 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     ports = {"namesrv": got[0], "broker": got[1:1 + replicas],
              "repl": got[1 + replicas:1 + 2 * replicas], "control": got[1 + 2 * replicas],
              "controllers": got[2 + 2 * replicas:]}
-    ns = _spawn(["namesrv", "--port", str(ports["namesrv"]), "--json"], d / "namesrv")
+    ns_args = ["namesrv", "--port", str(ports["namesrv"]), "--json"]
+    ns = _spawn(ns_args, d / "namesrv")
     started.append(ns)
     _wait_ready(d / "namesrv", ns)
-    procs = [{"name": "namesrv", "pid": ns.pid, "port": ports["namesrv"]}]
+    procs = [{"name": "namesrv", "pid": ns.pid, "port": ports["namesrv"], "args": ns_args}]
     if mode == "checkpoint":
         ctl = _spawn(["controlnode", "--port", str(ports["control"]), "--dir",
                       str(d / "control" / "data"), "--json"], d / "control")
@@ -160,10 +161,18 @@ def _state(d: Path) -> dict:
                         f"`ledgermq cluster up --dir {d}`") from None
 
 
-def restart(d: Path, name: str) -> dict:
-    """Start one process of the cluster again (after a kill)."""
+def _process(state: dict, d: Path, name: str) -> dict:
+    p = next((p for p in state["processes"] if p["name"] == name), None)
+    if p is None:
+        names = ", ".join(p["name"] for p in state["processes"])
+        raise NoCluster(f"the cluster in {d} has no process {name!r} (it has {names})")
+    return p
+
+
+def start(d: Path, name: str) -> dict:
+    """Start one process of the cluster again (after a kill or a stop)."""
     state = _state(d)
-    p = next(p for p in state["processes"] if p["name"] == name)
+    p = _process(state, d, name)
     deadline = time.monotonic() + 5  # a process just killed may take a moment to go
     while _alive(p["pid"]) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -177,6 +186,15 @@ def restart(d: Path, name: str) -> dict:
     return p
 
 
+restart = start  # the name the tests and earlier scripts use
+
+
+def stop(d: Path, name: str, sig: int = signal.SIGTERM) -> bool:
+    """Stop one process of the cluster; False if it was not running (or is not ours)."""
+    p = _process(_state(d), d, name)
+    return _stop([p], sig) == [name]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -184,11 +202,20 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:  # a zombie child of ours counts as gone
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
+    try:  # a child of ours that exited: reaped, and gone
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return False
     except ChildProcessError:
-        return True
+        pass
+    return not _zombie(pid)  # another parent's zombie counts as gone too
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] == "Z"
 
 
 def status(d: Path) -> dict:
@@ -220,6 +247,8 @@ def status(d: Path) -> dict:
         if "controller" in info:
             st = json.loads(info["controller"])
             p.update({"brokerId": st["brokerId"], "masterEpoch": st["masterEpoch"]})
+        if "checkpoint" in info:
+            p["epoch"] = json.loads(info["checkpoint"])["epoch"]
         if "dledger" in info:
             st = json.loads(info["dledger"])
             p.update({"role": st["role"], "term": st["term"], "leader": st["leader"],
@@ -227,16 +256,82 @@ def status(d: Path) -> dict:
     return state
 
 
+MASTER_ROLES = {"LEADER", "MASTER", "SYNC_MASTER", "ASYNC_MASTER"}
+
+
+def health(state: dict) -> tuple[bool, str]:
+    """Whether the group is whole (one master, every process up, a DLedger quorum), and a
+    line saying so: "leader n0, term 2, 3/3 up, quorum ok"."""
+    brokers = [p for p in state["processes"] if "replPort" in p]  # the replica group
+    up = [p for p in brokers if p["alive"]]
+    masters = [p for p in up if p.get("role") in MASTER_ROLES]
+    parts = []
+    if len(masters) == 1:
+        m = masters[0]
+        era = _era(m)
+        parts.append(f"{'leader' if m['role'] == 'LEADER' else 'master'} {m['name']}" +
+                     (f", {era[0]} {era[1]}" if era else ""))
+    else:
+        parts.append("no master" if not masters else
+                     "masters " + " ".join(p["name"] for p in masters))
+    parts.append(f"{len(up)}/{len(brokers)} up")
+    quorum = len(up) > len(brokers) // 2
+    if state["mode"] == "dledger":
+        parts.append("quorum ok" if quorum else "NO QUORUM")
+    down = [p["name"] for p in state["processes"] if not p["alive"]]
+    if down:
+        parts.append("down: " + " ".join(down))
+    return len(masters) == 1 and not down and quorum, ", ".join(parts)
+
+
+def _era(p: dict) -> tuple[str, int] | None:
+    for key, word in (("term", "term"), ("masterEpoch", "epoch"), ("epoch", "epoch")):
+        if key in p:
+            return word, p[key]
+    return None
+
+
+def lag(state: dict, p: dict) -> int | None:
+    """Bytes a broker's log is behind its master's (DLedger: the leader's end)."""
+    master = next((m for m in state["processes"] if m.get("role") in MASTER_ROLES
+                   and m["alive"]), None)
+    if master is None or not p["alive"]:
+        return None
+    if "end" in p and "end" in master:
+        return master["end"] - p["end"]
+    if "maxOffset" in p.get("ha", {}) and "logEnd" in master.get("ha", {}):
+        return master["ha"]["logEnd"] - p["ha"]["maxOffset"]
+    return 0 if p is master else None
+
+
 def down(d: Path) -> dict:
+    """Stop every process of the cluster; says which it stopped."""
     state = _state(d)
+    state["stopped"] = _stop(state["processes"], signal.SIGTERM)
     for p in state["processes"]:
-        if _alive(p["pid"]):
-            os.kill(p["pid"], signal.SIGTERM)
+        p["alive"] = False
+    return state
+
+
+def _ours(p: dict) -> bool:
+    """Is the recorded pid still the process `up` started (not a reused pid)?"""
+    try:
+        cmdline = Path(f"/proc/{p['pid']}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    args = [a.encode() for a in p.get("args", [])]
+    return b"ledgermq" in cmdline and all(a in cmdline for a in args)
+
+
+def _stop(procs: list[dict], sig: int) -> list[str]:
+    """Signal each live process of ours, wait for it (SIGKILL after 15 s); their names."""
+    mine = [p for p in procs if _alive(p["pid"]) and _ours(p)]
+    for p in mine:
+        os.kill(p["pid"], sig)
     deadline = time.monotonic() + 15
-    for p in state["processes"]:
+    for p in mine:
         while _alive(p["pid"]) and time.monotonic() < deadline:
             time.sleep(0.05)
         if _alive(p["pid"]):
             os.kill(p["pid"], signal.SIGKILL)
-        p["alive"] = False
-    return state
+    return [p["name"] for p in mine]

@@ -1,9 +1,13 @@
 """Local replica groups: ledgermq cluster up|status|down."""
 from __future__ import annotations
 
+import signal
+import sys
 from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.table import Table
 
 from . import _emit, main
 
@@ -40,34 +44,82 @@ def cluster_up(mode, replicas, controllers, directory, as_json):
         f"namesrv {s['namesrv']}\n" + "\n".join(
             f"{p['name']:8} pid={p['pid']} port={p['port']}" +
             (f" replication={p['replPort']}" if "replPort" in p else "")
-            for p in s["processes"])))
+            for p in s["processes"]) +
+        f"\nnext: ledgermq produce -n {s['namesrv']} -t Demo --count 100 --body 'hello {{i}}'"
+        f"\n      ledgermq cluster status --dir {directory}"))
 
 
 @cluster.command("status")
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
 def cluster_status(directory, as_json):
-    """Each process: alive or not, its role, and (DLedger) term and commit."""
-    from ..cluster import NoCluster, status
+    """Each process: pid, up or down, role, term/epoch, commit and end offsets, lag; a
+    health line. Exits 1 when the group is degraded (a process down, no single master, no
+    quorum)."""
+    from ..cluster import NoCluster, health, lag, status
     try:
         state = status(directory)
     except NoCluster as e:
         raise click.ClickException(str(e)) from None
-    _emit(state, as_json, lambda s: click.echo("\n".join(
-        f"{p['name']:8} pid={p['pid']} {'up' if p['alive'] else 'DOWN'} "
-        f"{p.get('role', '')}" + (f" term={p['term']} commit={p['commit']}" if "term" in p
-                                  else "")
-        for p in s["processes"])))
+    ok, line = health(state)
+    state.update(healthy=ok, health=line)
+
+    def render(s):
+        table = Table("name", "pid", "state", "role", "term/epoch", "commit", "end", "lag")
+        for p in s["processes"]:
+            era = p.get("term", p.get("masterEpoch", p.get("epoch", "")))
+            end = p.get("end", p.get("ha", {}).get("maxOffset", p.get("ha", {}).get("logEnd")))
+            table.add_row(p["name"], str(p["pid"]), "up" if p["alive"] else "DOWN",
+                          p.get("role", ""), str(era), str(p.get("commit", "")),
+                          "" if end is None else str(end), _blank(lag(s, p)))
+        Console().print(table)
+        click.echo(s["health"])
+    _emit(state, as_json, render)
+    if not ok:
+        sys.exit(1)
+
+
+def _blank(v) -> str:
+    return "" if v is None else str(v)
 
 
 @cluster.command("down")
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
 def cluster_down(directory, as_json):
-    """Stop every process of the group (by the pids `up` recorded)."""
+    """Stop every process of the group: those whose recorded pid still runs the command
+    `up` started (a reused pid is left alone)."""
     from ..cluster import NoCluster, down
     try:
         state = down(directory)
     except NoCluster as e:
         raise click.ClickException(str(e)) from None
-    _emit(state, as_json, lambda s: click.echo(f"stopped {len(s['processes'])} processes"))
+    _emit(state, as_json, lambda s: click.echo(
+        f"stopped {len(s['stopped'])} of {len(s['processes'])} processes"
+        + (f": {' '.join(s['stopped'])}" if s["stopped"] else "")))
+
+
+def _node_command(name: str, doc: str):
+    @cluster.command(name, help=doc)
+    @click.argument("node")
+    @click.option("--dir", "directory", required=True,
+                  type=click.Path(file_okay=False, path_type=Path))
+    @click.option("--kill", is_flag=True, help="SIGKILL instead of SIGTERM (a crash).")
+    def command(node, directory, kill):
+        from .. import cluster as c
+        try:
+            if name in ("stop", "restart"):
+                stopped = c.stop(directory, node, signal.SIGKILL if kill else signal.SIGTERM)
+                click.echo(f"{node} {'stopped' if stopped else 'was not running'}")
+            if name in ("start", "restart"):
+                p = c.start(directory, node)
+                click.echo(f"{node} started, pid {p['pid']}")
+        except (c.NoCluster, RuntimeError) as e:
+            raise click.ClickException(str(e)) from None
+    return command
+
+
+for _name, _doc in (("start", "Start a stopped (or killed) process of the group."),
+                    ("stop", "Stop one process of the group (--kill: as a crash)."),
+                    ("restart", "Stop and start one process of the group.")):
+    _node_command(_name, _doc)
