@@ -42,11 +42,16 @@ def _emit(data, as_json: bool, render) -> None:
 
 
 def _progress(label: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
-        TimeElapsedColumn
-    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=True,
-                    disable=not sys.stderr.isatty())
+    """A progress bar with rate and ETA on a terminal (stderr); nothing otherwise."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, \
+        TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    class Rate(ProgressColumn):
+        def render(self, task):
+            return f"{task.speed or 0:,.0f} msgs/s"
+    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), Rate(),
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+                    transient=True, disable=not sys.stderr.isatty())
 
 
 NAMESRV_OPT = click.option("-n", "--namesrv", default="127.0.0.1:9876", show_default=True,

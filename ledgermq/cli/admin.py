@@ -40,7 +40,16 @@ def topic_list(namesrv, as_json):
 def topic_route(namesrv, topic, as_json):
     """Brokers and queues of a topic."""
     route = _admin_call(namesrv, lambda a: a.topic_route(topic))
-    _emit(route, True, None)
+
+    def render(r):
+        addrs = {b["brokerName"]: b.get("brokerAddrs", {}) for b in r.get("brokerDatas", [])}
+        table = Table("broker", "read queues", "write queues", "perm", "addresses (id: host)")
+        for q in r.get("queueDatas", []):
+            where = addrs.get(q["brokerName"], {})
+            table.add_row(q["brokerName"], str(q["readQueueNums"]), str(q["writeQueueNums"]),
+                          str(q["perm"]), " ".join(f"{i}: {a}" for i, a in sorted(where.items())))
+        Console().print(table)
+    _emit(route, as_json, render)
 
 
 @admin.command("updateTopic")
@@ -159,4 +168,14 @@ def dledger_status(namesrv, broker, as_json):
     info = _admin_call(namesrv, lambda a: a.broker_status(broker))
     if "dledger" not in info:
         raise click.ClickException(f"{broker} does not run a DLedger commit log")
-    _emit(json.loads(info["dledger"]), True, None)
+
+    def render(st):
+        click.echo(f"{st['selfId']}: {st['role']}, term {st['term']}, leader {st['leader']}, "
+                   f"entries {st['begin']}..{st['end']}, committed {st['commit']} "
+                   f"(offset {st['committedOffset']} of {st['logEndOffset']})")
+        if st.get("watermarks"):
+            table = Table("peer", "address", "acknowledged index", "behind")
+            for peer, index in sorted(st["watermarks"].items()):
+                table.add_row(peer, st["peers"].get(peer, ""), str(index), str(st["end"] - index))
+            Console().print(table)
+    _emit(json.loads(info["dledger"]), as_json, render)

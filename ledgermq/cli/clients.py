@@ -146,9 +146,12 @@ def consume(namesrv, topic, group, broker, expression, from_beginning, count, co
                     await c.commit(q, offset)  # exactly past the last message shown
         return n
 
+    t0 = time.perf_counter()
     n = _aio(go())
+    took = time.perf_counter() - t0
     if not as_json:
-        click.echo(f"-- {n} messages", err=True)
+        click.echo(f"-- {n} messages in {took:.2f} s ({n / took if took else 0:,.0f} msgs/s)",
+                   err=True)
 
 
 def _direct_route(topic, name, addr, queues):

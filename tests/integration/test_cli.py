@@ -27,8 +27,10 @@ def test_produce_consume_and_admin_commands(dev):
     assert sum(r["diff"] for r in progress) == 0 and sum(r["brokerOffset"] for r in progress) == 6
     assert "CliTopic" in json.loads(cli("admin", "topicList", *ns, "--json").stdout)
     cli("admin", "updateTopic", *ns, "-t", "Made", "-c", "DefaultCluster", "-r", 2, "-w", 2)
-    route = json.loads(cli("admin", "topicRoute", *ns, "-t", "Made").stdout)
+    route = json.loads(cli("admin", "topicRoute", *ns, "-t", "Made", "--json").stdout)
     assert route["queueDatas"][0]["writeQueueNums"] == 2
+    table = cli("admin", "topicRoute", *ns, "-t", "Made").stdout
+    assert "write queues" in table and f"0: {d.broker}" in table
     by_key = json.loads(cli("admin", "queryMsgByKey", *ns, "-t", "CliTopic", "-k", "k3",
                             "--json").stdout)
     assert [m["body"] for m in by_key] == ["hello 3"]

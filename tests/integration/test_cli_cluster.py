@@ -27,6 +27,12 @@ def test_a_failover_driven_from_the_cli(tmp_path):
             st["health"].endswith("3/3 up, quorum ok")
         text = cli("cluster", "status", "--dir", d).stdout
         assert "term/epoch" in text and st["health"] in text
+        port = next(p["port"] for p in st["processes"] if p["name"] == leader)
+        raft = cli("admin", "dledgerStatus", "-n", namesrv, "-b", f"127.0.0.1:{port}").stdout
+        assert f"{leader}: LEADER, term" in raft and "acknowledged index" in raft
+        raft_json = json.loads(cli("admin", "dledgerStatus", "-n", namesrv, "-b",
+                                   f"127.0.0.1:{port}", "--json").stdout)
+        assert raft_json["role"] == "LEADER" and len(raft_json["peers"]) == 3
         assert cli("cluster", "stop", leader, "--kill", "--dir", d).stdout.strip() == \
             f"{leader} stopped"
         code, st = status(d)
