@@ -41,7 +41,7 @@ def _emit(data, as_json: bool, render) -> None:
         render(data)
 
 
-def _progress(label: str):
+def _progress(label: str, enabled: bool = True):
     """A progress bar with rate and ETA on a terminal (stderr); nothing otherwise."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, \
         TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -51,7 +51,7 @@ def _progress(label: str):
             return f"{task.speed or 0:,.0f} msgs/s"
     return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), Rate(),
                     TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
-                    transient=True, disable=not sys.stderr.isatty())
+                    transient=True, disable=not (enabled and sys.stderr.isatty()))
 
 
 NAMESRV_OPT = click.option("-n", "--namesrv", default="127.0.0.1:9876", show_default=True,

@@ -118,6 +118,11 @@ def consume(namesrv, topic, group, broker, expression, from_beginning, count, co
         return [MessageQueue(topic, name, q) for q in range(tc["readQueueNums"])]
 
     async def go():
+        # a bar only while the messages go elsewhere (a file, a pipe): not between them
+        with _progress(f"reading {topic}", not sys.stdout.isatty()) as bar:
+            return await read(bar, bar.add_task("read", total=count or None))
+
+    async def read(bar, task):
         n = 0
         async with PullConsumer(group, namesrv if broker is None else broker) as c:
             for q in await queues(c):
@@ -136,6 +141,7 @@ def consume(namesrv, topic, group, broker, expression, from_beginning, count, co
                                 "body": m.body.decode("utf-8", "replace")}
                         click.echo(json.dumps(line) if as_json else
                                    f"[{m.queue_id}:{m.queue_offset}] {line['body']}")
+                    bar.advance(task, len(shown))
                     if r.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
                         break
                     if len(shown) < len(r.messages):  # stopped inside the batch

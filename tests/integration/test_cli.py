@@ -122,3 +122,39 @@ def test_produce_pipelines_and_summarizes(dev):
     assert sorted(json.loads(x)["body"] for x in got) == sorted(
         [f"m{i}" for i in range(3000)] + [f"e{i}" for i in range(5)] +
         [f"t{i}" for i in range(50)])
+
+
+def on_a_terminal(*args) -> str:
+    """Run the CLI with stderr on a pseudo-terminal (stdout a pipe); what the terminal got."""
+    import os
+    import pty
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([sys.executable, "-m", "ledgermq", *map(str, args)],
+                           stdout=subprocess.PIPE, stderr=slave, timeout=60,
+                           env={**os.environ, "COLUMNS": "120"})
+        os.close(slave)
+        slave = None
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other side is closed and drained
+                break
+            if not data:
+                break
+            chunks.append(data)
+        assert p.returncode == 0
+        return b"".join(chunks).decode(errors="replace")
+    finally:
+        os.close(master)
+        if slave is not None:
+            os.close(slave)
+
+
+def test_long_runs_show_progress_on_a_terminal(dev):
+    ns = ["-n", dev().namesrv]
+    sending = on_a_terminal("produce", *ns, "-t", "Bar", "--count", 20000, "--body", "b{i}")
+    assert "sending to Bar" in sending and "msgs/s" in sending
+    reading = on_a_terminal("consume", *ns, "-t", "Bar", "-g", "bar", "--count", 20000)
+    assert "reading Bar" in reading and "msgs/s" in reading
