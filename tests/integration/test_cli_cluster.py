@@ -42,6 +42,9 @@ def test_a_failover_driven_from_the_cli(tmp_path):
         assert new != leader
         assert cli("cluster", "start", leader, "--dir", d).stdout.startswith(f"{leader} started")
         wait_until(lambda: status(d)[0] == 0, "the group whole again")
+        out = cli("cluster", "restart", leader, "--dir", d).stdout.splitlines()
+        assert out[0] == f"{leader} stopped" and out[1].startswith(f"{leader} started")
+        wait_until(lambda: status(d)[0] == 0, "the group whole after a restart")
     finally:
         down = cli("cluster", "down", "--dir", d)
     assert down.stdout.strip().startswith("stopped 4 of 4 processes")
@@ -61,3 +64,20 @@ def test_down_leaves_a_reused_pid_alone(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_zombie_counts_as_down():
+    """A process that exited but whose parent has not reaped it yet is not running."""
+    from ledgermq.cluster import _alive
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0: os._exit(0)\n"
+        "print(pid, flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        wait_until(lambda: not _alive(child), "the unreaped child seen as down", timeout=5)
+        assert parent.poll() is None  # its parent is still there, not reaping it
+    finally:
+        parent.kill()
+        parent.wait()
