@@ -69,7 +69,7 @@ def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str
             del conf["brokerId"], conf["brokerRole"]
             conf.update(enableControllerMode="true", controllerAddr=";".join(
                 f"127.0.0.1:{p}" for p in ports["controllers"]), brokerHeartbeatInterval="200",
-                allAckInSyncStateSet="true", haMaxTimeSlaveNotCatchUp="3000")
+                haMaxTimeSlaveNotCatchUp="3000")  # acknowledging: the safe default
     conf.update(extra)
     return "".join(f"{k}={v}\n" for k, v in conf.items())
 

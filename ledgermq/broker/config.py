@@ -89,7 +89,10 @@ class BrokerConfig:
     controllerAddr: str = ""  # host:port;host:port of the controllers (or name servers)
     brokerHeartbeatInterval: int = field(default=1000, metadata=check(positive))  # ms
     haMaxTimeSlaveNotCatchUp: int = field(default=15_000, metadata=check(positive))  # ms
-    allAckInSyncStateSet: bool = False
+    # ledgermq's default differs from RocketMQ's (false): a send waits for every member of
+    # the SyncStateSet, so a failover to any member keeps it (inSyncReplicas counts only
+    # when this is false)
+    allAckInSyncStateSet: bool = True
     inSyncReplicas: int = field(default=1, metadata=check(positive))
     minInSyncReplicas: int = field(default=1, metadata=check(positive))
     asyncLearner: bool = False  # copies the log, never joins the SyncStateSet

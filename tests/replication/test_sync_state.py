@@ -51,9 +51,12 @@ def test_acknowledgement_rules():
     assert t.acknowledged(100) is False  # 3 has not acked
     t.ack(3, 100, 1)
     assert t.acknowledged(100) is True
-    some = tracker(in_sync_replicas=2)
+    some = tracker(all_ack=False, in_sync_replicas=2)
     some.ack(2, 100, 1)
     assert some.acknowledged(100) is True  # master + one slave
+    default = tracker(in_sync_replicas=2)  # all_ack by default: inSyncReplicas is ignored
+    default.ack(2, 100, 1)
+    assert default.acknowledged(100) is False
     few = SyncStateTracker(1, (1,), 1, 100, 0, SyncConfig(min_in_sync_replicas=2))
     assert few.acknowledged(50) is None  # too few in-sync replicas: a clear refusal
 

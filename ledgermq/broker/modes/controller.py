@@ -32,6 +32,18 @@ log = logging.getLogger(__name__)
 BIND_RETRY_S = 0.2
 
 
+def unsafe_settings(c) -> list[str]:
+    """What in this broker's configuration gives up "no acknowledged message is lost when
+    a broker dies", each with its consequence (empty: the promise holds)."""
+    out = []
+    if not c.allAckInSyncStateSet:
+        n = c.inSyncReplicas
+        out.append(f"allAckInSyncStateSet=false, inSyncReplicas={n}: a send is acknowledged "
+                   f"once {'the master alone holds it' if n <= 1 else f'{n} members hold it'}"
+                   ", and a failover to a member without it loses it")
+    return out
+
+
 class ControllerMode(HAPortMode):
     name = "controller"
 
@@ -97,6 +109,9 @@ class ControllerMode(HAPortMode):
 
     # ---- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
+        for text in unsafe_settings(self.config):
+            log.warning("UNSAFE CONFIGURATION, this broker gives up the promise that no "
+                        "acknowledged message is lost when a broker dies: %s", text)
         try:
             await self.step()  # a role before the broker announces itself, if we can
         except (ControllerError, RemotingError) as e:

@@ -24,7 +24,7 @@ class ProposeSyncStateSet:
 @dataclass(frozen=True)
 class SyncConfig:
     max_not_catch_up_ms: int = 15_000  # haMaxTimeSlaveNotCatchUp
-    all_ack: bool = False  # allAckInSyncStateSet
+    all_ack: bool = True  # allAckInSyncStateSet (ledgermq's default: the safe one)
     in_sync_replicas: int = 1  # inSyncReplicas (used when all_ack is off)
     min_in_sync_replicas: int = 1  # minInSyncReplicas
     proposal_timeout_ms: int = 5000  # no answer from the controller: propose again
