@@ -96,6 +96,7 @@ class BrokerConfig:
     inSyncReplicas: int = field(default=1, metadata=check(positive))
     minInSyncReplicas: int = field(default=1, metadata=check(positive))
     asyncLearner: bool = False  # copies the log, never joins the SyncStateSet
+    syncFromLastFile: bool = False  # an empty slave starts at the master's last file
     # DLedger (Raft) commit log: RocketMQ's switches
     enableDLegerCommitLog: bool = False
     dLegerGroup: str = ""

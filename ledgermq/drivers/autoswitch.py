@@ -105,15 +105,17 @@ class AutoSwitchMasterDriver(HAMasterDriver):
 class AutoSwitchSlaveDriver(HASlaveDriver):
     def __init__(self, store: MessageStore, config: HAConfig, epochs: EpochFile,
                  master_addr: Callable[[], Awaitable[str | None]], *, slave_id: int,
-                 learner: bool = False):
+                 learner: bool = False, from_last_file: bool = False):
         super().__init__(store, config, master_addr, slave_id=slave_id)
         self.epochs = epochs
         self.learner = learner
+        self.from_last_file = from_last_file  # syncFromLastFile: said in the handshake
         self.core = self._new_core()
 
     def _new_core(self) -> AutoSwitchSlave:
         return AutoSwitchSlave(self.config, self.slave_id, self.epochs.entries,
-                               self.store.commitlog.max_offset, now_ms(), learner=self.learner)
+                               self.store.commitlog.max_offset, now_ms(), learner=self.learner,
+                               from_last_file=self.from_last_file)
 
     async def _follow(self, addr: str) -> None:
         host, port = addr.rsplit(":", 1)

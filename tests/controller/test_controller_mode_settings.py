@@ -1,6 +1,7 @@
 """Controller-mode brokers in one process with a controller inside the name server: the
-safe acknowledgement is the default (a send waits for every SyncStateSet member), and a
-configuration that gives it up says so loudly at start-up."""
+safe acknowledgement is the default (a send waits for every SyncStateSet member), a
+configuration that gives it up says so loudly at start-up, and `syncFromLastFile` makes a
+new slave start at the master's last file."""
 import asyncio
 import contextlib
 import logging
@@ -87,4 +88,31 @@ def test_a_configuration_that_gives_the_promise_up_is_logged_loudly(tmp_path, ca
             text = loud[0].getMessage()
             assert "gives up the promise" in text and "inSyncReplicas=1" in text
             assert "the master alone" in text
+    asyncio.run(go())
+
+
+def test_sync_from_last_file_starts_a_new_slave_at_the_masters_last_file(tmp_path, caplog):
+    async def go():
+        async with name_server_with_controller(tmp_path) as ns:
+            async with running(broker(tmp_path, "a", ns.address)) as a:
+                await until(lambda: a.mode.is_master, "a is master")
+                async with Producer("p", ns.address) as p:
+                    for i in range(400):  # about three 64 KiB files
+                        await p.send(Message("T", bytes([65 + i % 26]) * 500))
+                end = a.store.commitlog.max_offset
+                last_file = end - end % SEGMENT
+                assert last_file >= 2 * SEGMENT
+                async with running(broker(tmp_path, "b", ns.address,
+                                          syncFromLastFile="true")) as b:
+                    await until(lambda: b.store.commitlog.max_offset == end,
+                                "the new slave caught up")
+                    assert b.store.commitlog.min_offset == last_file
+                    assert b.store.commitlog.read(last_file, end - last_file) == \
+                        a.store.commitlog.read(last_file, end - last_file)
+                async with running(broker(tmp_path, "c", ns.address)) as c:  # the default
+                    await until(lambda: c.store.commitlog.max_offset == end,
+                                "a default slave caught up")
+                    assert c.store.commitlog.min_offset == 0
+        unsafe = [r.getMessage() for r in caplog.records if "UNSAFE" in r.getMessage()]
+        assert len(unsafe) == 1 and "syncFromLastFile=true" in unsafe[0]
     asyncio.run(go())

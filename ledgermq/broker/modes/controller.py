@@ -41,6 +41,9 @@ def unsafe_settings(c) -> list[str]:
         out.append(f"allAckInSyncStateSet=false, inSyncReplicas={n}: a send is acknowledged "
                    f"once {'the master alone holds it' if n <= 1 else f'{n} members hold it'}"
                    ", and a failover to a member without it loses it")
+    if c.syncFromLastFile:
+        out.append("syncFromLastFile=true: a new slave copies only the master's last file, "
+                   "so if it is elected master the messages before that file are gone")
     return out
 
 
@@ -212,7 +215,8 @@ class ControllerMode(HAPortMode):
     async def _become_slave(self, view: dict) -> None:
         await self.links.follow(AutoSwitchSlaveDriver(
             self.store, ha_config(self.config, self.store), self.epochs, self._master_ha_addr,
-            slave_id=self.controller_id, learner=self.config.asyncLearner))
+            slave_id=self.controller_id, learner=self.config.asyncLearner,
+            from_last_file=self.config.syncFromLastFile))
         self.role, self.master_epoch = "SLAVE", view["masterEpoch"]
         log.info("controller: broker %d follows master %s (%s) in epoch %d", self.controller_id,
                  view["masterBrokerId"], view["masterHaAddress"], view["masterEpoch"])
