@@ -97,6 +97,9 @@ class BrokerConfig:
     minInSyncReplicas: int = field(default=1, metadata=check(positive))
     asyncLearner: bool = False  # copies the log, never joins the SyncStateSet
     syncFromLastFile: bool = False  # an empty slave starts at the master's last file
+    # the controller elects the member with the highest epoch, then the longest log, then
+    # the lowest brokerElectionPriority (RocketMQ's key and default)
+    brokerElectionPriority: int = 2**31 - 1
     # DLedger (Raft) commit log: RocketMQ's switches
     enableDLegerCommitLog: bool = False
     dLegerGroup: str = ""

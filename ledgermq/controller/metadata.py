@@ -35,7 +35,9 @@ class ElectMaster:
     """Master lost (or an operator's electMaster): pick from the SyncStateSet (S1-3)."""
 
     group: str
-    alive: tuple[int, ...]  # broker ids the leader heard from lately
+    # broker ids the leader heard from lately, in its order of preference (the most
+    # up-to-date first): applying takes the first one that qualifies
+    alive: tuple[int, ...]
     preferred: int | None = None
     unclean: bool = False  # enableElectUncleanMaster: may pick outside the SyncStateSet
     operator: bool = False  # an operator's electMaster may replace a live master
@@ -147,11 +149,12 @@ class ControllerMetadata:
         g = self.groups.get(c.group)
         if g is None:
             return Result(False, f"broker group {c.group} is not registered")
-        alive = set(c.alive) & set(g.brokers)
-        in_set = [b for b in g.sync_state_set if b in alive] if g.master is not None \
-            else sorted(alive)  # a new group: every registered broker is in sync
+        ranked = list(dict.fromkeys(b for b in c.alive if b in g.brokers))
+        alive = set(ranked)
+        in_set = [b for b in ranked if b in g.sync_state_set] if g.master is not None \
+            else ranked  # a new group: every registered broker is in sync
         if self.bug == "elect-outside-sync-set":
-            in_set = sorted(alive)
+            in_set = ranked
         before = {"previousMaster": g.master, "previousSyncStateSet": list(g.sync_state_set)}
         if c.preferred is not None:
             if c.preferred not in alive:
@@ -167,7 +170,7 @@ class ControllerMetadata:
             others = [b for b in in_set if b != g.master] if c.operator else []
             chosen, unclean = (others or in_set)[0], False
         elif c.unclean and alive:
-            chosen, unclean = sorted(alive)[0], True
+            chosen, unclean = ranked[0], True
         else:
             return Result(False, f"no SyncStateSet member of {c.group} is alive "
                                  f"(set {list(g.sync_state_set)}, alive {sorted(alive)})")

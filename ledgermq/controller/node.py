@@ -2,8 +2,9 @@
 
 Commands are proposed through Raft; every node applies committed entries in log order, so
 all hold the same metadata. Only the leader watches broker heartbeats (in memory, as the
-active controller does): when a group's master has been silent for
-`heartbeat_timeout_ms`, it proposes an ElectMaster naming the brokers it still hears.
+active controller does), with what each broker last reported (liveness.py): when a
+group's master has been silent for `heartbeat_timeout_ms`, it proposes an ElectMaster
+naming the brokers it still hears, most up-to-date first.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import random
 from dataclasses import dataclass
 
 from ..replication.raft import Code, Complete, RaftConfig, RaftNode, Role, SaveCommit
+from .liveness import BrokerReport, elect_order
 from .metadata import ControllerMetadata, ElectMaster, Result, decode_command, encode_command
 
 
@@ -44,6 +46,7 @@ class ControllerNode:
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.unclean = unclean
         self.heard: dict[tuple[str, int], int] = {}  # (group, broker id) -> last heartbeat
+        self.reports: dict[tuple[str, int], BrokerReport] = {}  # what that heartbeat said
         self.leader_since: int | None = None
         self._results: dict[int, Result] = {}  # recent entries' outcomes, by index
         self._next_internal = -1  # ids of the leader's own proposals (negative)
@@ -61,8 +64,17 @@ class ControllerNode:
     def propose(self, request_id: int, cmd, now: int) -> list:
         return self._process(self.raft.propose(request_id, encode_command(cmd), now), now)
 
-    def broker_heartbeat(self, group: str, broker_id: int, now: int) -> None:
+    def broker_heartbeat(self, group: str, broker_id: int, now: int,
+                         report: BrokerReport | None = None) -> None:
         self.heard[(group, broker_id)] = now
+        if report is not None:
+            self.reports[(group, broker_id)] = report
+
+    def candidates(self, group: str, now: int) -> tuple[int, ...]:
+        """The group's brokers heard within the timeout, the best to elect first."""
+        alive = [b for (g, b), t in self.heard.items()
+                 if g == group and now - t < self.heartbeat_timeout_ms]
+        return elect_order(alive, {b: r for (g, b), r in self.reports.items() if g == group})
 
     def tick(self, now: int) -> list:
         out = self._process(self.raft.tick(now), now)
@@ -79,8 +91,7 @@ class ControllerNode:
                 continue
             if now - self._electing.get(name, -1 << 60) < self.heartbeat_timeout_ms:
                 continue  # one proposal at a time per group
-            alive = tuple(sorted(b for b in g.brokers if now - self.heard.get(
-                (name, b), -1 << 60) < self.heartbeat_timeout_ms))
+            alive = tuple(b for b in self.candidates(name, now) if b in g.brokers)
             self._electing[name] = now
             rid = self._next_internal
             self._next_internal -= 1

@@ -20,6 +20,7 @@ from ..files import DirectoryLock
 from ..remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ..replication.raft import RaftConfig
 from .config import ControllerConfig
+from .liveness import LOWEST_PRIORITY, BrokerReport
 from .metadata import AlterSyncStateSet, CleanBrokerMetadata, ElectMaster, RegisterBroker, Result
 from .node import Answer, Applied, ControllerNode
 
@@ -106,8 +107,14 @@ class ControllerServer(RaftDriver):
         return self._answer(cmd, self.propose(c), heard=e["brokerName"])
 
     def _heartbeat(self, cmd):
-        group, bid = cmd.ext["brokerName"], int(cmd.ext["brokerId"])
-        self.core.broker_heartbeat(group, bid, now_ms())
+        e = cmd.ext
+        group, bid = e["brokerName"], int(e["brokerId"])
+        report = None
+        if "maxOffset" in e:  # RocketMQ's BrokerHeartbeatRequestHeader fields
+            report = BrokerReport(int(e.get("epoch", -1)), int(e["maxOffset"]),
+                                  int(e.get("confirmOffset", -1)),
+                                  int(e.get("electionPriority", LOWEST_PRIORITY)))
+        self.core.broker_heartbeat(group, bid, now_ms(), report)
         return self._replica_info(cmd)
 
     def _elect(self, cmd):
@@ -150,6 +157,9 @@ class ControllerServer(RaftDriver):
             v["alive"] = [b for b in sorted(groups[name].brokers)
                           if now - self.core.heard.get((name, b), -1 << 60)
                           < self.config.brokerNotActiveTimeoutMillis]
+            # what elections go by (the leader's memory): each live broker's last report
+            v["liveness"] = {str(b): r.view() for b in v["alive"]
+                             if (r := self.core.reports.get((name, b))) is not None}
             out[name] = v
         return cmd.response(ResponseCode.SUCCESS, body=_json(out))
 
@@ -169,9 +179,8 @@ class ControllerServer(RaftDriver):
 
     # ---- proposing --------------------------------------------------------------------
     def alive(self, group: str) -> tuple[int, ...]:
-        now = now_ms()
-        return tuple(sorted(b for (g, b), t in self.core.heard.items()
-                            if g == group and now - t < self.config.brokerNotActiveTimeoutMillis))
+        """The brokers heard lately, the one to elect first (ElectMaster carries the order)."""
+        return self.core.candidates(group, now_ms())
 
     def propose(self, command) -> asyncio.Future:
         rid = self.next_request_id()

@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from ..controller import BUGS as CONTROLLER_BUGS
 from ..controller import AlterSyncStateSet, Answer, ElectMaster, RegisterBroker
+from ..controller.liveness import BrokerReport
 from ..controller.metadata import STALE_SET_EPOCH
 from ..replication.autoswitch import BUGS as AUTOSWITCH_BUGS
 from ..replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
@@ -47,7 +48,6 @@ from .result import Violation
 BUGS = {**CONTROLLER_BUGS, **AUTOSWITCH_BUGS}
 TICK_MS = 10  # brokers and controllers alike
 HEARTBEAT_MS = 60  # broker -> controller
-NOT_ACTIVE_MS = 600  # the controller's brokerNotActiveTimeoutMillis
 
 
 @dataclass
@@ -103,6 +103,7 @@ class AutoSwitchSim(ControllerSim):
         self.acked: list[Acked] = []
         self.sends = 0
         self.truncations = 0
+        self.truncated_bytes = 0  # what slaves cut from their logs to follow a new master
         self.masters_started = 0
         self._ticks.update({name: Tick(name) for name in self.brokers})
         self._beats = {name: Beat(name) for name in self.brokers}
@@ -126,8 +127,8 @@ class AutoSwitchSim(ControllerSim):
     def on_beat(self, ev: Beat) -> None:
         b = self.brokers[ev.node]
         if b.alive:
-            self._ask(RegisterAsk(b.name) if b.broker_id is None
-                      else HeartbeatAsk(b.name, b.broker_id))
+            self._ask(RegisterAsk(b.name) if b.broker_id is None else HeartbeatAsk(
+                b.name, b.broker_id, b.epochs[-1][0] if b.epochs else 0, b.log.end))
         self.w.at(HEARTBEAT_MS, ev)
 
     def _controller_request(self, node_id: str, ask: Ask) -> None:
@@ -138,7 +139,8 @@ class AutoSwitchSim(ControllerSim):
             self.w.send(node_id, ask.broker, NotLeader())
             return
         if isinstance(ask, HeartbeatAsk):
-            node.broker_heartbeat(GROUP, ask.broker_id, self.w.now)
+            node.broker_heartbeat(GROUP, ask.broker_id, self.w.now,
+                                  BrokerReport(ask.epoch, ask.max_offset))
             g = node.metadata.groups.get(GROUP)
             if g is not None:
                 self.w.send(node_id, ask.broker, ViewReply(g.view()))
@@ -146,9 +148,7 @@ class AutoSwitchSim(ControllerSim):
         if isinstance(ask, RegisterAsk):
             cmd = RegisterBroker("c", GROUP, ask.broker, ask.broker)
         elif isinstance(ask, ElectAsk):
-            alive = tuple(sorted(b for (grp, b), t in node.heard.items()
-                                 if grp == GROUP and self.w.now - t < NOT_ACTIVE_MS))
-            cmd = ElectMaster(GROUP, alive)
+            cmd = ElectMaster(GROUP, node.candidates(GROUP, self.w.now))
         else:
             cmd = AlterSyncStateSet(GROUP, ask.master_id, ask.master_epoch, ask.members,
                                     ask.set_epoch)
@@ -287,6 +287,7 @@ class AutoSwitchSim(ControllerSim):
                 self.net_links.to_master(b.name, b.link, Ack(a.offset))
             elif isinstance(a, TruncateLog):
                 self.truncations += 1
+                self.truncated_bytes += b.log.end - a.offset
                 self.w.log(f"{b.name} truncates {b.log.end} -> {a.offset}")
                 b.log.truncate(a.offset)
                 if self.rng.random() < 0.1:  # crash between the log cut and the epochs cut
@@ -456,4 +457,5 @@ class AutoSwitchSim(ControllerSim):
 
     def stats(self) -> dict:
         return {**super().stats(), "acked": len(self.acked), "sends": self.sends,
-                "truncations": self.truncations, "masters": self.masters_started}
+                "truncations": self.truncations, "truncated_bytes": self.truncated_bytes,
+                "masters": self.masters_started}

@@ -21,13 +21,17 @@ class RegisterAsk(Ask):
 
 @message
 class HeartbeatAsk(Ask):
-    """A registered broker's heartbeat; answered with the group's view."""
+    """A registered broker's heartbeat (with what elections go by); answered with the
+    group's view."""
     broker_id: int
+    epoch: int = -1
+    max_offset: int = -1
 
 
 @message
 class ElectAsk(Ask):
-    """The group has no master: elect one among the brokers heard lately."""
+    """The group has no master: elect one among the brokers heard lately (the most
+    up-to-date first)."""
 
 
 @message

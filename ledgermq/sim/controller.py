@@ -25,6 +25,7 @@ from .result import Violation
 
 TICK_MS = 20
 GROUP, BROKERS = "g", (1, 2, 3)
+NOT_ACTIVE_MS = 600  # the controller's brokerNotActiveTimeoutMillis
 
 
 class ControllerSim(Simulation):
@@ -65,7 +66,7 @@ class ControllerSim(Simulation):
         d = self.disks[node_id]
         self.nodes[node_id] = ControllerNode(
             node_id, self.ids, self.cfg, log=list(d.log), term=d.term, voted_for=d.voted_for,
-            commit=d.commit, rng=self.rng, now=self.w.now, heartbeat_timeout_ms=600,
+            commit=d.commit, rng=self.rng, now=self.w.now, heartbeat_timeout_ms=NOT_ACTIVE_MS,
             bug=self.bug)
 
     def _execute(self, node_id: str, actions: list) -> None:

@@ -1,7 +1,8 @@
 """Controller-mode brokers in one process with a controller inside the name server: the
 safe acknowledgement is the default (a send waits for every SyncStateSet member), a
-configuration that gives it up says so loudly at start-up, and `syncFromLastFile` makes a
-new slave start at the master's last file."""
+configuration that gives it up says so loudly at start-up, heartbeats tell the controller
+each broker's epoch and log end (what it elects by), and `syncFromLastFile` makes a new
+slave start at the master's last file."""
 import asyncio
 import contextlib
 import logging
@@ -10,6 +11,7 @@ from ledgermq import Message, Producer
 from ledgermq.broker import Broker, load_broker_config
 from ledgermq.client.message import SendStatus
 from ledgermq.cluster import free_ports
+from ledgermq.controller.client import ControllerClient
 from ledgermq.namesrv import NamesrvConfig, NameServer
 
 from ..wait import until
@@ -116,3 +118,32 @@ def test_sync_from_last_file_starts_a_new_slave_at_the_masters_last_file(tmp_pat
         unsafe = [r.getMessage() for r in caplog.records if "UNSAFE" in r.getMessage()]
         assert len(unsafe) == 1 and "syncFromLastFile=true" in unsafe[0]
     asyncio.run(go())
+
+
+def test_heartbeats_report_epoch_and_log_end_to_the_controller(tmp_path):
+    async def go():
+        async with name_server_with_controller(tmp_path) as ns:
+            async with running(broker(tmp_path, "a", ns.address,
+                                      brokerElectionPriority="7")) as a:
+                await until(lambda: a.mode.is_master, "a is master")
+                async with Producer("p", ns.address) as p:
+                    for i in range(5):
+                        await p.send(Message("T", b"x%d" % i))
+                end = a.store.commitlog.max_offset
+
+                async def reported():
+                    async with ControllerClient(ns.address) as cli:
+                        g = (await cli.sync_state_set(["broker-a"]))["broker-a"]
+                    return g["liveness"][str(a.mode.controller_id)]
+                info = await until(_when(reported, lambda i: i["maxOffset"] == end),
+                                   "the log end reaches the controller")
+                assert info["epoch"] == a.mode.master_epoch == 1
+                assert info["electionPriority"] == 7
+    asyncio.run(go())
+
+
+def _when(fetch, ok):
+    async def check():
+        value = await fetch()
+        return value if ok(value) else None
+    return check

@@ -140,3 +140,54 @@ def test_too_few_in_sync_replicas_is_a_clear_send_error(tmp_path):
                 with pytest.raises(MQClientError, match="IN_SYNC_REPLICAS_NOT_ENOUGH"):
                     await p.send(Message("T", b"hello"))
     asyncio.run(go())
+
+
+def test_the_most_up_to_date_member_is_elected(tmp_path):
+    """Brokers report epoch, max offset and election priority in their heartbeats; the
+    controller elects by highest epoch, then highest max offset, then lowest priority
+    value (RocketMQ's order), whether a broker asks or the master's heartbeats stop."""
+    port = free_ports(1)[0]
+    reports = {1: (3, 400, 2**31 - 1), 2: (3, 900, 5), 3: (3, 900, 1), 4: (2, 5000, 0)}
+    beating = set(reports)
+
+    async def heartbeats(cli):
+        while True:
+            for b in sorted(beating):
+                epoch, offset, priority = reports[b]
+                await cli.call(RequestCode.BROKER_HEARTBEAT, {
+                    "brokerName": "g", "brokerId": b, "epoch": epoch, "maxOffset": offset,
+                    "confirmOffset": offset, "electionPriority": priority})
+            await asyncio.sleep(0.1)  # a heartbeat interval, not a wait for anything
+
+    async def go():
+        c = controller(tmp_path, port)
+        await c.start()
+        await until(lambda: c.is_leader, "the controller leads")
+        async with ControllerClient(f"127.0.0.1:{port}") as cli:
+            for b in reports:
+                await cli.call(RequestCode.CONTROLLER_REGISTER_BROKER,
+                               {**REGISTER, "brokerAddress": f"127.0.0.1:{b}"})
+            beat = asyncio.create_task(heartbeats(cli))
+            try:
+                await until(lambda: len(c.core.reports) == 4, "every broker reported")
+                # a broker asks (the group has no master): epoch 3 beats 4's longer log of
+                # epoch 2; 2 and 3 hold as much, and 3's priority value is lower
+                view = await cli.call(RequestCode.CONTROLLER_ELECT_MASTER, {"brokerName": "g"})
+                assert view["masterBrokerId"] == 3
+                await cli.call(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, {
+                    "brokerName": "g", "masterId": 3, "masterEpoch": view["masterEpoch"],
+                    "syncStateSetEpoch": view["syncStateSetEpoch"]}, body=[1, 2, 3, 4])
+                # the master goes silent; all in epoch 4 now, 4 holds the most
+                reports.update({1: (4, 1200, 0), 2: (4, 1100, 0), 4: (4, 1300, 9)})
+                beating.discard(3)
+                g = await until(lambda: (v := c.core.metadata.groups["g"]).master != 3 and v,
+                                "a new master after the heartbeat timeout")
+                assert g.master == 4 and g.master_epoch == view["masterEpoch"] + 1
+                data = (await cli.sync_state_set(["g"]))["g"]
+                assert data["liveness"]["4"] == {"epoch": 4, "maxOffset": 1300,
+                                                 "confirmOffset": 1300, "electionPriority": 9}
+            finally:
+                beat.cancel()
+                await asyncio.gather(beat, return_exceptions=True)
+        await c.stop()
+    asyncio.run(go())

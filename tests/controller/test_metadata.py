@@ -87,3 +87,13 @@ def test_replicas_applying_the_same_log_agree():
             m.apply(decode_command(encode_command(c)))
         views.append(m.groups["g"].view())
     assert views[0] == views[1] and views[0]["masterBrokerId"] == 2
+
+
+def test_election_takes_the_leaders_order_of_candidates(group):
+    """The leader ranks the live brokers (most up-to-date first) and the command carries
+    that order: applying it picks the first SyncStateSet member, not the lowest id."""
+    r = group.apply(ElectMaster("g", alive=(3, 2)))  # master 1 gone; 3 holds the most
+    assert r.ok and r.data["masterBrokerId"] == 3 and r.data["masterEpoch"] == 2
+    group.apply(AlterSyncStateSet("g", 3, 2, (2, 3), group.groups["g"].set_epoch))
+    r = group.apply(ElectMaster("g", alive=(1, 2)))  # 1 ranks first but is not in the set
+    assert r.data["masterBrokerId"] == 2

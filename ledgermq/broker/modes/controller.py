@@ -152,7 +152,11 @@ class ControllerMode(HAPortMode):
             self.controller_id = view["brokerId"]
             log.info("controller: registered as broker %d of %s", self.controller_id, self.group)
         view = await self.controller.call(RequestCode.BROKER_HEARTBEAT, {
-            "brokerName": self.group, "brokerId": self.controller_id})
+            "brokerName": self.group, "brokerId": self.controller_id,
+            # what the controller elects by (the most up-to-date member first)
+            "epoch": self.epochs.last_epoch, "maxOffset": self.store.commitlog.max_offset,
+            "confirmOffset": self.store.dispatch_bound,
+            "electionPriority": c.brokerElectionPriority})
         if str(self.controller_id) not in view["brokers"]:
             # cleaned from the controller's metadata: register again, and take the group's
             # epochs as they come from now on
