@@ -68,6 +68,14 @@ class ControllerServer(RaftDriver):
     def port(self) -> int:
         return self.server.port
 
+    async def start(self) -> None:
+        if self.config.enableElectUncleanMaster:
+            log.warning("UNSAFE CONFIGURATION, this controller gives up the promise that no "
+                        "acknowledged message is lost when a broker dies: "
+                        "enableElectUncleanMaster=true lets a broker outside the SyncStateSet "
+                        "become master, without what the set acknowledged")
+        await super().start()
+
     async def stop(self) -> None:
         await super().stop()
         self._dir_lock.release()

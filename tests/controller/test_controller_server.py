@@ -4,6 +4,7 @@ the name server (enableControllerInNamesrv) makes a controller-mode broker its m
 few in-sync replicas is a clear send error, not a silent SEND_OK."""
 import asyncio
 import contextlib
+import logging
 
 import pytest
 
@@ -21,11 +22,11 @@ from ledgermq.replication.raft import Entry
 from ..wait import until
 
 
-def controller(tmp_path, port):
+def controller(tmp_path, port, **extra):
     return ControllerServer(load_controller_config(None, {
         "controllerDLegerPeers": f"n0-127.0.0.1:{port}", "controllerDLegerSelfId": "n0",
         "controllerStorePath": str(tmp_path / "ctl"), "electionTimeoutMs": "50",
-        "brokerNotActiveTimeoutMillis": "2000"}))
+        "brokerNotActiveTimeoutMillis": "2000", **extra}))
 
 
 REGISTER = {"clusterName": "C", "brokerName": "g", "brokerAddress": "127.0.0.1:1",
@@ -50,6 +51,9 @@ def test_metadata_survives_a_restart_and_bad_requests_get_errors(tmp_path):
             with pytest.raises(ControllerError, match="bad request"):
                 await cli.call(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
                                {"brokerName": "g"})
+            with pytest.raises(ControllerError, match="bad request.*maxOffset|invalid literal"):
+                await cli.call(RequestCode.BROKER_HEARTBEAT, {
+                    "brokerName": "g", "brokerId": 1, "maxOffset": "lots"})
             with pytest.raises(ControllerError, match="stale"):  # fenced by the set epoch
                 await cli.call(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, {
                     "brokerName": "g", "masterId": 1, "masterEpoch": 1,
@@ -191,3 +195,15 @@ def test_the_most_up_to_date_member_is_elected(tmp_path):
                 await asyncio.gather(beat, return_exceptions=True)
         await c.stop()
     asyncio.run(go())
+
+
+def test_unclean_elections_are_logged_loudly_at_start_up(tmp_path, caplog):
+    async def go():
+        with caplog.at_level(logging.WARNING):
+            for unclean in ("false", "true"):
+                c = controller(tmp_path, free_ports(1)[0], enableElectUncleanMaster=unclean)
+                await c.start()
+                await c.stop()
+    asyncio.run(go())
+    loud = [r for r in caplog.records if "UNSAFE" in r.getMessage()]
+    assert len(loud) == 1 and "enableElectUncleanMaster=true" in loud[0].getMessage()
