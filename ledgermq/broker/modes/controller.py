@@ -24,6 +24,7 @@ from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCod
 from ...replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
 from ...store import PutResult
 from ...wire.batch import EncodedBatch
+from ..config import BrokerConfig
 from .base import Later
 from .ha_links import HAPortMode, ha_config, when_slaves_ack
 
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 BIND_RETRY_S = 0.2
 
 
-def unsafe_settings(c) -> list[str]:
+def unsafe_settings(c: BrokerConfig) -> list[str]:
     """What in this broker's configuration gives up "no acknowledged message is lost when
     a broker dies", each with its consequence (empty: the promise holds)."""
     out = []
