@@ -1,48 +1,12 @@
 """The Raft core on its own: a tiny in-memory harness delivering messages in order."""
 import random
-from collections import deque
 
 from ledgermq.replication.raft import (
     Code, Complete, Entry, Push, PushType, RaftConfig, RaftNode,
     Role, SaveMeta, Send, VoteRequest,
 )
 
-CFG = RaftConfig(election_timeout_ms=100, heartbeat_ms=20, max_push_timeout_ms=50,
-                 quorum_ack_timeout_ms=500)
-
-
-class Harness:
-    def __init__(self, n=3, seed=1):
-        ids = [f"n{i}" for i in range(n)]
-        self.nodes = {i: RaftNode(i, ids, CFG, rng=random.Random(f"{seed}{i}")) for i in ids}
-        self.now = 0
-        self.queue = deque()
-        self.cut: set[str] = set()
-        self.done: dict[int, Complete] = {}
-
-    def apply(self, actions):
-        for a in actions:
-            if isinstance(a, Send) and isinstance(a.msg, Push) and a.msg.entries:
-                # whatever the log holds, a push's entries start at the index it names
-                assert a.msg.entries[0].index == a.msg.index, a.msg
-            if isinstance(a, Send) and a.msg.src not in self.cut and a.msg.dst not in self.cut:
-                self.queue.append(a.msg)
-            elif isinstance(a, Complete):
-                self.done[a.request_id] = a
-
-    def run(self, ms):
-        for _ in range(ms // 10):
-            self.now += 10
-            for n in self.nodes.values():
-                if n.id not in self.cut:
-                    self.apply(n.tick(self.now))
-            while self.queue:
-                m = self.queue.popleft()
-                self.apply(self.nodes[m.dst].step(m, self.now))
-
-    def leader(self):
-        leaders = [n for n in self.nodes.values() if n.role is Role.LEADER and n.id not in self.cut]
-        return leaders[0] if len(leaders) == 1 else None
+from .raft_harness import CFG, Harness
 
 
 def test_single_node_commits_at_once():
