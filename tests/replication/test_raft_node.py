@@ -189,10 +189,10 @@ def test_pushes_to_a_follower_far_behind_stay_within_max_push_bytes():
     assert max(pushes) == 25_000  # the large entry travelled alone
 
 
-def test_a_follower_that_lost_its_log_catches_up_although_heartbeats_clear_its_queue():
-    """Its queued appends (past the gap) are cleared by every COMMIT heartbeat, which
-    comes faster than the push timeout; the gap's age is kept apart, so a heartbeat after
-    the timeout answers INCONSISTENT_STATE and the leader compares and refills it."""
+def test_a_follower_that_lost_its_log_catches_up_from_behind_a_gap():
+    """The leader's appends land past the follower's (empty) end and wait in its queue,
+    through heartbeats; once the gap outlives the push timeout the follower answers
+    INCONSISTENT_STATE and the leader compares and refills it."""
     h = Harness()
     h.run(1000)
     leader = h.leader()
