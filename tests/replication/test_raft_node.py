@@ -257,3 +257,25 @@ def test_a_follower_behind_the_leaders_compacted_log_restarts_at_its_first_entry
     assert follower.entries(follower.begin, follower.end) == \
         leader.entries(leader.begin, leader.end)
     assert follower.commit == leader.commit
+
+
+def test_an_append_no_quorum_acknowledges_in_time_answers_wait_quorum_ack_timeout():
+    """The followers hear the leader's heartbeats (so check-quorum keeps it leading) but
+    none of its appends: the client's append answers WAIT_QUORUM_ACK_TIMEOUT once
+    quorum_ack_timeout_ms have passed, not before, from a leader still in place. The
+    entry stays in the leader's log and commits once appends flow again."""
+    h = Harness()
+    h.run(1000)
+    leader = h.leader()
+    term = leader.term
+    h.drop = lambda m: isinstance(m, Push) and m.kind is PushType.APPEND
+    h.apply(leader.propose(1, b"unacked", h.now))
+    index, asked = leader.end, h.now
+    assert h.run(2 * CFG.quorum_ack_timeout_ms, until=lambda: 1 in h.done)
+    assert h.done[1].code is Code.WAIT_QUORUM_ACK_TIMEOUT and h.done[1].index == index
+    assert asked + CFG.quorum_ack_timeout_ms <= h.now <= asked + CFG.quorum_ack_timeout_ms + 10
+    assert h.leader() is leader and leader.term == term and leader.commit < index
+    h.drop = lambda m: False
+    h.run(300)
+    assert leader.commit >= index and all(n.entry(index) == leader.entry(index)
+                                          for n in h.nodes.values())
