@@ -41,7 +41,8 @@ class Checker:
         self.acked: dict[int, tuple[bytes, int]] = {}  # index -> (data, term it committed in)
         self.commit_seen: dict[str, int] = {}
         self.hashes: dict[str, list[bytes]] = {}  # node -> prefix hash of each entry
-        self.anchored: dict[str, bool] = {}  # node's log starts at index 0
+        # node -> the index its hashes start at; None when its log cannot be chained
+        self.base: dict[str, int | None] = {}
 
     @staticmethod
     def _h(prev: bytes, e: Entry) -> bytes:
@@ -49,19 +50,28 @@ class Checker:
                                + e.data, digest_size=12).digest()
 
     def load(self, node_id: str, log: list[Entry]) -> None:
-        """A node (re)starts with `log`."""
-        self.hashes[node_id] = []
-        self.anchored[node_id] = not log or log[0].index == 0
+        """A node (re)starts with `log`. A log that starts past a compaction is chained
+        from its first entry when that entry is a committed one: its prefix is then the
+        committed prefix, whose hash the chain holds."""
+        self.hashes[node_id], self.base[node_id] = [], 0
+        if log and log[0].index > 0:
+            first = log[0]
+            prefix = self.chain.get((first.index, first.term))
+            if prefix is None or self.committed.get(first.index) != (first.term, first.data):
+                self.base[node_id] = None  # nothing to chain it to
+                return
+            self.hashes[node_id], self.base[node_id] = [prefix], first.index
+            log = log[1:]
         self.appended(node_id, log)
 
     def appended(self, node_id: str, entries) -> None:
-        hashes = self.hashes[node_id]
-        if not self.anchored[node_id]:
-            return  # a log that starts past a compaction: nothing to chain it to
+        hashes, base = self.hashes[node_id], self.base[node_id]
+        if base is None:
+            return
         for e in entries:
-            if e.index != len(hashes):
+            if e.index != base + len(hashes):
                 raise Violation("append-contiguous", f"{node_id} appended entry {e.index} "
-                                f"after {len(hashes) - 1}")
+                                f"after {base + len(hashes) - 1}")
             h = self._h(hashes[-1] if hashes else b"", e)
             hashes.append(h)
             seen = self.chain.setdefault((e.index, e.term), h)
@@ -71,7 +81,11 @@ class Checker:
                                 f"elsewhere")
 
     def truncated(self, node_id: str, index: int) -> None:
-        del self.hashes[node_id][index + 1:]
+        base = self.base[node_id]
+        if base is not None and index < base:  # its chained first entry went too
+            self.hashes[node_id], self.base[node_id] = [], (0 if index < 0 else None)
+        elif base is not None:
+            del self.hashes[node_id][index + 1 - base:]
 
     def reset(self, node_id: str, entry: Entry) -> None:
         self.load(node_id, [entry])
