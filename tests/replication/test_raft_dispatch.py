@@ -1,7 +1,9 @@
-"""The leader's dispatchers and the follower's entry handler where they follow DLedger for
-speed: COMPARE that meets the follower at its end skips TRUNCATE; heartbeats keep a
-follower's queued out-of-order appends."""
+"""The leader's dispatchers and the follower's entry handler: COMPARE that meets the
+follower at its end skips TRUNCATE; heartbeats keep a follower's queued out-of-order
+appends; a lost push is pushed again after max_push_timeout_ms; the leak check frees the
+pipeline of pushes whose answers were lost but which a later answer covers (S0-5)."""
 import random
+from dataclasses import replace
 
 from ledgermq.replication.raft import (
     Code, Entry, Push, PushResponse, PushType, RaftNode, Send,
@@ -71,3 +73,72 @@ def test_a_heartbeat_keeps_the_followers_queued_out_of_order_appends():
         g.step(Push("l", "f", 1, control, 0, (e[0],), 0, -1), 20)
         out = g.step(Push("l", "f", 1, PushType.APPEND, 1, (e[1],), 0, 1), 30)
         assert answers(out) == [(1, Code.SUCCESS)] and g.end == 1, control
+
+
+def lose_once(h, pick):
+    """Lose the first message `pick` chooses (a network losing one packet)."""
+    lost = []
+
+    def drop(m):
+        if not lost and pick(m):
+            lost.append(m)
+            return True
+        return False
+    h.drop = drop
+    return lost
+
+
+def test_a_lost_push_is_pushed_again_after_the_push_timeout():
+    """The push carrying a new entry to one follower is lost, and nothing after it shows
+    the follower a gap (heartbeats do not: a push is still in flight). The leader pushes
+    it again once max_push_timeout_ms have passed, not before, and the follower catches
+    up within a tick of that."""
+    h = Harness()
+    h.run(1000)
+    leader = h.leader()
+    away = next(i for i in h.nodes if i != leader.id)
+    lost = lose_once(h, lambda m: isinstance(m, Push) and m.kind is PushType.APPEND and
+                     m.dst == away)
+    h.apply(leader.propose(1, b"once lost", h.now))
+    index, sent = leader.end, h.now
+    assert lost and lost[0].index == index
+    assert h.run(1000, until=lambda: h.nodes[away].end == index)
+    caught_up = h.now
+    again = [(t, m) for t, m in h.sent if isinstance(m, Push) and m.dst == away and
+             m.kind is PushType.APPEND and m.index == index][1:]
+    assert again, "never pushed again"
+    assert sent + CFG.max_push_timeout_ms <= again[0][0] <= caught_up
+    assert caught_up <= sent + CFG.max_push_timeout_ms + 10
+    assert h.nodes[away].entry(index) == leader.entry(index)
+
+
+def test_the_leak_check_frees_a_full_pipeline_of_pushes_a_later_answer_covers():
+    """Two pushes in flight at most, and re-pushes only after a long timeout. The answers
+    to two of a follower's pushes are lost, but a later push's answer covers the first:
+    the leak check drops it from the full pipeline, so the follower keeps receiving new
+    entries at once (no push is sent twice) instead of stalling for the push timeout."""
+    cfg = replace(CFG, max_pending_size=2, max_batch_entries=1, max_push_timeout_ms=1000,
+                  quorum_ack_timeout_ms=3000)
+    h = Harness(cfg=cfg)
+    h.run(1000)
+    leader = h.leader()
+    away = next(i for i in h.nodes if i != leader.id)
+    first = leader.end + 1
+    lost_answers = {first, first + 2}
+
+    def drop(m):
+        if isinstance(m, PushResponse) and m.src == away and m.kind is PushType.APPEND \
+                and m.index in lost_answers:
+            lost_answers.discard(m.index)
+            return True
+        return False
+    h.drop = drop
+    h.sent.clear()
+    for rid in range(8):
+        h.apply(leader.propose(rid, b"e%d" % rid, h.now))
+    # within 300 ms: well before a re-push (after 1000 ms) could have helped
+    assert h.run(300, until=lambda: h.nodes[away].end == leader.end)
+    assert not lost_answers  # both answers were lost
+    pushed = [m.index for _, m in h.sent if isinstance(m, Push) and m.dst == away and
+              m.kind is PushType.APPEND]
+    assert sorted(pushed) == list(range(first, leader.end + 1))  # each exactly once
