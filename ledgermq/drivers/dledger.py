@@ -27,10 +27,12 @@ __all__ = ["DLedgerDriver", "parse_peers"]
 class DLedgerDriver(RaftDriver):
     TRANSFER_RETRY_MS = 1000
     MAX_ENTRY_BYTES = 1 << 20  # appends are gathered into one entry up to this size
+    STATUS_LOG_MS = 3000  # DLedger's period for the leader's watermark line
 
     def __init__(self, store: MessageStore, self_id: str, peers: dict[str, str],
                  directory: Path, on_role_change: Callable[[Role], None],
-                 config: RaftConfig | None = None, preferred_leader: str = ""):
+                 config: RaftConfig | None = None, preferred_leader: str = "",
+                 status_log_ms: int = STATUS_LOG_MS):
         if self_id not in peers:
             raise ValueError(f"dLegerSelfId {self_id} is not in dLegerPeers {sorted(peers)}")
         self.store = store
@@ -46,6 +48,8 @@ class DLedgerDriver(RaftDriver):
         self._replicate_scheduled = False
         self._staged: list[asyncio.Future] = []  # appends waiting to become one entry
         self._staged_start = self._staged_end = 0
+        self.status_log_ms = status_log_ms
+        self._status_logged = now_ms()
 
     @property
     def committed_end(self) -> int:
@@ -57,6 +61,26 @@ class DLedgerDriver(RaftDriver):
         self.store.set_dispatch_bound(self.committed_end)
 
     def ticked(self, now: int) -> None:
+        self._log_status_if_due(now)
+        self._hand_over_if_due(now)
+
+    def _log_status_if_due(self, now: int) -> None:
+        """S0-8: the leader's periodic line operators watch replication by (DLedger's
+        QuorumAckChecker prints the same): a watermark that stays behind `ledgerEnd` is a
+        follower that does not keep up; its own watermark is its end."""
+        if now - self._status_logged < self.status_log_ms:
+            return
+        self._status_logged = now
+        if not self.is_leader:
+            return
+        st = self.node.status()
+        marks = {**st["watermarks"], self.self_id: st["end"]}
+        shown = ", ".join(f"{p}: {marks.get(p, -1)}" for p in sorted(self.peers))
+        log.info("dledger %s [LEADER] term=%d ledgerBegin=%d ledgerEnd=%d committed=%d "
+                 "watermarks={%s}", self.self_id, st["term"], st["begin"], st["end"],
+                 st["commit"], shown)
+
+    def _hand_over_if_due(self, now: int) -> None:
         """RocketMQ's preferred leader: a leader that is not it hands over once the
         preferred node holds the whole log (so writes pause only for the hand-over)."""
         p, node = self.preferred_leader, self.node

@@ -1,7 +1,8 @@
 """Raft (DLedger mode, S0) in the simulator: real RaftNode objects, a RaftDisk per node that
 loses unsynced writes on a crash (and may tear the last one), crashes in the middle of a
 step, pauses, partitions (full, one-way, bridged), message loss and duplication,
-retention, clients appending throughout; Raft's safety properties (`raft_checker`) are
+retention, a leader whose appends are lost while its heartbeats pass (its clients' appends
+time out waiting for a quorum), clients appending throughout; Raft's safety properties (`raft_checker`) are
 checked after every step, and once faults heal new appends must commit (liveness).
 """
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..replication.raft import (
-    BUGS, AppendEntries, Code, Complete, RaftConfig, RaftNode, ResetLog, Role, SaveCommit,
-    Send, TruncateAfter,
+    BUGS, AppendEntries, Code, Complete, Push, PushType, RaftConfig, RaftNode, ResetLog, Role,
+    SaveCommit, Send, TruncateAfter,
 )
 from .disk import RaftDisk
 from .events import CLIENT, FAULT, HEAL, Client, Deliver, Fault, Heal, Restart, Resume, Tick
@@ -63,8 +64,9 @@ class RaftSim(Simulation):
         self.next_rid = 1
         self.last_ack_ms = -1
         self.counts = {"leaders": 0, "acked": 0, "crashes": 0, "partitions": 0, "pauses": 0,
-                       "torn_writes": 0, "compactions": 0}
+                       "torn_writes": 0, "compactions": 0, "quorum_ack_timeouts": 0}
         self.was_leader: dict[str, bool] = {}
+        self.appends_lost: tuple[str, int] | None = None  # (leader, until when)
         self._ticks = {i: Tick(i) for i in self.ids}
 
     def start(self) -> None:
@@ -116,9 +118,17 @@ class RaftSim(Simulation):
 
     def _act(self, node_id: str, a) -> None:
         if isinstance(a, Send):
+            if self._loses_append(node_id, a.msg):
+                return
             self.w.send(node_id, a.msg.dst, a.msg)
         elif isinstance(a, Complete):
             self._complete(a)
+
+    def _loses_append(self, node_id: str, msg) -> bool:
+        lost = self.appends_lost
+        if lost is None or lost[0] != node_id or self.w.now >= lost[1]:
+            return False
+        return isinstance(msg, Push) and msg.kind is PushType.APPEND
 
     def _crash(self, node_id: str, unsynced: list) -> None:
         """Lose unsynced writes; the last AppendEntries may land torn (a prefix)."""
@@ -138,6 +148,9 @@ class RaftSim(Simulation):
 
     def _complete(self, a: Complete) -> None:
         data = self.requests.pop(a.request_id, None)
+        if a.code is Code.WAIT_QUORUM_ACK_TIMEOUT:
+            # not acknowledged (the checker never hears of it), though it may commit later
+            self.counts["quorum_ack_timeouts"] += 1
         if a.code is Code.SUCCESS and data is not None:
             self.checker.acknowledged(a.index, data, a.term)
             self.counts["acked"] += 1
@@ -248,6 +261,12 @@ class RaftSim(Simulation):
                   f"delay <= {w.net.max_delay_ms}ms")
         elif choice < 0.85:
             self._retention(rng.choice(self.ids))
+        elif choice < 0.92 and leaders:
+            # heartbeats (COMMIT) and COMPARE/TRUNCATE get through, so check-quorum keeps
+            # it leading, but no APPEND does: its appends wait for a quorum that never acks
+            victim = rng.choice(leaders)
+            self.appends_lost = (victim, w.now + rng.randint(1500, 4000))
+            w.log(f"leader {victim} loses its appends until {self.appends_lost[1]}ms")
 
     def _partition(self) -> None:
         """Two sides, a one-way cut, or a bridge (one node talks to both sides)."""
@@ -285,6 +304,7 @@ class RaftSim(Simulation):
 
     # ---- settling -------------------------------------------------------------------
     def recover(self) -> None:
+        self.appends_lost = None
         for i in self.ids:
             if self.nodes.get(i) is None:
                 self._boot(i)

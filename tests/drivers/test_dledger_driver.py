@@ -2,7 +2,9 @@
 in one loop iteration travels as one Raft entry and lands byte for byte on the followers;
 a range the core refuses leaves no stray bytes in the leader's commit log."""
 import asyncio
+import logging
 import os
+import re
 import time
 
 import pytest
@@ -18,19 +20,20 @@ from ..wait import until
 FAST = RaftConfig(election_timeout_ms=150, heartbeat_ms=30)
 
 
-def open_driver(tmp_path, name, peers, segment=1 << 20) -> DLedgerDriver:
+def open_driver(tmp_path, name, peers, segment=1 << 20, **kw) -> DLedgerDriver:
     store = MessageStore(small_config(tmp_path / name / "store",
                                       mappedFileSizeCommitLog=segment))
     store.open()
-    return DLedgerDriver(store, name, peers, tmp_path / name / "raft", lambda role: None, FAST)
+    return DLedgerDriver(store, name, peers, tmp_path / name / "raft", lambda role: None, FAST,
+                         **kw)
 
 
-async def start_group(tmp_path, segment=1 << 20):
+async def start_group(tmp_path, segment=1 << 20, **kw):
     ports = free_ports(3)
     peers = {f"n{i}": f"127.0.0.1:{p}" for i, p in enumerate(ports)}
     drivers = []
     for name in peers:
-        d = open_driver(tmp_path, name, peers, segment)
+        d = open_driver(tmp_path, name, peers, segment, **kw)
         await d.start()
         drivers.append(d)
 
@@ -180,6 +183,45 @@ def test_a_follower_behind_the_leaders_retained_log_restarts_at_its_first_entry(
             for q in range(4):  # its consume queues pick up at the leader's queue offsets
                 assert back.store.max_offset_in_queue("T", q) == \
                     leader.store.max_offset_in_queue("T", q)
+        finally:
+            await stop_group(drivers)
+    asyncio.run(run())
+
+
+STATUS_LINE = re.compile(r"dledger (\w+) \[LEADER\] term=(\d+) ledgerBegin=(-?\d+) "
+                         r"ledgerEnd=(-?\d+) committed=(-?\d+) watermarks=\{(.*)\}")
+
+
+@pytest.mark.timeout(60)
+def test_the_leader_logs_its_term_log_range_commit_and_every_peers_watermark(tmp_path, caplog):
+    """S0-8, as DLedger operators read it: every status interval (3 s by default, 200 ms
+    here) the leader logs term, begin, end, committed index and each replica's watermark
+    (its own end included); followers do not."""
+    caplog.set_level(logging.INFO, logger="ledgermq.drivers.dledger")
+
+    def lines():
+        return [(r.created, STATUS_LINE.search(r.getMessage())) for r in caplog.records
+                if STATUS_LINE.search(r.getMessage())]
+
+    async def run():
+        drivers, leader = await start_group(tmp_path, status_log_ms=200)
+        try:
+            for n in range(10):
+                assert (await leader.propose_range(*append(leader.store, n))).code is Code.SUCCESS
+            node = leader.node
+            await until(lambda: all(d.node.commit == node.commit for d in drivers),
+                        "every replica committed the appends")
+            seen = len(lines())
+            last = await until(lambda: len(lines()) > seen + 1 and lines()[-1],
+                               "two status lines after the appends")
+            _, m = last
+            assert m.group(1) == leader.self_id
+            assert (int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5))) == \
+                (node.term, node.begin, node.end, node.commit)
+            marks = dict(kv.split(": ") for kv in m.group(6).split(", "))
+            assert marks == {d.self_id: str(node.end) for d in drivers}
+            times = [t for t, _ in lines()]
+            assert all(b - a >= 0.19 for a, b in zip(times, times[1:]))  # one per interval
         finally:
             await stop_group(drivers)
     asyncio.run(run())

@@ -1,48 +1,12 @@
 """The Raft core on its own: a tiny in-memory harness delivering messages in order."""
 import random
-from collections import deque
 
 from ledgermq.replication.raft import (
     Code, Complete, Entry, Push, PushType, RaftConfig, RaftNode,
     Role, SaveMeta, Send, VoteRequest,
 )
 
-CFG = RaftConfig(election_timeout_ms=100, heartbeat_ms=20, max_push_timeout_ms=50,
-                 quorum_ack_timeout_ms=500)
-
-
-class Harness:
-    def __init__(self, n=3, seed=1):
-        ids = [f"n{i}" for i in range(n)]
-        self.nodes = {i: RaftNode(i, ids, CFG, rng=random.Random(f"{seed}{i}")) for i in ids}
-        self.now = 0
-        self.queue = deque()
-        self.cut: set[str] = set()
-        self.done: dict[int, Complete] = {}
-
-    def apply(self, actions):
-        for a in actions:
-            if isinstance(a, Send) and isinstance(a.msg, Push) and a.msg.entries:
-                # whatever the log holds, a push's entries start at the index it names
-                assert a.msg.entries[0].index == a.msg.index, a.msg
-            if isinstance(a, Send) and a.msg.src not in self.cut and a.msg.dst not in self.cut:
-                self.queue.append(a.msg)
-            elif isinstance(a, Complete):
-                self.done[a.request_id] = a
-
-    def run(self, ms):
-        for _ in range(ms // 10):
-            self.now += 10
-            for n in self.nodes.values():
-                if n.id not in self.cut:
-                    self.apply(n.tick(self.now))
-            while self.queue:
-                m = self.queue.popleft()
-                self.apply(self.nodes[m.dst].step(m, self.now))
-
-    def leader(self):
-        leaders = [n for n in self.nodes.values() if n.role is Role.LEADER and n.id not in self.cut]
-        return leaders[0] if len(leaders) == 1 else None
+from .raft_harness import CFG, Harness
 
 
 def test_single_node_commits_at_once():
@@ -225,10 +189,10 @@ def test_pushes_to_a_follower_far_behind_stay_within_max_push_bytes():
     assert max(pushes) == 25_000  # the large entry travelled alone
 
 
-def test_a_follower_that_lost_its_log_catches_up_although_heartbeats_clear_its_queue():
-    """Its queued appends (past the gap) are cleared by every COMMIT heartbeat, which
-    comes faster than the push timeout; the gap's age is kept apart, so a heartbeat after
-    the timeout answers INCONSISTENT_STATE and the leader compares and refills it."""
+def test_a_follower_that_lost_its_log_catches_up_from_behind_a_gap():
+    """The leader's appends land past the follower's (empty) end and wait in its queue,
+    through heartbeats; once the gap outlives the push timeout the follower answers
+    INCONSISTENT_STATE and the leader compares and refills it."""
     h = Harness()
     h.run(1000)
     leader = h.leader()
@@ -293,3 +257,25 @@ def test_a_follower_behind_the_leaders_compacted_log_restarts_at_its_first_entry
     assert follower.entries(follower.begin, follower.end) == \
         leader.entries(leader.begin, leader.end)
     assert follower.commit == leader.commit
+
+
+def test_an_append_no_quorum_acknowledges_in_time_answers_wait_quorum_ack_timeout():
+    """The followers hear the leader's heartbeats (so check-quorum keeps it leading) but
+    none of its appends: the client's append answers WAIT_QUORUM_ACK_TIMEOUT once
+    quorum_ack_timeout_ms have passed, not before, from a leader still in place. The
+    entry stays in the leader's log and commits once appends flow again."""
+    h = Harness()
+    h.run(1000)
+    leader = h.leader()
+    term = leader.term
+    h.drop = lambda m: isinstance(m, Push) and m.kind is PushType.APPEND
+    h.apply(leader.propose(1, b"unacked", h.now))
+    index, asked = leader.end, h.now
+    assert h.run(2 * CFG.quorum_ack_timeout_ms, until=lambda: 1 in h.done)
+    assert h.done[1].code is Code.WAIT_QUORUM_ACK_TIMEOUT and h.done[1].index == index
+    assert asked + CFG.quorum_ack_timeout_ms <= h.now <= asked + CFG.quorum_ack_timeout_ms + 10
+    assert h.leader() is leader and leader.term == term and leader.commit < index
+    h.drop = lambda m: False
+    h.run(300)
+    assert leader.commit >= index and all(n.entry(index) == leader.entry(index)
+                                          for n in h.nodes.values())

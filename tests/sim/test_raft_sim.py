@@ -2,8 +2,10 @@
 by the invariant it breaks."""
 import pytest
 
-from ledgermq.replication.raft import BUGS
+from ledgermq.replication.raft import BUGS, Entry, RaftNode, Role
 from ledgermq.sim import PROFILES, RaftSim
+from ledgermq.sim.raft_checker import Checker
+from ledgermq.sim.result import Violation
 
 SEEDS = 200
 BUG_SEED_BOUND = 300
@@ -45,3 +47,51 @@ def test_checker_catches_known_bug(bug):
             assert again.trace == r.trace  # the failing seed replays exactly
             return
     pytest.fail(f"{bug} went unnoticed for {BUG_SEED_BOUND} seeds")
+
+
+QUORUM_ACK_SEEDS = 60
+
+
+def test_a_leader_that_loses_its_appends_reaches_the_quorum_ack_timeout_safely():
+    """The fault "a leader keeps a quorum of heartbeats but its appends are lost" leaves
+    it leading while no follower acknowledges: client appends answer
+    WAIT_QUORUM_ACK_TIMEOUT (counted by the simulator), are never taken for acknowledged,
+    may commit later, and every invariant holds."""
+    reached = []
+    for seed in range(QUORUM_ACK_SEEDS):
+        r = RaftSim(seed, steps=3000).run()
+        assert r.ok, (seed, r.invariant, r.violation, "\n".join(r.tail(20)))
+        if r.stats["quorum_ack_timeouts"]:
+            reached.append(seed)
+    assert len(reached) >= QUORUM_ACK_SEEDS // 10, reached
+
+
+def committed_on_n0(checker, entries, term=1):
+    ids = ["n0", "n1", "n2"]
+    n0 = RaftNode("n0", ids, term=term, log=list(entries), commit=entries[-1].index)
+    checker.load("n0", entries)
+    checker.check_node(n0, 1)
+    return ids
+
+
+def test_log_matching_is_checked_on_a_log_that_starts_past_a_compaction():
+    """A node restarted with a compacted log (its first entry a committed one) is chained
+    from that entry: an entry there that follows another prefix is caught."""
+    c = Checker()
+    a = [Entry(i, 1, b"a%d" % i) for i in range(4)]
+    committed_on_n0(c, a[:3])
+    c.appended("n0", a[3:])  # (3, term 1) follows a0..a2 on n0
+    c.load("n1", a[2:3])  # n1 compacted through 1 and restarted
+    with pytest.raises(Violation) as v:
+        c.appended("n1", [Entry(3, 1, b"other")])
+    assert v.value.invariant == "log-matching"
+
+
+def test_a_later_leader_lacking_an_entry_committed_in_its_own_term_is_caught():
+    c = Checker()
+    ids = committed_on_n0(c, [Entry(0, 1, b""), Entry(1, 1, b"x")])
+    stale = RaftNode("n1", ids, term=2, log=[Entry(0, 1, b"")])
+    stale.role = Role.LEADER
+    with pytest.raises(Violation) as v:
+        c.became_leader(stale)
+    assert v.value.invariant == "leader-completeness"

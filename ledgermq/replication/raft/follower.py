@@ -4,7 +4,8 @@ Pushes are applied strictly in order: an APPEND past a gap waits in `pending_app
 (a copy of one already waiting is answered REPEATED_PUSH) until the missing push arrives,
 or until the gap outlives max_push_timeout_ms, when the follower answers
 INCONSISTENT_STATE so that the leader compares again (fast-forward, S0-7). COMPARE,
-TRUNCATE and COMMIT go first and clear the queue. The committed index follows the
+TRUNCATE and COMMIT go first; COMPARE and TRUNCATE clear the queue, while a COMMIT (the
+heartbeat) keeps it, so the one missing push completes it. The committed index follows the
 leader's, clamped to what this log holds and is known to share with the leader
 (`match_end`), and never moves back (S0-6).
 """
@@ -21,9 +22,6 @@ class FollowerLog:
     makes us its sender's follower first)."""
 
     pending_appends: dict[int, tuple[Push, int]]  # first index -> (push, when it came)
-    # since when appends arrive past a gap (COMMIT heartbeats clear the queued appends, so
-    # the gap's age is kept apart from them)
-    gap_since: int | None
     match_end: int  # highest index known equal to the current leader's
 
     def _respond(self, m: Push, code: Code, out: list[Action], last: int | None = None) -> None:
@@ -46,17 +44,11 @@ class FollowerLog:
         self._follow_commit(m.commit, out)
 
     def _on_control(self, m: Push, now: int, out: list[Action]) -> None:
-        """COMPARE / TRUNCATE / COMMIT go first and clear queued appends (S0-7)."""
-        self.pending_appends.clear()
-        stale_gap = self.gap_since is not None and \
-            now - self.gap_since >= self.cfg.max_push_timeout_ms
-        if m.kind is not PushType.COMMIT or stale_gap:
-            self.gap_since = None
-        if m.kind is PushType.COMMIT and stale_gap:
-            # heartbeats come faster than the push timeout: without this a follower
-            # missing entries (a lost disk) would clear its queue and wait for ever
-            self._respond(m, Code.INCONSISTENT_STATE, out)
-        elif m.kind is PushType.COMPARE:
+        """COMPARE / TRUNCATE / COMMIT go first; COMPARE and TRUNCATE start the leader's
+        walk afresh, so the appends queued for the old one are dropped (S0-7)."""
+        if m.kind is not PushType.COMMIT:
+            self.pending_appends.clear()
+        if m.kind is PushType.COMPARE:
             mine = self.entry(m.index)
             ok = bool(m.entries) and mine == m.entries[0]
             if ok:
@@ -99,15 +91,12 @@ class FollowerLog:
             self._respond(m, Code.REPEATED_PUSH, out, last)
             return
         if m.index <= self.end + 1:
-            self.gap_since = None
             self._apply_append(m, out)
             while self.end + 1 in self.pending_appends:
                 push, _ = self.pending_appends.pop(self.end + 1)
                 self._apply_append(push, out)
             return
         self.pending_appends[m.index] = (m, now)  # a gap: wait for the missing push
-        if self.gap_since is None:
-            self.gap_since = now
 
     def _apply_append(self, m: Push, out: list[Action]) -> None:
         """Append a push that starts at or before our end + 1: entries we hold must be the

@@ -136,7 +136,7 @@ class LeaderReplication:
         self.last_reply[m.src] = now
         d = self.dispatchers[m.src]
         if m.kind is PushType.COMPARE and d.state is PushType.COMPARE and m.index == d.compare_index:
-            self._on_compare(d, m)
+            self._on_compare(d, m, now, out)
         elif m.kind is PushType.TRUNCATE and d.state is PushType.TRUNCATE:
             if m.code is Code.SUCCESS and m.index == d.compare_index:
                 self._ack(m.src, m.index, now, out)
@@ -158,12 +158,18 @@ class LeaderReplication:
             d.set_state(PushType.COMPARE, min(self.end, m.end))
         self._dispatch(m.src, now, out)
 
-    def _on_compare(self, d: Dispatcher, m: PushResponse) -> None:
+    def _on_compare(self, d: Dispatcher, m: PushResponse, now: int,
+                    out: list[Action]) -> None:
         """Walk back to the last entry both logs share (S0-3)."""
         if "truncate-to-commit" in self.bugs:
             d.set_state(PushType.TRUNCATE, max(min(self.commit, self.end), self.begin))
             return
-        if m.code is Code.SUCCESS:
+        if m.code is Code.SUCCESS and m.index == m.end:
+            # the match is its last entry: nothing to cut, append from there (DLedger's
+            # shortcut; it saves a TRUNCATE round trip on every new leader's first word)
+            d.set_state(PushType.APPEND, m.index)
+            self._ack(m.src, m.index, now, out)
+        elif m.code is Code.SUCCESS:
             d.set_state(PushType.TRUNCATE, m.index)
         elif m.index < m.begin and self.begin <= m.begin - 1 <= self.end:
             # below what it keeps: it compacted only committed entries, which are ours too,

@@ -69,7 +69,6 @@ class RaftNode(Elections, LeaderReplication, FollowerLog):
         self.last_reply: dict[str, int] = {}  # when each peer last answered
         # following (follower.py)
         self.pending_appends: dict[int, tuple[Push, int]] = {}
-        self.gap_since: int | None = None
         self.match_end = -1
 
     # ---- log helpers ----------------------------------------------------------------
@@ -181,6 +180,7 @@ class RaftNode(Elections, LeaderReplication, FollowerLog):
             self.waiters.clear()
         if self.role is not Role.FOLLOWER or leader != self.leader:
             self.match_end = -1  # a new leader: nothing is known to match it yet
+            self.pending_appends.clear()  # and appends queued from another are not its
         self.role = Role.FOLLOWER
         self.leader = leader
         self.transfer_to = None
