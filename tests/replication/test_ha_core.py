@@ -179,3 +179,21 @@ def test_a_replica_restarted_mid_promotion_rolls_back_and_replays_again():
     assert restarted.on_view(View(1, "SLAVE", 3, "m", 400, (), None), 730) == []
     lead = restarted.on_view(View(2, "MASTER", 3, None, 400, (), None), 750)
     assert isinstance(lead[-1], Lead) and lead[-1].epoch == 2
+
+
+def test_a_straddling_cached_batch_keeps_only_its_replayed_part():
+    """A batch cached at [800, 900) straddles the takeover 850: the new master replays its
+    part from 850 on, and the control node keeps exactly that part (re-keyed), so a second
+    failover does not replay the first messages again."""
+    ctl = GroupControl(ControlConfig(master_timeout_ms=100), now=0)
+    _view(ctl, "m", wants=True)
+    _view(ctl, "b", epoch=1, end=850)
+    _view(ctl, "m", wants=True, epoch=1, end=900, cp=700, members=[2])
+    data = bytes(range(100))  # the stored messages, [800, 850) then [850, 900)
+    assert ctl.cache_message(1, 800, 900, "batch", data)[0]
+    _view(ctl, "b", epoch=1, end=850, now=150)
+    promote = next(a for a in ctl.tick(150) if isinstance(a, Promote))
+    ctl.promoted(promote.slot, 2, takeover=850, replayed=[(800, 850, 900)], log_end=900)
+    [kept] = ctl.cache
+    assert (kept.offset, kept.end, kept.data) == (850, 900, data[50:])
+    assert kept.end - kept.offset == len(kept.data)

@@ -220,16 +220,16 @@ class CheckpointMode(HAPortMode):
             self.checkpoint_file.save(self.master_epoch, checkpoint, members)
 
     def _replay(self, a: Replay) -> list:
-        """Append each cached entry past the takeover (in order), durably."""
+        """Append each cached entry's messages past the takeover (in order), durably."""
         moved = []
         for c in a.promote.replay:
             if c.end <= a.takeover:
                 continue  # we hold it at its own offset already
             # past the takeover, or straddling it (a batch we got only the start of):
-            # replayed whole, so nothing acknowledged is missing (the start twice)
-            msgs, pos = [], 0
-            while pos < len(c.data):  # decoded whole before anything is appended
-                msgs.append(decode_message(c.data, pos))
+            # only its messages from the takeover on, so none is stored twice
+            data, msgs, pos = c.tail(a.takeover), [], 0
+            while pos < len(data):  # decoded whole before anything is appended
+                msgs.append(decode_message(data, pos))
                 pos += msgs[-1].total_size
             start = end = self.store.commitlog.max_offset
             for m in msgs:  # one entry is one send: one topic and queue

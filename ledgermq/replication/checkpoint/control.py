@@ -57,6 +57,11 @@ class Cached:
     msg_id: str
     data: bytes  # the stored bytes of the message(s), as the master wrote them
 
+    def tail(self, at: int) -> bytes:
+        """The stored messages that lie at or past `at` (a message boundary: a takeover
+        offset inside a batch falls between two of its messages)."""
+        return self.data[max(0, at - self.offset):]
+
 
 @dataclass
 class Broker:
@@ -260,7 +265,8 @@ class GroupControl:
         self.brokers[slot].epoch = epoch
         moved = {o: (no, ne) for o, no, ne in replayed}
         for c in self.cache:
-            if c.offset in moved:
+            if c.offset in moved:  # a batch straddling T was replayed from T on
+                c.data = c.tail(takeover)
                 c.offset, c.end = moved[c.offset]
                 st.replayed.append(c.msg_id)
         del st.replayed[:-REPLAYED_KEPT]
