@@ -70,8 +70,8 @@ def test_a_member_whose_copy_is_gone_leaves_and_rejoins_once_it_holds_the_checkp
     assert set(m.members) == {7} and m.checkpoint == 900
     m.report(2, 500, 40, slave_id=8)
     assert 8 not in m.members  # copying again, below the checkpoint
-    m.report(2, 900, 50, slave_id=8)
-    assert m.members[8] == 900 and m.proposal()[1] == (7, 8)
+    m.report(2, 1000, 50, slave_id=8)
+    assert m.members[8] == 1000 and m.proposal()[1] == (7, 8)
 
 
 def test_without_the_control_node_saving_it_a_silent_member_holds_the_checkpoint():
@@ -156,3 +156,18 @@ def test_a_replica_below_the_checkpoint_neither_leads_nor_takes_over():
     assert r.role == "WAIT"
     assert r.on_promote(Promote("b", 1, 2, (), 400, ()), log_end=0) == []
     assert r.promotion is None
+
+
+def test_a_restarted_control_node_keeps_asking_the_broker_it_chose():
+    """After a restart the control node knows no broker's log end yet: that is no reason
+    to give up a promotion (the chosen broker may have taken over already)."""
+    ctl = group()
+    beat(ctl, "m", 10, end=900, cp=400, members=[2, 3], version=50)
+    for addr in ("a", "b"):
+        beat(ctl, addr, 150, end=500)
+    assert any(isinstance(a, Promote) for a in ctl.tick(150))
+    restarted = GroupControl(ControlConfig(master_timeout_ms=100), now=200,
+                             state=ctl.state)
+    out = restarted.tick(300)
+    assert restarted.state.promoting == ctl.state.promoting
+    assert any(isinstance(a, Promote) for a in out)

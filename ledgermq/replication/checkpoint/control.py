@@ -234,19 +234,21 @@ class GroupControl:
         st = self.state
         timeout = self.config.master_timeout_ms
         if st.promoting is not None:
-            if self.brokers[st.promoting].max_offset < st.checkpoint:
-                # its log is shorter than when it was chosen: restarted on a replaced disk,
-                # so nothing of a promotion it may have begun is left: choose again
+            b = self.brokers[st.promoting]
+            if b.heard_at >= self.started_at and b.max_offset < st.checkpoint:
+                # back with a log shorter than when it was chosen: restarted on a replaced
+                # disk, so nothing of a promotion it may have begun is left: choose again
                 st.promoting = None
                 return [self._save()]
-            # otherwise never abandoned (another slave could then diverge): asked again
+            # otherwise never abandoned (the old master could serve again, and the chosen
+            # broker, back, take over without what it wrote): asked again until it answers
             if now - self._promote_sent < timeout:
                 return []
             self._promote_sent = now
             return [self._promote(self.brokers[st.promoting])]
         if st.master is None or now - self.started_at < timeout:
             return []
-        master = self.brokers[st.master]
+        master = self.brokers[st.master]  # (heard since this control node started)
         if now - master.heard_at < timeout and master.max_offset >= st.checkpoint:
             return []  # (a master whose log ends below the checkpoint lost its copy)
         # a member is eligible only once it follows this epoch's master: then its log

@@ -52,6 +52,10 @@ class HAMaster:
         self.links: dict[int, Link] = {}
         self.waiters: deque[tuple[int, int, int]] = deque()  # (end, deadline, request id)
         self.checkpoint = checkpoint
+        # a slave joins once it holds the log as it was when this master began: the
+        # checkpoint it got may lag what was acknowledged (an earlier master's last
+        # advance, unreported when it failed), but every member holds that
+        self.join_floor = log_end
         self.membership = Membership(members or {}, now, config.member_timeout_ms, bug)
         self.members = self.membership.acks  # slave id -> acked offset, for the min
         self._saved_members: tuple | None = None  # who the last SaveCheckpoint named
@@ -138,7 +142,8 @@ class HAMaster:
 
     # ---- S3 checkpoint ------------------------------------------------------------
     def _advance_checkpoint(self, ln: Link) -> list:
-        self.membership.reported(ln.slave_id, ln.acked, self.checkpoint, self.now)
+        self.membership.reported(ln.slave_id, ln.acked, max(self.checkpoint, self.join_floor),
+                                 self.now)
         return self._recompute()
 
     def proposal(self) -> tuple[int, tuple[int, ...]]:

@@ -4,8 +4,10 @@ The checkpoint is the minimum ack over the member slaves, and the control node p
 next master among the members it knows. So the two must agree in one direction: every
 member the control node knows holds the checkpoint. Hence:
 
-- A slave joins once it has acked the current checkpoint (it only makes the min stricter,
-  so the master applies that at once; the control node learns it afterwards).
+- A slave joins once it has acked the current checkpoint and the master's log as it was
+  when it began leading (an earlier master may have acknowledged more than the checkpoint
+  it handed on). Joining only makes the min stricter, so the master applies it at once
+  and the control node learns it afterwards.
 - A member leaves when no report came from it for `member_timeout_ms` (on any link), or
   when it reports less than the master recorded for it (its disk was replaced: the copy
   the checkpoint counted is gone). Leaving is only proposed: the member keeps counting
@@ -13,9 +15,10 @@ member the control node knows holds the checkpoint. Hence:
   and may the checkpoint move past it. A member that reports its recorded ack again
   before that stays.
 
-Each distinct proposal gets a version (increasing, seeded from the clock so that a
-restarted master's versions follow its predecessor's): the control node keeps only a
-newer one, and a drop applies only when the control node confirms the current version.
+Each distinct proposal gets a version (increasing, seeded from the clock, and raised past
+any newer one the control node holds, a restarted master's predecessor's): the control
+node keeps only a newer one, and a drop applies only when the control node confirms the
+current version.
 """
 from __future__ import annotations
 
@@ -51,14 +54,14 @@ class Membership:
         """The least ack the checkpoint counts (None without members)."""
         return min(self.acks.values(), default=None)
 
-    def reported(self, sid: int, acked: int, checkpoint: int, now: int) -> bool:
+    def reported(self, sid: int, acked: int, join_at: int, now: int) -> bool:
         """A report from slave `sid` whose link has acked `acked`: True if the members
         changed (it joined)."""
         self.heard[sid] = now
         record = self.acks.get(sid)
         if record is None:
-            if acked < checkpoint:
-                return False  # catching up: joins once it holds what the checkpoint covers
+            if acked < join_at:
+                return False  # catching up: joins once it holds what may be acknowledged
             self.acks[sid] = acked
             return True
         if acked < record:  # a copy the checkpoint counted is gone
@@ -84,6 +87,9 @@ class Membership:
     def saved(self, version: int, ids) -> list[int]:
         """The control node saved proposal `version` naming `ids`: drop the leaving members
         it no longer names. Returns the dropped ids."""
+        if version > self.version:  # a predecessor's: ours must outrank it to be saved
+            self.version = version + 1
+            return []
         if version != self.version or tuple(sorted(ids)) != self._proposed:
             return []  # an answer to an older proposal
         return self._drop([s for s in self.leaving if s not in self._proposed])
