@@ -13,6 +13,7 @@ import json
 import logging
 import time
 
+from ...clock import now_ms
 from ...controlnode.persist import decode_cached
 from ...drivers.checkpoint_files import CheckpointFile, load_role, save_role
 from ...drivers.control_node import ControlNodeClient
@@ -144,10 +145,25 @@ class CheckpointMode(HAPortMode):
                "epoch": str(self.replica.epoch), "maxOffset": str(self.store.commitlog.max_offset)}
         ha = self.links.master
         if ha is not None:
+            version, members = ha.core.proposal()
             ext["checkpoint"] = str(ha.core.checkpoint)
-            ext["members"] = json.dumps(sorted(ha.core.members))
+            ext["members"] = json.dumps(list(members))
+            ext["membersVersion"] = str(version)
         view = await self.control.heartbeat(ext)
         await self.execute(self.replica.on_view(view, self.store.commitlog.max_offset))
+        if ha is not None and ha is self.links.master and view.role == "MASTER" \
+                and view.epoch == self.master_epoch:
+            self._members_saved(ha, view)
+
+    def _members_saved(self, ha: HAMasterDriver, view) -> None:
+        """The control node saved a membership: a member it no longer names is dropped."""
+        leaving = dict(ha.core.membership.leaving)
+        ha.execute(ha.core.members_saved(view.members_version, [s for s, _ in view.members],
+                                         now_ms()))
+        for sid, why in leaving.items():
+            if sid not in ha.core.members:
+                log.warning("checkpoint mode: slave %d no longer counts in the consistent "
+                            "checkpoint (%s); it rejoins once it holds it", sid, why)
 
     # ---- the core's actions ---------------------------------------------------------
     async def execute(self, actions: list) -> None:
