@@ -151,7 +151,7 @@ class CheckpointSim(HAGroupSim):
         self.ha_config = dataclasses.replace(self.ha_config, member_timeout_ms=MEMBER_TIMEOUT_MS)
         self.loss_rng = random.Random(seed * 7919 + 1)  # (the main stream stays as it was)
         self.lost: str | None = None  # the broker that never comes back
-        self.wipes = self.drops = self.covered = 0
+        self.wipes = self.drops = self.covered = self.stalled = 0
         self._beats = {name: Beat(name) for name in self.names}
         self._ctl_tick = Tick(CTL)
 
@@ -357,16 +357,15 @@ class CheckpointSim(HAGroupSim):
 
     def _may_lose(self, name: str) -> bool:
         """Failover waits for a master that no slave holds the checkpoint of, and for the
-        broker it promotes: neither is lost for good, nor the only member of a master
-        that is down (the control node could choose it before it noticed)."""
+        broker it promotes: neither is lost for good, nor a member while the master is
+        down (the control node could choose it before it noticed: see _waits_for_lost)."""
         saved, slot = self.ctl_saved[0], self.nodes[name].slot
         if saved is None or saved["promoting"] is not None:
             return saved is None or saved["promoting"] != slot
         master = self._current_master()
-        others = [s for s in saved["members"] if s != slot]
         if saved["master"] == slot:
-            return bool(others)
-        return (master is not None and master.alive) or bool(others)
+            return any(s != slot for s in saved["members"])
+        return (master is not None and master.alive) or slot not in saved["members"]
 
     def _victim(self, name: str) -> str:
         master = self._current_master() if self.rng.random() < 0.5 else None
@@ -444,8 +443,19 @@ class CheckpointSim(HAGroupSim):
             self.covered += 1  # the consistent checkpoint covered it (not the cache)
         super()._completed(node, a)
 
+    def _waits_for_lost(self) -> bool:
+        """Failover waits for the broker the control node chose: if that one is lost for
+        good (chosen just as it was lost, before the control node could notice), the group
+        stalls by design (docs/replication.md), and no progress can be demanded."""
+        st = self.ctl.state
+        return self.lost is not None and st.promoting == self.nodes[self.lost].slot
+
     def check_liveness(self) -> None:
         covered = self.covered
+        if self._waits_for_lost():
+            self.stalled = 1
+            self.w.log(f"failover waits for {self.lost}, lost for good: no progress demanded")
+            return
         super().check_liveness()
         self.expect(lambda: self.covered > covered, "after every fault healed (lost brokers "
                     f"stay lost: {self.lost}), no send was covered by the consistent "
@@ -456,4 +466,5 @@ class CheckpointSim(HAGroupSim):
 
     def stats(self) -> dict:
         return {"mode": "checkpoint", **super().stats(), "promotions": self.promotions,
-                "lost": int(self.lost is not None), "wiped": self.wipes, "dropped": self.drops}
+                "lost": int(self.lost is not None), "wiped": self.wipes, "dropped": self.drops,
+                "stalled": self.stalled}
