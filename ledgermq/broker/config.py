@@ -84,6 +84,9 @@ class BrokerConfig:
     enableConsistentCheckpoint: bool = False
     controlNodeAddr: str = ""
     controlNodeHeartbeatInterval: int = field(default=200, metadata=check(positive))  # ms
+    # a member slave silent this long (or back without its copy) stops counting in the
+    # checkpoint, once the control node saved that
+    checkpointMemberTimeout: int = field(default=30_000, metadata=check(positive))  # ms
     # controller mode (S1): RocketMQ 5's keys
     enableControllerMode: bool = False
     controllerAddr: str = ""  # host:port;host:port of the controllers (or name servers)

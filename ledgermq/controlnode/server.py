@@ -29,7 +29,7 @@ PROMOTE_TIMEOUT_S = 30.0
 def view_json(v: View) -> dict:
     return {"epoch": v.epoch, "role": v.role, "slot": v.slot, "masterAddr": v.master_addr,
             "checkpoint": v.checkpoint, "members": [list(m) for m in v.members],
-            "truncateTo": v.truncate_to}
+            "truncateTo": v.truncate_to, "membersVersion": v.members_version}
 
 
 class ControlNode:
@@ -152,7 +152,8 @@ class ControlNode:
         members = json.loads(e["members"]) if e.get("members") else None
         view, actions = g.heartbeat(e["haAddr"], e.get("wantsMaster") == "true",
                                     int(e["epoch"]), int(e["maxOffset"]), now_ms(),
-                                    int(e.get("checkpoint", 0)), members)
+                                    int(e.get("checkpoint", 0)), members,
+                                    int(e.get("membersVersion", 0)))
         self._execute(name, actions)
         return cmd.response(ResponseCode.SUCCESS, None, None,
                             json.dumps(view_json(view)).encode())

@@ -27,7 +27,8 @@ class ControlNodeClient:
             raise RemotingError(f"control node refused the heartbeat: {r.remark}")
         d = json.loads(r.body)
         return View(d["epoch"], d["role"], d["slot"], d["masterAddr"], d["checkpoint"],
-                    tuple(tuple(m) for m in d["members"]), d["truncateTo"])
+                    tuple(tuple(m) for m in d["members"]), d["truncateTo"],
+                    d.get("membersVersion", 0))
 
     async def cache(self, epoch: int, offset: int, end: int, msg_id: str, data: bytes) -> bool:
         """S3-3: hand a message whose sync timed out to the control node."""

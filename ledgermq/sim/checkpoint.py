@@ -4,17 +4,27 @@ GroupControl (the control node) that crashes and restarts from what it saved. Pr
 send throughout; a sync that times out is cached on the control node, and a send left
 PENDING is resolved by asking the control node (S3-4). See `ha_group` for the group.
 
+Permanent losses: a crashed broker may never come back (once per run), or come back on
+an empty disk (its log, role and checkpoint files gone; not the master's, and one at a
+time): the master drops such a member (`replication/ha/members`) and the group goes on.
+
 Invariants, besides the group's:
 - checkpoint-within-members: a master's consistent checkpoint never exceeds what any
-  member slave holds of its lineage;
+  member slave holds of its lineage (a replaced disk is exempt until it holds it again);
+- members-saved-hold-checkpoint: neither does it exceed what any member the control node
+  saved holds (it promotes only those), so a member is dropped only once that is saved;
 - acked-on-new-master: every acknowledged send (including those only the control node
   cached) and every PENDING one resolved DONE is in a new master's log;
 - resend-not-on-master: a PENDING send resolved RESEND is not in the current master's log
-  (resending it would duplicate it).
+  (resending it would duplicate it);
+- liveness, also: once faults heal (a lost broker stays lost), a new send is covered by
+  the consistent checkpoint itself, not only by the control node's cache, within 10 s.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import random
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -24,7 +34,8 @@ from ..replication.checkpoint import (
     Promote, Replay, Resolution, SaveCache, SaveRole, SaveState, Stand, Truncate, View,
 )
 from ..replication.ha import BUGS as HA_BUGS
-from ..replication.ha import SaveCheckpoint
+from ..replication.ha import Complete, SaveCheckpoint, SyncStatus
+from ..replication.ha.members import BUGS as MEMBER_BUGS
 from .disk import SimLog
 from .events import Beat, LinkDeliver, Restart, Tick
 from .ha_group import TICK_MS, HAGroupSim, Node, Sent
@@ -33,7 +44,9 @@ from .result import Violation
 CTL, CLIENT = "ctl", "client"  # the control node's and the producers' network names
 HEARTBEAT_MS = 100  # broker -> control node
 RESOLVE_MS = 50  # how soon a producer asks (again) about a PENDING send
-BUGS = {"checkpoint-max": HA_BUGS["checkpoint-max"], **CONTROL_BUGS}
+BUGS = {"checkpoint-max": HA_BUGS["checkpoint-max"], **MEMBER_BUGS, **CONTROL_BUGS}
+MEMBER_TIMEOUT_MS = 1000  # checkpointMemberTimeout
+LOSE_SHARE, WIPE_SHARE = 0.08, 0.12  # of crashes: never back; back on an empty disk
 
 
 def _copy_cache(cache: list[Cached]) -> list[Cached]:
@@ -49,7 +62,8 @@ class BrokerBeat:
     epoch: int
     log_end: int
     checkpoint: int
-    members: tuple[int, ...] | None  # a master's checkpoint members, else None
+    members: tuple[int, ...] | None  # a master's proposed checkpoint members, else None
+    members_version: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +120,8 @@ class CheckpointNode(Node):
     saved_checkpoint: tuple = (-1, 0, ())  # (epoch, checkpoint, members)
     lead_epoch: int = 0
     slot: int = 0
+    wipe_on_restart: bool = False
+    wiped: bool = False  # its disk was replaced and it does not hold the checkpoint again
 
 
 class CheckpointSim(HAGroupSim):
@@ -118,6 +134,8 @@ class CheckpointSim(HAGroupSim):
         "acked-on-new-master": "a new master holds every acknowledged send and every "
                                "PENDING one resolved DONE",
         "resend-not-on-master": "a send resolved RESEND is not in the current master's log",
+        "members-saved-hold-checkpoint": "a master's checkpoint never exceeds what a member "
+                                         "the control node saved holds",
     }
 
     def __init__(self, seed: int, *, steps: int = 20_000, bugs=frozenset(),
@@ -130,6 +148,10 @@ class CheckpointSim(HAGroupSim):
         self.ctl_alive = True
         self.ctl_saved: tuple[dict | None, list] = (None, [])  # what its crash keeps
         self.promotions = 0
+        self.ha_config = dataclasses.replace(self.ha_config, member_timeout_ms=MEMBER_TIMEOUT_MS)
+        self.loss_rng = random.Random(seed * 7919 + 1)  # (the main stream stays as it was)
+        self.lost: str | None = None  # the broker that never comes back
+        self.wipes = self.drops = self.covered = self.stalled = 0
         self._beats = {name: Beat(name) for name in self.names}
         self._ctl_tick = Tick(CTL)
 
@@ -179,9 +201,10 @@ class CheckpointSim(HAGroupSim):
         if not node.alive:
             return  # its restart beats again
         m = node.master
+        version, members = m.proposal() if m else (0, None)
         self.net_links.send(node.name, CTL, BrokerBeat(
             node.name, node.name == self.names[0], node.replica.epoch, node.log.end,
-            m.checkpoint if m else 0, tuple(m.members) if m else None))
+            m.checkpoint if m else 0, members, version))
         self.w.at(HEARTBEAT_MS, ev)
 
     def _run_replica(self, node: CheckpointNode, actions: list) -> None:
@@ -221,6 +244,12 @@ class CheckpointSim(HAGroupSim):
     def _on_message(self, node: CheckpointNode, msg) -> None:
         if isinstance(msg, View):
             self._run_replica(node, node.replica.on_view(msg, node.log.end))
+            m = node.master
+            if m is not None and msg.role == "MASTER" and msg.epoch == node.lead_epoch:
+                before = len(m.members)
+                self._run_master(node, m.members_saved(
+                    msg.members_version, [s for s, _ in msg.members], self.w.now))
+                self.drops += before - len(m.members)
         elif isinstance(msg, Promote):
             self._run_replica(node, node.replica.on_promote(msg, node.log.end))
         elif isinstance(msg, CacheAnswer):
@@ -243,7 +272,8 @@ class CheckpointSim(HAGroupSim):
         if isinstance(msg, BrokerBeat):
             view, actions = ctl.heartbeat(
                 msg.name, msg.wants_master, msg.epoch, msg.log_end, self.w.now,
-                msg.checkpoint, None if msg.members is None else list(msg.members))
+                msg.checkpoint, None if msg.members is None else list(msg.members),
+                msg.members_version)
             self._run_ctl(actions)
             send(CTL, msg.name, view)
         elif isinstance(msg, CacheMessage):
@@ -281,6 +311,15 @@ class CheckpointSim(HAGroupSim):
 
     def on_restart(self, ev: Restart) -> None:
         if ev.node != CTL:
+            node = self.nodes[ev.node]
+            if ev.node == self.lost or node.alive:
+                return  # lost for good
+            if node.wipe_on_restart:
+                self.w.log(f"{node.name} comes back on an empty disk")
+                node.log, node.saved_role, node.saved_checkpoint = SimLog(), (0, None), \
+                    (-1, 0, ())
+                node.wipe_on_restart, node.wiped = False, True
+                self.wipes += 1
             super().on_restart(ev)
             return
         # (no alive check: a restart left over from a crash healed by recover() restarts a
@@ -299,6 +338,34 @@ class CheckpointSim(HAGroupSim):
         self.w.log("control node crashed")
         self.w.at(self.rng.randint(100, 1000), Restart(CTL))
         return True
+
+    def _restart_later(self, name: str) -> None:
+        """Most crashed brokers come back; one may not, some on an empty disk: one lost
+        copy at a time, never the master's (the control node holds its cache, not its log)."""
+        roll = self.loss_rng.random()
+        one_at_a_time = self.lost is None and not any(n.wiped or n.wipe_on_restart
+                                                      for n in self.nodes.values())
+        if one_at_a_time and roll < LOSE_SHARE and self._may_lose(name):
+            self.lost = name
+            self.w.log(f"{name} is lost for good")
+            return
+        master = self._current_master()
+        if one_at_a_time and roll < LOSE_SHARE + WIPE_SHARE and \
+                (master is None or master.name != name):
+            self.nodes[name].wipe_on_restart = True
+        super()._restart_later(name)
+
+    def _may_lose(self, name: str) -> bool:
+        """Failover waits for a master that no slave holds the checkpoint of, and for the
+        broker it promotes: neither is lost for good, nor a member while the master is
+        down (the control node could choose it before it noticed: see _waits_for_lost)."""
+        saved, slot = self.ctl_saved[0], self.nodes[name].slot
+        if saved is None or saved["promoting"] is not None:
+            return saved is None or saved["promoting"] != slot
+        master = self._current_master()
+        if saved["master"] == slot:
+            return any(s != slot for s in saved["members"])
+        return (master is not None and master.alive) or slot not in saved["members"]
 
     def _victim(self, name: str) -> str:
         master = self._current_master() if self.rng.random() < 0.5 else None
@@ -335,14 +402,26 @@ class CheckpointSim(HAGroupSim):
 
     # ---- checks -----------------------------------------------------------------------
     def _check_checkpoint(self, master: CheckpointNode, checkpoint: int) -> None:
-        for sid in master.master.members:
+        self._check_holders(master, checkpoint, master.master.members,
+                            "checkpoint-within-members")
+        saved = self.ctl_saved[0]  # what the control node would promote from, on its disk
+        if saved and saved["epoch"] == master.lead_epoch and saved["master"] == master.slot:
+            self._check_holders(master, checkpoint, saved["members"],
+                                "members-saved-hold-checkpoint", " the control node saved")
+
+    def _check_holders(self, master: CheckpointNode, checkpoint: int, slots, invariant: str,
+                       whose: str = "") -> None:
+        for sid in slots:
             holder = next((n for n in self.nodes.values() if n.slot == sid), None)
             if holder is None or holder is master:
                 continue
-            if holder.log.end < checkpoint or \
-                    holder.log.data[:checkpoint] != master.log.data[:checkpoint]:
-                raise Violation("checkpoint-within-members", f"checkpoint {checkpoint} of "
-                                f"{master.name} exceeds what member {holder.name} holds "
+            holds = holder.log.end >= checkpoint and \
+                holder.log.data[:checkpoint] == master.log.data[:checkpoint]
+            if holder.wiped:  # the fault took its copy: exempt until it holds it again
+                holder.wiped = not holds
+            elif not holds:
+                raise Violation(invariant, f"checkpoint {checkpoint} of {master.name} "
+                                f"exceeds what member{whose} {holder.name} holds "
                                 f"(log end {holder.log.end})")
 
     def _check_new_master(self, node: CheckpointNode) -> None:
@@ -359,11 +438,33 @@ class CheckpointSim(HAGroupSim):
         if not self.ctl_alive:
             self.on_restart(Restart(CTL))
 
+    def _completed(self, node: CheckpointNode, a: Complete) -> None:
+        if a.status is SyncStatus.OK:
+            self.covered += 1  # the consistent checkpoint covered it (not the cache)
+        super()._completed(node, a)
+
+    def _waits_for_lost(self) -> bool:
+        """Failover waits for the broker the control node chose: if that one is lost for
+        good (chosen just as it was lost, before the control node could notice), the group
+        stalls by design (docs/replication.md), and no progress can be demanded."""
+        st = self.ctl.state
+        return self.lost is not None and st.promoting == self.nodes[self.lost].slot
+
     def check_liveness(self) -> None:
+        covered = self.covered
+        if self._waits_for_lost():
+            self.stalled = 1
+            self.w.log(f"failover waits for {self.lost}, lost for good: no progress demanded")
+            return
         super().check_liveness()
+        self.expect(lambda: self.covered > covered, "after every fault healed (lost brokers "
+                    f"stay lost: {self.lost}), no send was covered by the consistent "
+                    "checkpoint within 10 s")
         master = self._writable_master()
         if master is not None:
             self._check_new_master(master)
 
     def stats(self) -> dict:
-        return {"mode": "checkpoint", **super().stats(), "promotions": self.promotions}
+        return {"mode": "checkpoint", **super().stats(), "promotions": self.promotions,
+                "lost": int(self.lost is not None), "wiped": self.wipes, "dropped": self.drops,
+                "stalled": self.stalled}

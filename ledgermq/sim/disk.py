@@ -39,8 +39,8 @@ class SimLog:
         pos = 0
         while pos + REC.size <= len(data):
             size = REC.unpack_from(data, pos)[0]
-            if pos + size > len(data):
-                break
+            if size < REC.size or pos + size > len(data):
+                break  # unfinished, or not a record at all (the logs diverged: see checks)
             pos += size
         self.data += data[:pos]
         return len(self.data)

@@ -336,7 +336,7 @@ class HAGroupSim(Simulation):
         if choice < 0.45 and victims:
             name = self._victim(rng.choice(victims))
             self._crash(name)
-            w.at(rng.randint(100, 1500), Restart(name))
+            self._restart_later(name)
         elif choice < 0.65:
             name = rng.choice(self._partition_targets())
             w.partition([{name}, {n for n in self._partition_targets() if n != name}])
@@ -364,6 +364,10 @@ class HAGroupSim(Simulation):
             self.rids = {r: m for r, m in self.rids.items() if m != name}
         node.master = node.slave = None
         node.link = node.following = None
+
+    def _restart_later(self, name: str) -> None:
+        """A crashed broker comes back (some time) later."""
+        self.w.at(self.rng.randint(100, 1500), Restart(name))
 
     def on_restart(self, ev: Restart) -> None:
         node = self.nodes[ev.node]

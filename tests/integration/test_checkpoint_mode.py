@@ -209,3 +209,58 @@ def test_cached_sends_survive_master_and_control_node_dying_together(group):
     wait_for_master(d, not_name=master["name"])
     bodies = {b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q}
     assert {f"c-{i}".encode() for i in range(5)} <= bodies
+
+
+MEMBER_TIMEOUT_MS = 3000
+
+
+async def _timed_sends(ns, n, prefix):
+    """n sync sends one after another: (statuses, seconds taken)."""
+    async with Producer("pace-" + prefix, ns, send_timeout=10) as p:
+        started = time.monotonic()
+        results = [await p.send(Message("Replicated", f"{prefix}-{i}".encode()))
+                   for i in range(n)]
+        return [r.status for r in results], time.monotonic() - started
+
+
+def _members(d) -> dict:
+    master = next(p for p in procs(d).values() if p.get("role") == "MASTER" and p["alive"])
+    return master["ha"]["members"]
+
+
+def test_a_slave_lost_for_good_stops_holding_sends_back(tmp_path):
+    """One member slave killed -9 and never restarted: once checkpointMemberTimeout has
+    passed, the master drops it (after the control node saved that) and sync sends are
+    SEND_OK at their usual pace again, not each after syncFlushTimeout through the control
+    node's cache. Restarted, the slave becomes a member again."""
+    d = tmp_path / "cp"
+    state = up("checkpoint", 3, d, {"syncFlushTimeout": "1000",
+                                    "checkpointMemberTimeout": str(MEMBER_TIMEOUT_MS)})
+    try:
+        master = wait_for_master(d)
+        for name in ("n1", "n2"):
+            wait_slave_caught_up(d, name)
+        wait_until(lambda: len(_members(d)) == 2, lambda: f"two members: {_members(d)}")
+        ns = state["namesrv"]
+        statuses, took = asyncio.run(_timed_sends(ns, 20, "before"))
+        assert statuses == [SendStatus.SEND_OK] * 20
+        usual = took / 20
+        lost = next(n for n in ("n0", "n1", "n2") if n != master["name"])
+        os.kill(procs(d)[lost]["pid"], signal.SIGKILL)
+        killed_at = time.monotonic()
+
+        def quick_send():  # one send answered well within syncFlushTimeout
+            statuses, took = asyncio.run(_timed_sends(ns, 1, "probe"))
+            return statuses == [SendStatus.SEND_OK] and took < 0.5
+        wait_until(quick_send, "a send acknowledged without waiting syncFlushTimeout",
+                   timeout=30)
+        assert time.monotonic() - killed_at >= MEMBER_TIMEOUT_MS / 1000 * 0.9
+        statuses, took = asyncio.run(_timed_sends(ns, 50, "after"))
+        assert statuses == [SendStatus.SEND_OK] * 50
+        assert took < 50 * max(usual * 3, 0.1), (took, usual)  # the usual pace, not 1 s each
+        assert len(_members(d)) == 1
+        restart(d, lost)
+        wait_until(lambda: len(_members(d)) == 2, lambda: f"{lost} a member again: "
+                   f"{_members(d)}", timeout=30)
+    finally:
+        down(d)

@@ -109,7 +109,8 @@ def test_a_slave_ahead_of_the_master_is_refused():
 
 
 def test_checkpoint_is_the_min_over_members_and_never_moves_back():
-    m = HAMaster(cfg(checkpoint=True), log_end=1000, now=0)
+    m = HAMaster(cfg(checkpoint=True), log_end=0, now=0)
+    m.appended(1000, 0)
     for link, sid in ((2, 8), (1, 7)):
         m.connected(link, 0)
         m.report(link, 0 if sid == 8 else 600, 0, slave_id=sid)
@@ -123,13 +124,18 @@ def test_checkpoint_is_the_min_over_members_and_never_moves_back():
     assert Complete(5, SyncStatus.TIMEOUT) in m.tick(600)
 
 
-def test_a_catching_up_slave_joins_only_once_it_holds_the_checkpoint():
+def test_a_catching_up_slave_joins_only_once_it_holds_the_masters_log_as_it_began():
+    """The checkpoint a new master gets may lag what its predecessor acknowledged (its last
+    advance may not have reached the control node): a joining slave must hold the new
+    master's log as it was when it began leading, not only that checkpoint."""
     m = HAMaster(cfg(checkpoint=True), log_end=1000, now=0, checkpoint=800, members={7: 800})
     m.connected(1, 0)
     m.report(1, 300, 0, slave_id=9)
     assert 9 not in m.members and m.checkpoint == 800
-    m.report(1, 900, 1, slave_id=9)
-    assert m.members[9] == 900
+    m.report(1, 900, 1, slave_id=9)  # holds the checkpoint, not what may be acknowledged
+    assert 9 not in m.members
+    m.report(1, 1000, 2, slave_id=9)
+    assert m.members[9] == 1000
 
 
 def _view(ctl, addr, wants=False, epoch=0, end=0, now=0, cp=0, members=None):
@@ -179,3 +185,21 @@ def test_a_replica_restarted_mid_promotion_rolls_back_and_replays_again():
     assert restarted.on_view(View(1, "SLAVE", 3, "m", 400, (), None), 730) == []
     lead = restarted.on_view(View(2, "MASTER", 3, None, 400, (), None), 750)
     assert isinstance(lead[-1], Lead) and lead[-1].epoch == 2
+
+
+def test_a_straddling_cached_batch_keeps_only_its_replayed_part():
+    """A batch cached at [800, 900) straddles the takeover 850: the new master replays its
+    part from 850 on, and the control node keeps exactly that part (re-keyed), so a second
+    failover does not replay the first messages again."""
+    ctl = GroupControl(ControlConfig(master_timeout_ms=100), now=0)
+    _view(ctl, "m", wants=True)
+    _view(ctl, "b", epoch=1, end=850)
+    _view(ctl, "m", wants=True, epoch=1, end=900, cp=700, members=[2])
+    data = bytes(range(100))  # the stored messages, [800, 850) then [850, 900)
+    assert ctl.cache_message(1, 800, 900, "batch", data)[0]
+    _view(ctl, "b", epoch=1, end=850, now=150)
+    promote = next(a for a in ctl.tick(150) if isinstance(a, Promote))
+    ctl.promoted(promote.slot, 2, takeover=850, replayed=[(800, 850, 900)], log_end=900)
+    [kept] = ctl.cache
+    assert (kept.offset, kept.end, kept.data) == (850, 900, data[50:])
+    assert kept.end - kept.offset == len(kept.data)

@@ -12,17 +12,34 @@ BUG_BREAKS = {
     "checkpoint-max": "checkpoint-within-members",
     "failover-skips-cache": "acked-on-new-master",
     "no-rollback": "slave-prefix",
+    "members-never-dropped": "liveness",
+    "drop-before-saved": "members-saved-hold-checkpoint",
 }
 
 
 def test_design_survives_random_faults():
-    promotions = 0
+    seen = {"promotions": 0, "lost": 0, "wiped": 0, "dropped": 0}
     for seed in range(SEEDS):
         r = CheckpointSim(seed, steps=STEPS).run()
         assert r.ok, (seed, r.invariant, r.violation, "\n".join(r.tail(30)))
-        promotions += r.stats["promotions"]
+        for k in seen:
+            seen[k] += r.stats[k]
         assert r.stats["sent"].get("OK", 0) > 0
-    assert promotions >= SEEDS  # failovers really happened, many times
+    assert seen["promotions"] >= SEEDS  # failovers really happened, many times
+    # brokers lost for good and disks replaced, members dropped: the group went on
+    assert seen["lost"] >= SEEDS // 10 and seen["wiped"] >= SEEDS // 10, seen
+    assert seen["dropped"] >= SEEDS // 10, seen
+
+
+def test_a_broker_lost_for_good_stops_holding_the_checkpoint_back():
+    """Runs where a member is lost for good (the checkpoint would wait for it forever):
+    once faults heal, sends are covered by the checkpoint again, not only cached."""
+    lost = 0
+    for seed in range(40):
+        r = CheckpointSim(seed, steps=STEPS).run()
+        assert r.ok, (seed, r.invariant, r.violation, "\n".join(r.tail(30)))
+        lost += r.stats["lost"]
+    assert lost >= 5
 
 
 def test_slaves_that_join_empty_after_the_first_segment():

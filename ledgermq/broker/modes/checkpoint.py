@@ -13,6 +13,7 @@ import json
 import logging
 import time
 
+from ...clock import now_ms
 from ...controlnode.persist import decode_cached
 from ...drivers.checkpoint_files import CheckpointFile, load_role, save_role
 from ...drivers.control_node import ControlNodeClient
@@ -144,10 +145,25 @@ class CheckpointMode(HAPortMode):
                "epoch": str(self.replica.epoch), "maxOffset": str(self.store.commitlog.max_offset)}
         ha = self.links.master
         if ha is not None:
+            version, members = ha.core.proposal()
             ext["checkpoint"] = str(ha.core.checkpoint)
-            ext["members"] = json.dumps(sorted(ha.core.members))
+            ext["members"] = json.dumps(list(members))
+            ext["membersVersion"] = str(version)
         view = await self.control.heartbeat(ext)
         await self.execute(self.replica.on_view(view, self.store.commitlog.max_offset))
+        if ha is not None and ha is self.links.master and view.role == "MASTER" \
+                and view.epoch == self.master_epoch:
+            self._members_saved(ha, view)
+
+    def _members_saved(self, ha: HAMasterDriver, view) -> None:
+        """The control node saved a membership: a member it no longer names is dropped."""
+        leaving = dict(ha.core.membership.leaving)
+        ha.execute(ha.core.members_saved(view.members_version, [s for s, _ in view.members],
+                                         now_ms()))
+        for sid, why in leaving.items():
+            if sid not in ha.core.members:
+                log.warning("checkpoint mode: slave %d no longer counts in the consistent "
+                            "checkpoint (%s); it rejoins once it holds it", sid, why)
 
     # ---- the core's actions ---------------------------------------------------------
     async def execute(self, actions: list) -> None:
@@ -220,16 +236,16 @@ class CheckpointMode(HAPortMode):
             self.checkpoint_file.save(self.master_epoch, checkpoint, members)
 
     def _replay(self, a: Replay) -> list:
-        """Append each cached entry past the takeover (in order), durably."""
+        """Append each cached entry's messages past the takeover (in order), durably."""
         moved = []
         for c in a.promote.replay:
             if c.end <= a.takeover:
                 continue  # we hold it at its own offset already
             # past the takeover, or straddling it (a batch we got only the start of):
-            # replayed whole, so nothing acknowledged is missing (the start twice)
-            msgs, pos = [], 0
-            while pos < len(c.data):  # decoded whole before anything is appended
-                msgs.append(decode_message(c.data, pos))
+            # only its messages from the takeover on, so none is stored twice
+            data, msgs, pos = c.tail(a.takeover), [], 0
+            while pos < len(data):  # decoded whole before anything is appended
+                msgs.append(decode_message(data, pos))
                 pos += msgs[-1].total_size
             start = end = self.store.commitlog.max_offset
             for m in msgs:  # one entry is one send: one topic and queue

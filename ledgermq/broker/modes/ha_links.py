@@ -20,7 +20,8 @@ def ha_config(config: BrokerConfig, store: MessageStore, checkpoint: bool = Fals
                     housekeeping_ms=config.haHousekeepingInterval,
                     sync_timeout_ms=store.config.syncFlushTimeout,
                     fallbehind_max=config.haSlaveFallbehindMax,
-                    transfer_batch=config.haTransferBatchSize, checkpoint=checkpoint)
+                    transfer_batch=config.haTransferBatchSize, checkpoint=checkpoint,
+                    member_timeout_ms=config.checkpointMemberTimeout)
 
 
 class HALinks:

@@ -6,9 +6,16 @@ latest consistent checkpoint the master reported, and a cache of messages whose 
 timed out (S3-3). Every change it must not forget is handed to the driver to persist
 (SaveState, SaveCache) before the answer that depends on it goes out.
 
+Membership: the master proposes its checkpoint's members with a version (see
+`replication/ha/members`); a newer proposal is saved before the answer that names it
+goes out, and the master drops a member only once an answer names a proposal without it.
+So every member known here holds the master's checkpoint.
+
 Failover (S3-5), as built here:
-1. The master's heartbeats stop for `master_timeout_ms`.
-2. The live member slave with the highest reported offset is chosen; Promote tells it to
+1. The master's heartbeats stop for `master_timeout_ms`, or its log ends below the
+   checkpoint (it restarted on a replaced disk).
+2. The live member slave with the highest reported offset, at least the checkpoint, is
+   chosen (given up if its log turns out shorter before it answered). Promote tells it to
    stop following, note its log end T (the takeover offset), append in order every cached
    message that lies past T, and become master of epoch+1.
 3. `promoted()` records (epoch, T). Every other broker of the group, the old master
@@ -57,6 +64,11 @@ class Cached:
     msg_id: str
     data: bytes  # the stored bytes of the message(s), as the master wrote them
 
+    def tail(self, at: int) -> bytes:
+        """The stored messages that lie at or past `at` (a message boundary: a takeover
+        offset inside a batch falls between two of its messages)."""
+        return self.data[max(0, at - self.offset):]
+
 
 @dataclass
 class Broker:
@@ -78,6 +90,7 @@ class View:
     checkpoint: int
     members: tuple[tuple[int, int], ...]
     truncate_to: int | None  # roll the log back to this before following (S3-6)
+    members_version: int = 0  # the master's membership proposal the members are
 
 
 @dataclass(frozen=True)
@@ -110,10 +123,11 @@ class GroupState:
     slots: dict[str, int] = field(default_factory=dict)  # addr -> slot
     promoting: int | None = None  # slot being promoted
     replayed: list[str] = field(default_factory=list)  # ids of recently replayed messages
+    members_version: int = 0  # the master's proposal they come from (0: from a failover)
 
     def to_json(self) -> dict:
         return {"epoch": self.epoch, "master": self.master, "checkpoint": self.checkpoint,
-                "members": self.members,
+                "members": self.members, "membersVersion": self.members_version,
                 "takeovers": self.takeovers, "slots": self.slots,
                 "promoting": self.promoting, "replayed": self.replayed}
 
@@ -122,7 +136,7 @@ class GroupState:
         return cls(d["epoch"], d["master"], d["checkpoint"],
                    list(d["members"]),
                    [tuple(t) for t in d["takeovers"]], dict(d["slots"]), d.get("promoting"),
-                   list(d.get("replayed", ())))
+                   list(d.get("replayed", ())), d.get("membersVersion", 0))
 
 
 class GroupControl:
@@ -143,8 +157,8 @@ class GroupControl:
 
     # ---- heartbeats ---------------------------------------------------------------
     def heartbeat(self, addr: str, wants_master: bool, epoch: int, max_offset: int,
-                  now: int, checkpoint: int = 0,
-                  members: list[int] | None = None) -> tuple[View, list]:
+                  now: int, checkpoint: int = 0, members: list[int] | None = None,
+                  members_version: int = 0) -> tuple[View, list]:
         st, out = self.state, []
         slot = st.slots.get(addr)
         if slot is None:
@@ -158,12 +172,13 @@ class GroupControl:
             st.master, st.epoch = slot, st.epoch + 1  # the group's first master
             b.epoch = st.epoch
             out.append(self._save())
-        if st.master == slot and epoch == st.epoch:
-            if checkpoint > st.checkpoint or (members is not None
-                                              and sorted(members) != st.members):
+        if st.master == slot and epoch == st.epoch and st.promoting is None:
+            newer = members is not None and members_version >= st.members_version and (
+                members_version > st.members_version or sorted(members) != st.members)
+            if checkpoint > st.checkpoint or newer:
                 st.checkpoint = max(st.checkpoint, checkpoint)
-                if members is not None:
-                    st.members = sorted(members)
+                if newer:
+                    st.members, st.members_version = sorted(members), members_version
                 out.append(self._save())
                 out += self._drop_covered()
         return self.view(slot), out
@@ -180,7 +195,8 @@ class GroupControl:
         truncate = min(later) if later and role == "SLAVE" and self.bug != "no-rollback" \
             else None
         return View(st.epoch, role, slot, master_addr, st.checkpoint,
-                    tuple((s, st.checkpoint) for s in st.members), truncate)
+                    tuple((s, st.checkpoint) for s in st.members), truncate,
+                    st.members_version)
 
     # ---- the cache ----------------------------------------------------------------
     def cache_message(self, epoch: int, offset: int, end: int, msg_id: str, data: bytes
@@ -218,20 +234,29 @@ class GroupControl:
         st = self.state
         timeout = self.config.master_timeout_ms
         if st.promoting is not None:
-            # never abandoned (another slave could then diverge): asked again until it answers
+            b = self.brokers[st.promoting]
+            if b.heard_at >= self.started_at and b.max_offset < st.checkpoint:
+                # back with a log shorter than when it was chosen: restarted on a replaced
+                # disk, so nothing of a promotion it may have begun is left: choose again
+                st.promoting = None
+                return [self._save()]
+            # otherwise never abandoned (the old master could serve again, and the chosen
+            # broker, back, take over without what it wrote): asked again until it answers
             if now - self._promote_sent < timeout:
                 return []
             self._promote_sent = now
             return [self._promote(self.brokers[st.promoting])]
         if st.master is None or now - self.started_at < timeout:
             return []
-        if now - self.brokers[st.master].heard_at < timeout:
-            return []
+        master = self.brokers[st.master]  # (heard since this control node started)
+        if now - master.heard_at < timeout and master.max_offset >= st.checkpoint:
+            return []  # (a master whose log ends below the checkpoint lost its copy)
         # a member is eligible only once it follows this epoch's master: then its log
         # holds nothing past an earlier takeover that the current lineage does not
         live = [self.brokers[s] for s in st.members
                 if s in self.brokers and s != st.master and self.brokers[s].epoch == st.epoch
-                and now - self.brokers[s].heard_at < timeout]
+                and now - self.brokers[s].heard_at < timeout
+                and self.brokers[s].max_offset >= st.checkpoint]
         if not live:
             return []  # no slave holds the checkpoint: wait for the master (or one) to return
         best = max(live, key=lambda b: (b.max_offset, -b.slot))
@@ -257,10 +282,12 @@ class GroupControl:
         st.epoch, st.master, st.promoting = epoch, slot, None
         st.takeovers.append((epoch, takeover))
         st.members = [s for s in st.members if s not in (slot, old)]
+        st.members_version = 0  # the new master's own proposals come next
         self.brokers[slot].epoch = epoch
         moved = {o: (no, ne) for o, no, ne in replayed}
         for c in self.cache:
-            if c.offset in moved:
+            if c.offset in moved:  # a batch straddling T was replayed from T on
+                c.data = c.tail(takeover)
                 c.offset, c.end = moved[c.offset]
                 st.replayed.append(c.msg_id)
         del st.replayed[:-REPLAYED_KEPT]

@@ -94,6 +94,10 @@ class CheckpointReplica:
         if view.role == "MASTER":
             if self.role == "MASTER" and self.epoch == view.epoch:
                 return []
+            if log_end < view.checkpoint:
+                # restarted on a replaced disk: leading would lose what was acknowledged;
+                # the control node sees the short log and fails over
+                return []
             self.role, self.epoch, self.master_addr = "MASTER", view.epoch, None
             self.promotion = None
             return [self._save(), Lead(view.epoch, view.checkpoint, view.members, view.slot)]
@@ -116,8 +120,8 @@ class CheckpointReplica:
                 return [AnswerPromotion(p)]
             out: list = [Truncate(p.takeover)] if log_end > p.takeover else []
             return out + [Replay(promote, p.takeover)]
-        if promote.epoch <= self.epoch:
-            return []
+        if promote.epoch <= self.epoch or log_end < promote.checkpoint:
+            return []  # (a log below the checkpoint is not the copy the control node counted)
         self.role, self.master_addr = "PROMOTING", None
         self.promotion = Promotion(promote.epoch, log_end)
         return [Stand("promoting"), self._save(), Replay(promote, log_end)]

@@ -9,15 +9,18 @@ SLAVE_NOT_AVAILABLE at once with no slave or the best slave behind by more than
 `fallbehind_max`; TIMEOUT after `sync_timeout_ms`.
 
 S3 (checkpoint): the consistent checkpoint is the minimum acked offset over the member
-slaves. A slave becomes a member (persisted with the checkpoint) once it has acked the
-current checkpoint, and stays one while it is away: the checkpoint waits for it rather
-than leave behind a slave that may be chosen as the next master. It never moves back.
+slaves (persisted with the checkpoint). It never moves back. A slave becomes a member once
+it has acked the current checkpoint; a member away for `member_timeout_ms`, or whose copy
+is gone, is dropped once the control node saved that (see `members`), and only then does
+the checkpoint move past it.
 """
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
 
+from .members import BUGS as MEMBER_BUGS
+from .members import Membership
 from .types import (
     Close, Complete, HAConfig, Heartbeat, PublishCheckpoint, SaveCheckpoint, SyncStatus,
     Transfer,
@@ -27,6 +30,7 @@ from .types import (
 BUGS = {
     "ack-on-master-write": "SYNC_MASTER answers OK after the master's own write",
     "checkpoint-max": "the consistent checkpoint is the max, not the min, of the slave acks",
+    **MEMBER_BUGS,
 }
 
 
@@ -48,8 +52,13 @@ class HAMaster:
         self.links: dict[int, Link] = {}
         self.waiters: deque[tuple[int, int, int]] = deque()  # (end, deadline, request id)
         self.checkpoint = checkpoint
-        self.members: dict[int, int] = dict(members or {})
-        self._saved_members = -1  # how many members the last SaveCheckpoint named
+        # a slave joins once it holds the log as it was when this master began: the
+        # checkpoint it got may lag what was acknowledged (an earlier master's last
+        # advance, unreported when it failed), but every member holds that
+        self.join_floor = log_end
+        self.membership = Membership(members or {}, now, config.member_timeout_ms, bug)
+        self.members = self.membership.acks  # slave id -> acked offset, for the min
+        self._saved_members: tuple | None = None  # who the last SaveCheckpoint named
         self.bug = bug
         self.now = now
 
@@ -133,16 +142,34 @@ class HAMaster:
 
     # ---- S3 checkpoint ------------------------------------------------------------
     def _advance_checkpoint(self, ln: Link) -> list:
-        sid = ln.slave_id
-        if sid not in self.members and ln.acked < self.checkpoint:
-            return []  # catching up: joins once it holds everything the checkpoint covers
-        self.members[sid] = max(self.members.get(sid, 0), ln.acked)
-        acks = self.members.values()
-        new = max(acks) if self.bug == "checkpoint-max" else min(acks)
-        if new <= self.checkpoint and len(self.members) == self._saved_members:
+        self.membership.reported(ln.slave_id, ln.acked, max(self.checkpoint, self.join_floor),
+                                 self.now)
+        return self._recompute()
+
+    def proposal(self) -> tuple[int, tuple[int, ...]]:
+        """(version, member ids): what the control node must save before a leaving member
+        is dropped (the master heartbeats it)."""
+        return self.membership.proposal()
+
+    def members_saved(self, version: int, ids, now: int) -> list:
+        """The control node saved proposal `version` (naming `ids`): drop the leaving
+        members it no longer names; the checkpoint may then move past them."""
+        self.now = now
+        if not self.membership.saved(version, ids):
             return []
-        self.checkpoint = max(self.checkpoint, new)
-        self._saved_members = len(self.members)
+        return self._recompute() + self._complete_covered()
+
+    def _recompute(self) -> list:
+        floor = self.membership.floor()
+        if floor is None:
+            return []  # no member: nothing but the control node's cache acknowledges
+        if self.bug == "checkpoint-max":
+            floor = max(self.members.values())
+        named = tuple(sorted(self.members))
+        if floor <= self.checkpoint and named == self._saved_members:
+            return []
+        self.checkpoint = max(self.checkpoint, floor)
+        self._saved_members = named
         out: list = [SaveCheckpoint(self.checkpoint, tuple(sorted(self.members.items())))]
         out += [PublishCheckpoint(link, self.checkpoint) for link, other in self.links.items()
                 if other.slave_id is not None]
@@ -176,6 +203,8 @@ class HAMaster:
                 out.append(Heartbeat(link, ln.push))
                 if cfg.checkpoint and ln.slave_id is not None:
                     out.append(PublishCheckpoint(link, self.checkpoint))
+        if cfg.checkpoint and self.membership.expire(now):  # (only under an injected bug)
+            out += self._recompute() + self._complete_covered()
         while self.waiters and self.waiters[0][1] <= now:
             out.append(Complete(self.waiters.popleft()[2], SyncStatus.TIMEOUT))
         return out
@@ -183,6 +212,7 @@ class HAMaster:
     def status(self) -> dict:
         return {"logEnd": self.log_end, "checkpoint": self.checkpoint,
                 "members": {str(k): v for k, v in self.members.items()},
+                "leaving": {str(k): why for k, why in self.membership.leaving.items()},
                 "slaves": [{"link": k, "acked": ln.acked, "push": ln.push,
                             "slaveId": ln.slave_id} for k, ln in self.links.items()],
                 "waiting": len(self.waiters)}

@@ -42,6 +42,7 @@ class HAConfig:
     transfer_batch: int = 256 << 10  # bytes per chunk
     window: int = 8 << 20  # bytes pushed to a slave beyond what it acknowledged
     checkpoint: bool = False  # S3: OK means covered by min over member slaves
+    member_timeout_ms: int = 30_000  # S3: checkpointMemberTimeout, a silent member leaves
 
 
 # ---- master actions ----------------------------------------------------------------
