@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark
 
-.PHONY: install run test bench clean
+.PHONY: install run test sim-long bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -17,6 +17,11 @@ run: install
 
 test: install
 	$(PY) -m pytest -q
+
+# every simulator protocol over SIM_SEEDS seeds, every injected bug caught (minutes)
+SIM_SEEDS ?= 2000
+sim-long: install
+	$(PY) -m tests.sim.long --seeds $(SIM_SEEDS)
 
 bench: install
 	$(PY) bench/store_bench.py

@@ -5,6 +5,8 @@ import sys
 
 import ledgermq
 
+from ..sim.test_raft_sim import BUG_BREAKS as RAFT_BUG_BREAKS
+
 
 def cli(*args, check=True):
     p = subprocess.run([sys.executable, "-m", "ledgermq", *map(str, args)], capture_output=True,
@@ -65,6 +67,7 @@ def test_sim_command_reports_and_replays():
                  "--json", check=False)
     assert caught.returncode == 1
     failure = json.loads(caught.stdout)["failed"][0]
+    assert failure["invariant"] == RAFT_BUG_BREAKS["commit-past-end"], failure["violation"]
     assert failure["trace"] and "--inject-bug commit-past-end" in failure["replay"]
     listed = cli("sim", "--list-bugs").stdout
     assert "commit-old-term" in listed

@@ -10,7 +10,7 @@ from ledgermq import Message, Producer
 from ledgermq.cluster import down, restart, status, up
 
 from ..wait import until, wait_until
-from .load import check_nothing_lost, read_all, under_load
+from .load import Sighting, acked_after, check_nothing_lost, read_all, under_load
 
 
 @pytest.fixture
@@ -41,10 +41,14 @@ def test_kill9_leader_under_load_loses_nothing(group):
     d, state = group
     ns = state["namesrv"]
     first = leader_of(d)
-    acked = under_load(ns, 6, "a", 2, (first["pid"], signal.SIGKILL, 0))
+    with Sighting(lambda: single_leader(d, not_name=first["name"]), "a new leader") as seen:
+        acked = under_load(ns, 6, "a", 2, (first["pid"], signal.SIGKILL, 0))
     second = leader_of(d, not_name=first["name"])
     assert second["term"] > first["term"]
     assert len(acked) > 50
+    # the new leader acknowledges sends: some came after it was seen leading
+    after = acked_after(acked, seen.wait())
+    assert after, f"no SEND_OK after the new leader was seen ({len(acked)} before it)"
     stored = asyncio.run(read_all(ns))
     check_nothing_lost(acked, stored)
     # the old leader comes back as a follower and catches up
