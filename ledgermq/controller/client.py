@@ -11,6 +11,10 @@ class ControllerError(RemotingError):
     """The controller group refused a request, or no leader could be reached."""
 
 
+class ControllerRefused(ControllerError):
+    """The leader answered with a refusal (no leader reached: a plain ControllerError)."""
+
+
 class ControllerClient:
     def __init__(self, addresses: str | list[str], timeout: float = 3.0):
         if isinstance(addresses, str):
@@ -49,7 +53,7 @@ class ControllerClient:
                 problems.append(f"{addr}: {r.remark}")
                 continue
             if r.code != ResponseCode.SUCCESS:
-                raise ControllerError(r.remark or f"controller answered code {r.code}")
+                raise ControllerRefused(r.remark or f"controller answered code {r.code}")
             self.leader = addr if not any_node else self.leader
             return r
         self.leader = None

@@ -96,6 +96,14 @@ class BrokerGroup:
 
 
 STALE_SET_EPOCH = "is stale"  # in a refusal: the set changed since (maybe by this very ask)
+NOT_THE_MASTER = "is not the master"  # in a refusal: the master changed since that ask
+
+
+def refusal_may_have_applied(remark: str) -> bool:
+    """Can an AlterSyncStateSet refused with `remark` answer a copy of a change that did
+    apply? A stale set epoch may be the ask's own doing, and a deposed master's earlier
+    copy may have applied before the controller moved on: only a view tells."""
+    return STALE_SET_EPOCH in remark or NOT_THE_MASTER in remark
 
 BUGS = {"elect-outside-sync-set": "ElectMaster picks any live broker, in sync or not, "
                                   "without saying it was unclean"}
@@ -131,8 +139,8 @@ class ControllerMetadata:
         if g is None:
             return Result(False, f"broker group {c.group} is not registered")
         if c.master_id != g.master or c.master_epoch != g.master_epoch:
-            return Result(False, f"broker {c.master_id} in epoch {c.master_epoch} is not the "
-                                 f"master (master {g.master}, epoch {g.master_epoch})")
+            return Result(False, f"broker {c.master_id} in epoch {c.master_epoch} "
+                                 f"{NOT_THE_MASTER} (master {g.master}, epoch {g.master_epoch})")
         if c.set_epoch != g.set_epoch:
             return Result(False, f"SyncStateSet epoch {c.set_epoch} {STALE_SET_EPOCH} (now "
                                  f"{g.set_epoch})")

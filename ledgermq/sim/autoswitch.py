@@ -22,7 +22,7 @@ from typing import ClassVar
 from ..controller import BUGS as CONTROLLER_BUGS
 from ..controller import AlterSyncStateSet, Answer, ElectMaster, RegisterBroker
 from ..controller.liveness import BrokerReport
-from ..controller.metadata import STALE_SET_EPOCH
+from ..controller.metadata import refusal_may_have_applied
 from ..replication.autoswitch import BUGS as AUTOSWITCH_BUGS
 from ..replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
 from ..replication.autoswitch.transfer import (
@@ -194,7 +194,8 @@ class AutoSwitchSim(ControllerSim):
         epoch = r.data["syncStateSetEpoch"] if r.ok else b.master.tracker.set_epoch
         self.w.log(f"{b.name}: SyncStateSet {members} (epoch {epoch})" if r.ok else
                    f"{b.name}: SyncStateSet change refused: {r.error}")
-        b.master.tracker.applied(members, epoch, self.w.now, stale=STALE_SET_EPOCH in r.error)
+        b.master.tracker.applied(members, epoch, self.w.now,
+                                 maybe_applied=refusal_may_have_applied(r.error))
         self._run_master(b, b.master.set_changed())
 
     # ---- roles ------------------------------------------------------------------------

@@ -1,6 +1,10 @@
 """The master's SyncStateSet tracking (S1-2): shrink after haMaxTimeSlaveNotCatchUp,
 expand at the confirm offset (never for a learner), one change in flight, and the
 acknowledgement rules (allAckInSyncStateSet, inSyncReplicas, minInSyncReplicas)."""
+from ledgermq.controller.metadata import (
+    AlterSyncStateSet, ControllerMetadata, ElectMaster, RegisterBroker,
+    refusal_may_have_applied,
+)
 from ledgermq.replication.autoswitch.sync_state import (
     ProposeSyncStateSet, SyncConfig, SyncStateTracker,
 )
@@ -89,7 +93,7 @@ def test_a_new_master_admits_a_slave_only_once_it_holds_the_log_end_at_takeover(
 def test_a_stale_refusal_waits_for_the_controllers_view():
     t = two_member_tracker()
     t.ack(3, 100, 1)
-    t.applied(None, 5, now=2, stale=True)  # maybe a copy of a change that did apply
+    t.applied(None, 5, now=2, maybe_applied=True)  # maybe a copy of a change that did apply
     assert t.pending is not None and t.ack_set == (1, 2, 3)
     t.controller_view((1, 2, 3), 6, now=3)
     assert t.pending is None and t.members == (1, 2, 3) and t.set_epoch == 6
@@ -100,3 +104,23 @@ def test_an_unanswered_change_is_asked_again():
     first = t.ack(3, 100, 1)
     assert first and t.tick(200) == []
     assert t.tick(400) == first  # the set epoch fences the copies
+
+
+def test_a_deposed_masters_refused_expansion_still_waits_for_the_new_member():
+    """Sim seed 1489: the controller applied master 1's expansion to (1, 2), elected 2,
+    then refused 1's re-sent copy as "not the master". That refusal does not say the
+    expansion never applied: 1 must not fall back to acknowledging alone."""
+    md = ControllerMetadata()
+    a, b = (md.apply(RegisterBroker("c", "g", addr)).data["brokerId"] for addr in "ab")
+    md.apply(ElectMaster("g", alive=(a,)))
+    epoch = md.groups["g"].set_epoch
+    assert md.apply(AlterSyncStateSet("g", a, 1, (a, b), epoch)).ok  # its answer is lost
+    md.apply(ElectMaster("g", alive=(b,), operator=True, preferred=b))
+    copy = md.apply(AlterSyncStateSet("g", a, 1, (a, b), epoch))  # the re-sent copy
+    assert not copy.ok and "not the master" in copy.error
+
+    t = SyncStateTracker(a, (a,), epoch, master_end=100, now=0, config=SyncConfig())
+    assert t.ack(b, 100, now=1) == [ProposeSyncStateSet((a, b), epoch)]
+    t.appended(200)  # a write the new master b does not hold
+    t.applied(None, epoch, now=2, maybe_applied=refusal_may_have_applied(copy.error))
+    assert t.acknowledged(200) is False

@@ -42,3 +42,12 @@ def test_checker_catches_known_bug(bug):
             assert again.trace == r.trace  # the failing seed replays exactly
             return
     pytest.fail(f"{bug} went unnoticed for {BUG_SEED_BOUND} seeds")
+
+
+def test_a_deposed_master_whose_expansion_applied_acknowledges_nothing_alone():
+    """Seed 1489 (found by `make sim-long`): the controller applied master b1's expansion,
+    elected b2, then refused b1's re-sent copy as "not the master"; b1 fell back to its
+    old set and acknowledged alone what b2 never got. The unit test of the rule is
+    tests/replication/test_sync_state.py; this keeps the scenario as it was found."""
+    r = AutoSwitchSim(1489, steps=8000).run()
+    assert r.ok, (r.invariant, r.violation, "\n".join(r.tail(30)))

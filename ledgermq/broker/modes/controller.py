@@ -17,8 +17,8 @@ import logging
 import time
 
 from ...clock import now_ms
-from ...controller.client import ControllerClient, ControllerError
-from ...controller.metadata import STALE_SET_EPOCH
+from ...controller.client import ControllerClient, ControllerError, ControllerRefused
+from ...controller.metadata import refusal_may_have_applied
 from ...drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ...replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
@@ -246,7 +246,7 @@ class ControllerMode(HAPortMode):
 
     async def _alter(self, p: ProposeSyncStateSet) -> None:
         ha = self.links.master
-        members, epoch, stale = None, p.set_epoch, False
+        members, epoch, maybe_applied = None, p.set_epoch, False
         try:
             view = await self.controller.call(
                 RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
@@ -256,9 +256,13 @@ class ControllerMode(HAPortMode):
             members, epoch = tuple(view["syncStateSet"]), view["syncStateSetEpoch"]
             log.info("controller: SyncStateSet of %s is now %s (epoch %d)", self.group,
                      list(members), epoch)
-        except (ControllerError, RemotingError) as e:
+        except ControllerRefused as e:
             log.warning("controller refused SyncStateSet %s: %s", list(p.members), e)
-            stale = STALE_SET_EPOCH in str(e)
+            maybe_applied = refusal_may_have_applied(str(e))
+        except RemotingError as e:  # no (leader's) answer: it may have applied all the same
+            log.warning("SyncStateSet %s: no answer from the controller: %s",
+                        list(p.members), e)
+            maybe_applied = True
         if ha is self.links.master and isinstance(ha, AutoSwitchMasterDriver):
-            ha.core.tracker.applied(members, epoch, now_ms(), stale=stale)
+            ha.core.tracker.applied(members, epoch, now_ms(), maybe_applied=maybe_applied)
             ha.set_changed()

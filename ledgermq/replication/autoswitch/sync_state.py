@@ -126,11 +126,12 @@ class SyncStateTracker:
         return [self.pending]
 
     def applied(self, members: tuple[int, ...] | None, set_epoch: int, now: int,
-                stale: bool = False) -> None:
+                maybe_applied: bool = False) -> None:
         """The controller answered: the new set, or None: refused, keep the old one. A
-        refusal for a stale set epoch may answer a copy of a proposal that did apply: the
-        change stays pending until a view says which set the controller holds."""
-        if members is None and stale:
+        refusal that may answer a copy of a proposal that did apply (a stale set epoch, a
+        deposed master, no answer at all) leaves the change pending, old and new members
+        both counting, until a view says which set the controller holds."""
+        if members is None and maybe_applied:
             return
         self.pending = None
         if members is None:
