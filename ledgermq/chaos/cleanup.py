@@ -67,7 +67,7 @@ def sweep() -> list[str]:
         ip("link", "del", n, check=False)
     for n in old_ns:
         ip("netns", "del", n, check=False)
-    return old_ns + old_links
+    return sorted(set(old_ns + old_links))  # a host's namespace and veth share a name
 
 
 # -- signals: a terminated test run still cleans up ------------------------------------

@@ -39,6 +39,7 @@ def start_echo(host) -> subprocess.Popen:
     p = host.popen([sys.executable, PROBE, "serve", host.addr, PORT],
                    stdout=subprocess.PIPE, text=True)
     assert read_line(p) == "ready"
+    p.stdout.close()  # it prints nothing more
     return p
 
 
@@ -98,8 +99,9 @@ def test_partition_cuts_hosts_apart_while_clients_reach_both_and_heal_restores()
 
         net.heal()
         assert reach(b, a) == {"a": "ok"} and reach(a, b) == {"b": "ok"}
-        held.stdin.write("echo 15\n"), held.stdin.flush()  # TCP retransmits after its backoff
+        held.stdin.write("echo 15\n"), held.stdin.flush()  # TCP retransmits after backoff
         assert read_line(held) == "ok"
+        held.stdin.close(), held.stdout.close()
 
 
 def test_a_bridge_host_sees_both_halves_that_cannot_see_each_other():
@@ -144,7 +146,9 @@ def test_slow_adds_the_delay_to_a_round_trip_and_unslow_removes_it():
         conn = netprobe.Conn(a.addr, PORT)
 
         def median_rtt_ms() -> float:
-            return 1000 * statistics.median(conn.echo(5) for _ in range(7))
+            rtts = [conn.echo(5) for _ in range(7)]
+            assert None not in rtts, f"a round trip got no answer within 5 s: {rtts}"
+            return 1000 * statistics.median(rtts)
 
         base = median_rtt_ms()
         net.slow(a, delay_ms=delay_ms, jitter_ms=10)
@@ -203,11 +207,12 @@ def _child_with_a_net() -> tuple[subprocess.Popen, str, int]:
     return p, info["tag"], info["pid"]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_run_stopped_by_a_signal_removes_its_net(sig):
     p, tag, pid = _child_with_a_net()
-    p.send_signal(sig)
-    p.wait(30)
+    with p:
+        p.send_signal(sig)
+        p.wait(30)
     assert ours(tag) == [], ours(tag)
     assert gone(pid)
 
@@ -215,8 +220,9 @@ def test_a_run_stopped_by_a_signal_removes_its_net(sig):
 def test_sweep_removes_a_killed_runs_leftovers_and_nothing_else():
     with TestNet(1) as mine:
         p, tag, pid = _child_with_a_net()
-        p.kill()
-        p.wait(30)
+        with p:
+            p.kill()
+            p.wait(30)
         assert ours(tag), "a SIGKILLed run leaves its net behind"
         left = set(ours(tag))
         swept = sweep()
