@@ -1,7 +1,8 @@
 """The architecture's rules, read from the imports of every module (ARCHITECTURE.md):
 no import cycles between packages; replication/ and drivers/ never import broker/;
 replication/ touches no socket, clock, thread or file; client/ and spark/ never import
-store/. Imports under `if TYPE_CHECKING:` are annotations only and do not count."""
+store/; chaos/ (test hosts and faults, run by the CLI) drives processes, never the broker's
+internals. Imports under `if TYPE_CHECKING:` are annotations only and do not count."""
 from __future__ import annotations
 
 import ast
@@ -19,6 +20,7 @@ FORBIDDEN = {  # package -> packages it must not import
     "wire": {"store", "client", "broker", "remoting"},
     "store": {"broker", "client", "drivers", "remoting"},
     "sim": {"broker", "drivers", "store", "remoting"},
+    "chaos": {"broker", "store", "drivers", "replication"},
 }
 # the sans-IO cores: no sockets, clocks, threads, files, event loops
 IO_MODULES = {"socket", "asyncio", "threading", "time", "os", "mmap", "selectors", "subprocess"}

@@ -1,0 +1,10 @@
+"""Chaos testing on real processes: test hosts in network namespaces and the faults between
+them (partitions, client cuts, slow and lossy links). Needs root and iproute2; see
+`available()` and docs/testing.md. Imports no broker internals: what runs on a test host
+is a process, started by command line."""
+from .cleanup import sweep
+from .iproute import NetError
+from .netns import Host, TestNet, available
+from .shaper import Shape
+
+__all__ = ["Host", "NetError", "Shape", "TestNet", "available", "sweep"]
