@@ -97,13 +97,17 @@ class BrokerGroup:
 
 STALE_SET_EPOCH = "is stale"  # in a refusal: the set changed since (maybe by this very ask)
 NOT_THE_MASTER = "is not the master"  # in a refusal: the master changed since that ask
+INVALID_CHANGE = "invalid SyncStateSet change"  # in a refusal: no copy of it can apply
 
 
 def refusal_may_have_applied(remark: str) -> bool:
     """Can an AlterSyncStateSet refused with `remark` answer a copy of a change that did
-    apply? A stale set epoch may be the ask's own doing, and a deposed master's earlier
-    copy may have applied before the controller moved on: only a view tells."""
-    return STALE_SET_EPOCH in remark or NOT_THE_MASTER in remark
+    apply? Yes unless the change itself is invalid: a stale set epoch may be the ask's own
+    doing, a deposed master's earlier copy may have applied before the controller moved on,
+    and a leader that lost its term (or a quorum) before committing may see its successor
+    commit it all the same. Only a view tells then."""
+    return INVALID_CHANGE not in remark
+
 
 BUGS = {"elect-outside-sync-set": "ElectMaster picks any live broker, in sync or not, "
                                   "without saying it was unclean"}
@@ -137,7 +141,8 @@ class ControllerMetadata:
     def _AlterSyncStateSet(self, c: AlterSyncStateSet) -> Result:
         g = self.groups.get(c.group)
         if g is None:
-            return Result(False, f"broker group {c.group} is not registered")
+            return Result(False, f"{INVALID_CHANGE}: broker group {c.group} is not "
+                                 "registered")
         if c.master_id != g.master or c.master_epoch != g.master_epoch:
             return Result(False, f"broker {c.master_id} in epoch {c.master_epoch} "
                                  f"{NOT_THE_MASTER} (master {g.master}, epoch {g.master_epoch})")
@@ -145,10 +150,11 @@ class ControllerMetadata:
             return Result(False, f"SyncStateSet epoch {c.set_epoch} {STALE_SET_EPOCH} (now "
                                  f"{g.set_epoch})")
         if c.master_id not in c.sync_state_set:
-            return Result(False, "a SyncStateSet must contain its master")
+            return Result(False, f"{INVALID_CHANGE}: a SyncStateSet must contain its master")
         unknown = [b for b in c.sync_state_set if b not in g.brokers]
         if unknown:
-            return Result(False, f"brokers {unknown} are not registered in {c.group}")
+            return Result(False, f"{INVALID_CHANGE}: brokers {unknown} are not registered in "
+                                 f"{c.group}")
         g.sync_state_set = tuple(sorted(c.sync_state_set))
         g.set_epoch += 1
         return Result(True, data=g.view())

@@ -124,3 +124,21 @@ def test_a_deposed_masters_refused_expansion_still_waits_for_the_new_member():
     t.appended(200)  # a write the new master b does not hold
     t.applied(None, epoch, now=2, maybe_applied=refusal_may_have_applied(copy.error))
     assert t.acknowledged(200) is False
+
+
+def test_only_an_invalid_change_is_refused_for_sure():
+    """Sim seed 1208: the controller leader lost its term before committing master 1's
+    expansion and answered TERM_CHANGED; its successor committed it all the same. Any
+    refusal but an invalid change may answer a copy that applies: it keeps both sets."""
+    md = ControllerMetadata()
+    a = md.apply(RegisterBroker("c", "g", "a")).data["brokerId"]
+    md.apply(ElectMaster("g", alive=(a,)))
+    epoch = md.groups["g"].set_epoch
+    invalid = [md.apply(AlterSyncStateSet("g", a, 1, (a, 99), epoch)).error,
+               md.apply(AlterSyncStateSet("g", a, 1, (99,), epoch)).error,
+               md.apply(AlterSyncStateSet("other", a, 1, (a,), epoch)).error]
+    assert not any(refusal_may_have_applied(e) for e in invalid), invalid
+    for unsure in ("TERM_CHANGED", "NOT_LEADER", "the controller group did not commit "
+                   "the command in time (no quorum?)",
+                   md.apply(AlterSyncStateSet("g", a, 1, (a,), epoch - 1)).error):
+        assert refusal_may_have_applied(unsure), unsure
