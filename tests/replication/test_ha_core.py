@@ -179,3 +179,36 @@ def test_a_replica_restarted_mid_promotion_rolls_back_and_replays_again():
     assert restarted.on_view(View(1, "SLAVE", 3, "m", 400, (), None), 730) == []
     lead = restarted.on_view(View(2, "MASTER", 3, None, 400, (), None), 750)
     assert isinstance(lead[-1], Lead) and lead[-1].epoch == 2
+
+
+def test_checkpoint_slave_reports_only_what_it_flushed_one_flush_at_a_time():
+    """S3: a slave's report is its ack, counted in the checkpoint, so it names only what
+    is on its disk; the bytes that arrive while a flush runs share the next one."""
+    from ledgermq.replication.ha import Flush
+    s = HASlave(cfg(checkpoint=True), max_offset=0, now=0)
+    assert s.connected(0) == [Report(0)]
+    assert s.frame(0, 5, b"01234", 1) == [Append(0, b"01234")]
+    assert s.appended(5, 1) == [Flush(5)]  # appended, not yet reported
+    assert s.frame(5, 3, b"567", 2) == [Append(5, b"567")]
+    assert s.appended(8, 2) == []  # a flush is running: the next one covers these
+    assert s.tick(150) == [Report(0)]  # the heartbeat too says only what is flushed
+    assert s.flushed_to(5, 151) == [Report(5), Flush(8)]
+    assert s.flushed_to(8, 152) == [Report(8)]
+
+
+def test_checkpoint_slave_reconnecting_with_an_unflushed_tail():
+    """It reports its flushed end, is sent the bytes from there, and skips what it holds."""
+    from ledgermq.replication.ha import Flush
+    s = HASlave(cfg(checkpoint=True), max_offset=8, now=0, flushed=5)
+    assert s.connected(0) == [Report(5), Flush(8)]
+    assert s.frame(5, 3, b"567", 1) == [Report(5)]  # already held: skipped
+    assert s.frame(8, 2, b"89", 2) == [Append(8, b"89")]
+    assert s.appended(10, 2) == []  # the flush of 8 still runs
+    assert s.flushed_to(8, 3) == [Report(8), Flush(10)]
+
+
+def test_classic_slave_still_reports_what_it_appended():
+    s = HASlave(cfg(), max_offset=0, now=0)
+    s.connected(0)
+    s.frame(0, 5, b"01234", 1)
+    assert s.appended(5, 1) == [Report(5)]
