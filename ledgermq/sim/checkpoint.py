@@ -4,9 +4,14 @@ GroupControl (the control node) that crashes and restarts from what it saved. Pr
 send throughout; a sync that times out is cached on the control node, and a send left
 PENDING is resolved by asking the control node (S3-4). See `ha_group` for the group.
 
+Disks: a broker's crash keeps only the flushed part of its log. Brokers flush by group
+commit (one flush at a time, 1-5 ms or, on a slow disk, 5-40 ms); a slave reports only
+what it flushed, and a master sends its slaves only what it flushed, so the checkpoint
+(the minimum over the members' reports) never counts a byte any copy could still lose.
+
 Invariants, besides the group's:
 - checkpoint-within-members: a master's consistent checkpoint never exceeds what any
-  member slave holds of its lineage;
+  member slave holds of its lineage (checked as it advances and when a member crashes);
 - acked-on-new-master: every acknowledged send (including those only the control node
   cached) and every PENDING one resolved DONE is in a new master's log;
 - resend-not-on-master: a PENDING send resolved RESEND is not in the current master's log
@@ -24,7 +29,7 @@ from ..replication.checkpoint import (
     Promote, Replay, Resolution, SaveCache, SaveRole, SaveState, Stand, Truncate, View,
 )
 from ..replication.ha import BUGS as HA_BUGS
-from ..replication.ha import SaveCheckpoint
+from ..replication.ha import SLAVE_BUGS, SaveCheckpoint
 from .disk import SimLog
 from .events import Beat, LinkDeliver, Restart, Tick
 from .ha_group import TICK_MS, HAGroupSim, Node, Sent
@@ -33,7 +38,11 @@ from .result import Violation
 CTL, CLIENT = "ctl", "client"  # the control node's and the producers' network names
 HEARTBEAT_MS = 100  # broker -> control node
 RESOLVE_MS = 50  # how soon a producer asks (again) about a PENDING send
-BUGS = {"checkpoint-max": HA_BUGS["checkpoint-max"], **CONTROL_BUGS}
+# the broker drivers' part, played by this simulator's own driver code
+DRIVER_BUGS = {"master-pushes-unflushed": "the master sends its slaves, and so lets the "
+                                          "checkpoint count, log bytes it has not flushed"}
+BUGS = {"checkpoint-max": HA_BUGS["checkpoint-max"], **SLAVE_BUGS, **CONTROL_BUGS,
+        **DRIVER_BUGS}
 
 
 def _copy_cache(cache: list[Cached]) -> list[Cached]:
@@ -111,6 +120,7 @@ class CheckpointNode(Node):
 class CheckpointSim(HAGroupSim):
     BUGS = BUGS
     CHECKPOINT = True
+    LOSES_UNFLUSHED = True
     INVARIANTS: ClassVar[dict[str, str]] = {
         **HAGroupSim.INVARIANTS,
         "checkpoint-within-members": "a master's checkpoint never exceeds what a member "
@@ -158,6 +168,13 @@ class CheckpointSim(HAGroupSim):
             checkpoint, members = max(checkpoint, saved_cp), saved_members or members
         node.lead_epoch = epoch
         self._lead(node.name, checkpoint, members)
+
+    def _pushable(self, node: Node) -> int:
+        """Only what the master flushed: a slave never holds bytes a crash of the master
+        can lose (the restarted master would write other messages at those offsets)."""
+        if "master-pushes-unflushed" in self.bugs:
+            return node.log.end
+        return node.log.flushed
 
     def _can_write(self, node: CheckpointNode) -> bool:
         return node.replica.role == "MASTER"
@@ -215,6 +232,7 @@ class CheckpointSim(HAGroupSim):
             if c.end > a.takeover:
                 off, end = node.log.append(*SimLog.split_record(c.data))
                 moved.append((c.offset, off, end))
+        node.log.flush()  # (the broker fsyncs the replayed messages before it answers)
         self.w.log(f"{node.name} took over at {a.takeover}, replayed {len(moved)}")
         self._run_replica(node, node.replica.replayed(moved, node.log.end))
 
@@ -291,6 +309,14 @@ class CheckpointSim(HAGroupSim):
                                 _copy_cache(cache), bug=self.ctl_bug)
         self.ctl_alive = True
         self.w.log("control node restarted")
+
+    def _crash(self, name: str) -> None:
+        super()._crash(name)
+        # a member's crash keeps what it flushed: the checkpoint must still be within it
+        master = self._current_master()
+        if master is not None and master.alive and master.master is not None \
+                and master.lead_epoch == self.ctl.state.epoch:
+            self._check_checkpoint(master, master.master.checkpoint)
 
     def _fault_control_plane(self) -> bool:
         if not self.ctl_alive:

@@ -12,6 +12,8 @@ BUG_BREAKS = {
     "checkpoint-max": "checkpoint-within-members",
     "failover-skips-cache": "acked-on-new-master",
     "no-rollback": "slave-prefix",
+    "slave-reports-unflushed": "checkpoint-within-members",
+    "master-pushes-unflushed": "acked-on-new-master",
 }
 
 
