@@ -3,6 +3,13 @@ the HA port (the seed's wire format, see replication/ha/types.py).
 
 The master streams commit-log bytes straight from the mapped segments; the slave appends
 whole messages with the store's append-as-replica and dispatches its own consume queues.
+
+Checkpoint mode (S3) counts only copies on disk, whatever flushDiskType says: the master
+sends its slaves only what it has flushed (so the checkpoint, the minimum of the slaves'
+reports, never covers a byte the master could lose in a crash, and a master restarted in
+the same epoch never rewrites offsets a slave already holds), and a slave reports only
+what it has flushed. Both flush by the store's group commit: one fsync for everything
+appended meanwhile, then one push (master) or one report (slave).
 """
 from __future__ import annotations
 
@@ -13,8 +20,8 @@ from typing import Awaitable, Callable
 from ..clock import now_ms
 from ..replication.ha import (
     CHECKPOINT_FRAME, HEADER, REPORT, REPORT_WITH_ID, Append, Close, Complete, Disconnect,
-    HAConfig, HAMaster, HASlave, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint, StartAt,
-    StoreCheckpoint, SyncStatus, Transfer,
+    Flush, HAConfig, HAMaster, HASlave, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint,
+    StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 from ..store import FlushDiskType, MessageStore, StoreError
 
@@ -32,7 +39,10 @@ class HAMasterDriver:
                  checkpoint: int = 0, members: dict[int, int] | None = None,
                  on_checkpoint: Callable[[int, tuple], None] | None = None):
         self.store = store
-        self.core = HAMaster(config, store.commitlog.max_offset, now_ms(),
+        self.durable_push = config.checkpoint  # S3: slaves get only what is flushed
+        self._flush_asked = 0  # S3: the log end the last flush wait was asked for
+        self._stopped = False
+        self.core = HAMaster(config, self._pushable(), now_ms(),
                              checkpoint=checkpoint, members=members)
         self.host, self.port = host, port
         self.on_checkpoint = on_checkpoint
@@ -50,6 +60,7 @@ class HAMasterDriver:
         self._ticker = asyncio.create_task(self._tick_loop())
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._ticker:
             self._ticker.cancel()
         if self._server:
@@ -70,6 +81,8 @@ class HAMasterDriver:
             await asyncio.sleep(TICK_S)
             try:
                 self.execute(self.core.tick(now_ms()))
+                if self.durable_push:
+                    self._flushed()  # a flush nobody waited for (periodic, or late)
             except Exception:
                 log.exception("HA master tick failed")
 
@@ -150,7 +163,23 @@ class HAMasterDriver:
 
     def _push(self) -> None:
         self._push_scheduled = False
-        self.execute(self.core.appended(self.store.commitlog.max_offset, now_ms()))
+        if not self.durable_push:
+            self.execute(self.core.appended(self.store.commitlog.max_offset, now_ms()))
+            return
+        end = self.store.commitlog.max_offset
+        if end > self._flush_asked:  # one wait per loop iteration; the flushes are shared
+            self._flush_asked = end
+            self.store.flush_wait(end).add_done_callback(self._flushed)
+
+    def _pushable(self) -> int:
+        log_ = self.store.commitlog
+        return log_.flushed_offset if self.durable_push else log_.max_offset
+
+    def _flushed(self, _=None) -> None:
+        """S3: push what the master's flushes made durable since the last push."""
+        flushed = self.store.commitlog.flushed_offset
+        if not self._stopped and flushed > self.core.log_end:
+            self.execute(self.core.appended(flushed, now_ms()))
 
     def sync(self, end_offset: int) -> "asyncio.Future[SyncStatus]":
         """A future of how the write ending at `end_offset` got covered (see HAMaster)."""
@@ -183,13 +212,17 @@ class HASlaveDriver:
         self._task: asyncio.Task | None = None
         self._ticker: asyncio.Task | None = None
         self.connected_to: str | None = None
-        self.sync_flush = store.config.flushDiskType is FlushDiskType.SYNC_FLUSH
+        self._stopped = False
+        # S2/S1 under SYNC_FLUSH: flush each append before its report (S3: the core's Flush)
+        self.sync_flush = store.config.flushDiskType is FlushDiskType.SYNC_FLUSH \
+            and not config.checkpoint
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run())
         self._ticker = asyncio.create_task(self._tick_loop())
 
     async def stop(self) -> None:
+        self._stopped = True
         for t in (self._task, self._ticker):
             if t is not None:
                 t.cancel()
@@ -230,7 +263,8 @@ class HASlaveDriver:
         host, port = addr.rsplit(":", 1)
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3)
         self.writer, self.connected_to = writer, addr
-        self.core = HASlave(self.config, self.store.commitlog.max_offset, now_ms())
+        self.core = HASlave(self.config, self.store.commitlog.max_offset, now_ms(),
+                            flushed=self.store.commitlog.flushed_offset)
         log.info("HA: following master %s from offset %d", addr, self.core.max_offset)
         self.execute(self.core.connected(now_ms()))
         while self.writer is writer:
@@ -255,6 +289,10 @@ class HASlaveDriver:
             elif isinstance(a, Report):
                 self.write(REPORT_WITH_ID.pack(a.offset, self.slave_id) if self.config.checkpoint
                            else REPORT.pack(a.offset))
+            elif isinstance(a, Flush):
+                core = self.core
+                self.store.flush_wait(a.offset).add_done_callback(
+                    lambda _, core=core: self._flushed(core))
             elif isinstance(a, StartAt):
                 self.store.start_at(a.offset)
                 log.info("HA: empty log starts at the master's last segment, %d", a.offset)
@@ -264,6 +302,12 @@ class HASlaveDriver:
             elif isinstance(a, StoreCheckpoint):
                 if self.on_checkpoint is not None:
                     self.on_checkpoint(a.checkpoint)
+
+    def _flushed(self, core: HASlave) -> None:
+        """S3: a flush the core asked for finished (or timed out): report what is durable.
+        A core of an earlier connection is left alone (the new one began from the store)."""
+        if core is self.core and not self._stopped:
+            self.execute(core.flushed_to(self.store.commitlog.flushed_offset, now_ms()))
 
     def write(self, data: bytes) -> None:
         """To the master, if the link is still open (writing to a closed one raises)."""

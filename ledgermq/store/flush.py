@@ -30,6 +30,12 @@ log = logging.getLogger(__name__)
 GROUP_COMMIT_SWITCH_INTERVAL_S = 0.0005
 
 
+def shorten_switch_interval() -> None:
+    """Let a finished fsync take the GIL promptly (see above): for group commit."""
+    if sys.getswitchinterval() > GROUP_COMMIT_SWITCH_INTERVAL_S:
+        sys.setswitchinterval(GROUP_COMMIT_SWITCH_INTERVAL_S)
+
+
 class FlushService:
     def __init__(self, flush_log: Callable[[], int], flush_rest: Callable[[], None], *,
                  group_commit: bool, log_interval_ms: int, rest_interval_ms: int,
@@ -51,6 +57,7 @@ class FlushService:
         self._listeners: list[Callable[[int], None]] = []  # told of every flush
         self._stop = False
         self.flushed_offset = 0
+        self.rounds = 0  # flushes that made more of the log durable
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._rest_due = threading.Event()  # set: flush the rest now (volume, or stopping)
@@ -60,8 +67,8 @@ class FlushService:
 
     def start(self, flushed_offset: int) -> None:
         self.flushed_offset = self._rest_at_offset = flushed_offset
-        if self._group_commit and sys.getswitchinterval() > GROUP_COMMIT_SWITCH_INTERVAL_S:
-            sys.setswitchinterval(GROUP_COMMIT_SWITCH_INTERVAL_S)
+        if self._group_commit:
+            shorten_switch_interval()
         self._thread.start()
         self._rest_thread.start()
 
@@ -134,6 +141,8 @@ class FlushService:
         for listener in self._listeners:
             listener(flushed)
         with self._cond:
+            if flushed > self.flushed_offset:
+                self.rounds += 1
             self.flushed_offset = flushed
             if not self._waiters:
                 return

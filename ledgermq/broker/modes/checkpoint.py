@@ -74,15 +74,15 @@ class CheckpointMode(HAPortMode):
         result, ha = self.append_and_push(encoded)
         if ha is None:
             return self.after_append(result)
-        done = asyncio.ensure_future(self._covered(result, self.store.durable_wait(result),
-                                                   ha.sync(result.end_offset)))
+        # no flush wait of its own, whatever flushDiskType says: the checkpoint covers
+        # only what the master flushed (it sends its slaves nothing else), so the write is
+        # on the master's disk and on every member's once the checkpoint covers it
+        done = asyncio.ensure_future(self._covered(result, ha.sync(result.end_offset)))
         return Later(done, lambda outcome: outcome)
 
-    async def _covered(self, result: PutResult, wait, synced) -> PutResult | Pending:
+    async def _covered(self, result: PutResult, synced) -> PutResult | Pending:
         """S3-3: acknowledged once the consistent checkpoint covers the write, or once the
         control node holds it; otherwise pending, for the producer to resolve."""
-        if wait is not None and not await wait:
-            self.store.mark_flush_timeout(result)
         if await synced is SyncStatus.OK:
             return result
         start = int(result.phys_offsets[0])
