@@ -44,6 +44,7 @@ class CheckpointFile:
             return -1, 0, {}
 
     def save(self, epoch: int, checkpoint: int, members) -> None:
-        # not fsynced: it only seeds a restart in the same epoch (see CheckpointDriver)
+        """Durably (file and directory fsynced): the master publishes a checkpoint only
+        once this returned (see HAMasterDriver)."""
         replace_file(self.path, json.dumps({"epoch": epoch, "checkpoint": checkpoint,
-                                            "members": dict(members)}).encode(), durable=False)
+                                            "members": dict(members)}).encode())

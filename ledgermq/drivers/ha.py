@@ -33,7 +33,11 @@ RECONNECT_MIN_S, RECONNECT_MAX_S = 0.05, 1.0
 
 
 class HAMasterDriver:
-    """Serves slaves on the HA port; answers sync requests (SYNC_MASTER, checkpoint)."""
+    """Serves slaves on the HA port; answers sync requests (SYNC_MASTER, checkpoint).
+
+    S3: `on_checkpoint(checkpoint, members)` saves the consistent checkpoint durably (it
+    blocks: it runs in a thread, one save at a time, the newest waiting one next); the
+    core publishes and counts a checkpoint only once its save returned."""
 
     def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int, *,
                  checkpoint: int = 0, members: dict[int, int] | None = None,
@@ -46,6 +50,8 @@ class HAMasterDriver:
                              checkpoint=checkpoint, members=members)
         self.host, self.port = host, port
         self.on_checkpoint = on_checkpoint
+        self._save_wanted: tuple[int, tuple] | None = None  # the newest unsaved checkpoint
+        self._saving: asyncio.Future | None = None
         self.writers: dict[int, asyncio.StreamWriter] = {}
         self.waiters: dict[int, asyncio.Future] = {}
         self._next_id = 1
@@ -73,6 +79,8 @@ class HAMasterDriver:
             if not fut.done():
                 fut.set_result(SyncStatus.TIMEOUT)
         self.waiters.clear()
+        if self._saving is not None:  # a later master's save must not be overtaken
+            await asyncio.gather(self._saving, return_exceptions=True)
         if self._server:
             await self._server.wait_closed()
 
@@ -83,6 +91,7 @@ class HAMasterDriver:
                 self.execute(self.core.tick(now_ms()))
                 if self.durable_push:
                     self._flushed()  # a flush nobody waited for (periodic, or late)
+                    self._save_next()  # a save that failed is tried again
             except Exception:
                 log.exception("HA master tick failed")
 
@@ -152,8 +161,33 @@ class HAMasterDriver:
                 if fut is not None and not fut.done():
                     fut.set_result(a.status)
             elif isinstance(a, SaveCheckpoint):
-                if self.on_checkpoint is not None:
-                    self.on_checkpoint(a.checkpoint, a.members)
+                self._save_wanted = (a.checkpoint, a.members)
+                self._save_next()
+
+    def _save_next(self) -> None:
+        if self._saving is not None or self._save_wanted is None or self._stopped:
+            return
+        checkpoint, members = self._save_wanted
+        self._save_wanted = None
+        if self.on_checkpoint is None:  # nothing to save it to: durable as it is
+            self.execute(self.core.checkpoint_saved(checkpoint, now_ms()))
+            return
+        self._saving = asyncio.get_running_loop().run_in_executor(
+            None, self.on_checkpoint, checkpoint, members)
+        self._saving.add_done_callback(lambda f: self._saved(f, checkpoint, members))
+
+    def _saved(self, fut: asyncio.Future, checkpoint: int, members: tuple) -> None:
+        self._saving = None
+        if self._stopped:
+            return
+        e = None if fut.cancelled() else fut.exception()
+        if fut.cancelled() or e is not None:
+            log.error("saving the consistent checkpoint %d failed (retrying): %s", checkpoint, e)
+            if self._save_wanted is None:
+                self._save_wanted = (checkpoint, members)  # the next tick tries again
+            return
+        self.execute(self.core.checkpoint_saved(checkpoint, now_ms()))
+        self._save_next()
 
     def appended(self) -> None:
         """The log grew: push to slaves once per loop iteration (many sends share it)."""

@@ -10,8 +10,9 @@ what it flushed, and a master sends its slaves only what it flushed, so the chec
 (the minimum over the members' reports) never counts a byte any copy could still lose.
 
 Invariants, besides the group's:
-- checkpoint-within-members: a master's consistent checkpoint never exceeds what any
-  member slave holds of its lineage (checked as it advances and when a member crashes);
+- checkpoint-within-members: a master's consistent checkpoint never exceeds what it or
+  any member slave holds of its lineage on disk, flushed (so a crash of any copy keeps
+  everything it covers; checked as it advances and when a member crashes);
 - acked-on-new-master: every acknowledged send (including those only the control node
   cached) and every PENDING one resolved DONE is in a new master's log;
 - resend-not-on-master: a PENDING send resolved RESEND is not in the current master's log
@@ -107,12 +108,21 @@ class Resolve:
     number: int
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointSaved:
+    """A master's save of its checkpoint file is durable (unless it crashed meanwhile)."""
+    node: str
+    incarnation: int
+
+
 @dataclass
 class CheckpointNode(Node):
     """A broker; its crash keeps its log, its saved role and its saved checkpoint."""
     replica: CheckpointReplica | None = None
     saved_role: tuple = (0, None)  # (epoch, unanswered promotion)
     saved_checkpoint: tuple = (-1, 0, ())  # (epoch, checkpoint, members)
+    saving: tuple | None = None  # the checkpoint file write under way (one at a time)
+    save_wanted: tuple | None = None  # the newest checkpoint waiting to be written
     lead_epoch: int = 0
     slot: int = 0
 
@@ -123,8 +133,9 @@ class CheckpointSim(HAGroupSim):
     LOSES_UNFLUSHED = True
     INVARIANTS: ClassVar[dict[str, str]] = {
         **HAGroupSim.INVARIANTS,
-        "checkpoint-within-members": "a master's checkpoint never exceeds what a member "
-                                     "slave holds of its lineage",
+        "checkpoint-within-members": "a master's checkpoint never exceeds what it or a "
+                                     "member slave holds on disk of its lineage: an "
+                                     "acknowledgement means on disk on every copy",
         "acked-on-new-master": "a new master holds every acknowledged send and every "
                                "PENDING one resolved DONE",
         "resend-not-on-master": "a send resolved RESEND is not in the current master's log",
@@ -166,6 +177,8 @@ class CheckpointSim(HAGroupSim):
         saved_epoch, saved_cp, saved_members = node.saved_checkpoint
         if saved_epoch == epoch:  # the same master restarted: its own record is newer
             checkpoint, members = max(checkpoint, saved_cp), saved_members or members
+        node.saving = node.save_wanted = None  # (the broker finishes them before it leads)
+        node.saved_checkpoint = (epoch, checkpoint, tuple(members))
         node.lead_epoch = epoch
         self._lead(node.name, checkpoint, members)
 
@@ -183,8 +196,27 @@ class CheckpointSim(HAGroupSim):
         return node.replica.epoch
 
     def _save_checkpoint(self, node: CheckpointNode, a: SaveCheckpoint) -> None:
+        """Written (and fsynced) in the background, one write at a time; the master
+        publishes and counts the checkpoint once it is durable."""
         self._check_checkpoint(node, a.checkpoint)
-        node.saved_checkpoint = (node.lead_epoch, a.checkpoint, a.members)
+        node.save_wanted = (node.lead_epoch, a.checkpoint, a.members)
+        self._save_next(node)
+
+    def _save_next(self, node: CheckpointNode) -> None:
+        if node.saving is None and node.save_wanted is not None:
+            node.saving, node.save_wanted = node.save_wanted, None
+            self.w.at(self.rng.randint(*self.flush_ms),
+                      CheckpointSaved(node.name, node.incarnation))
+
+    def on_checkpoint_saved(self, ev: CheckpointSaved) -> None:
+        node = self.nodes[ev.node]
+        if not node.alive or ev.incarnation != node.incarnation or node.saving is None:
+            return  # crashed meanwhile (the write is lost), or a new role dropped it
+        saved, node.saving = node.saving, None
+        node.saved_checkpoint = saved
+        if node.master is not None and node.lead_epoch == saved[0]:
+            self._run_master(node, node.master.checkpoint_saved(saved[1], self.w.now))
+        self._save_next(node)
 
     def _timed_out(self, node: Node, s: Sent) -> None:
         self.net_links.send(node.name, CTL, CacheMessage(
@@ -198,7 +230,7 @@ class CheckpointSim(HAGroupSim):
         m = node.master
         self.net_links.send(node.name, CTL, BrokerBeat(
             node.name, node.name == self.names[0], node.replica.epoch, node.log.end,
-            m.checkpoint if m else 0, tuple(m.members) if m else None))
+            m.saved if m else 0, tuple(m.members) if m else None))
         self.w.at(HEARTBEAT_MS, ev)
 
     def _run_replica(self, node: CheckpointNode, actions: list) -> None:
@@ -311,6 +343,8 @@ class CheckpointSim(HAGroupSim):
         self.w.log("control node restarted")
 
     def _crash(self, name: str) -> None:
+        node = self.nodes[name]
+        node.saving = node.save_wanted = None  # an unfinished file write is lost
         super()._crash(name)
         # a member's crash keeps what it flushed: the checkpoint must still be within it
         master = self._current_master()
@@ -361,15 +395,19 @@ class CheckpointSim(HAGroupSim):
 
     # ---- checks -----------------------------------------------------------------------
     def _check_checkpoint(self, master: CheckpointNode, checkpoint: int) -> None:
-        for sid in master.master.members:
-            holder = next((n for n in self.nodes.values() if n.slot == sid), None)
-            if holder is None or holder is master:
-                continue
+        holders = [n for sid in master.master.members for n in self.nodes.values()
+                   if n.slot == sid and n is not master]
+        for holder in holders:
             if holder.log.end < checkpoint or \
                     holder.log.data[:checkpoint] != master.log.data[:checkpoint]:
                 raise Violation("checkpoint-within-members", f"checkpoint {checkpoint} of "
                                 f"{master.name} exceeds what member {holder.name} holds "
                                 f"(log end {holder.log.end})")
+        for holder in holders + [master]:  # held means on disk: what a crash keeps
+            if holder.log.flushed < checkpoint:
+                raise Violation("checkpoint-within-members", f"checkpoint {checkpoint} of "
+                                f"{master.name} counts bytes {holder.name} has not flushed "
+                                f"(flushed {holder.log.flushed}, log end {holder.log.end})")
 
     def _check_new_master(self, node: CheckpointNode) -> None:
         have = node.log.messages()

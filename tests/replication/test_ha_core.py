@@ -212,3 +212,21 @@ def test_classic_slave_still_reports_what_it_appended():
     s.connected(0)
     s.frame(0, 5, b"01234", 1)
     assert s.appended(5, 1) == [Report(5)]
+
+
+def test_checkpoint_is_published_and_counted_only_once_saved():
+    """S3: a new checkpoint is saved first; the slaves, the control node (`saved`) and the
+    writes waiting on it learn of it only once the driver says the save is durable."""
+    from ledgermq.replication.ha import PublishCheckpoint, SaveCheckpoint
+    m = HAMaster(cfg(checkpoint=True), log_end=1000, now=0)
+    m.connected(1, 0)
+    m.report(1, 0, now=1, slave_id=7)  # joins the checkpoint (0)
+    assert m.sync(42, 500, now=2) == []
+    out = m.report(1, 600, now=3, slave_id=7)
+    assert out[0] == SaveCheckpoint(600, ((7, 600),))
+    told = [a for a in out if isinstance(a, (Complete, PublishCheckpoint))]
+    assert told == [], "told before the checkpoint was saved"
+    assert m.saved == 0 and PublishCheckpoint(1, 0) in m.tick(150)  # the heartbeat's too
+    assert m.checkpoint_saved(600, now=151) == [PublishCheckpoint(1, 600),
+                                               Complete(42, SyncStatus.OK)]
+    assert m.checkpoint_saved(600, now=152) == []  # once

@@ -12,6 +12,10 @@ S3 (checkpoint): the consistent checkpoint is the minimum acked offset over the 
 slaves. A slave becomes a member (persisted with the checkpoint) once it has acked the
 current checkpoint, and stays one while it is away: the checkpoint waits for it rather
 than leave behind a slave that may be chosen as the next master. It never moves back.
+A new checkpoint is first saved (SaveCheckpoint); only once the driver says it is durable
+(`checkpoint_saved`) is it `saved`: published to the slaves, reported to the control node
+and counted for the writes waiting on it. The saved file seeds a restart in the same
+epoch, so nothing anyone was told can then be forgotten.
 """
 from __future__ import annotations
 
@@ -48,6 +52,7 @@ class HAMaster:
         self.links: dict[int, Link] = {}
         self.waiters: deque[tuple[int, int, int]] = deque()  # (end, deadline, request id)
         self.checkpoint = checkpoint
+        self.saved = checkpoint  # S3: what the driver saved durably (given as durable)
         self.members: dict[int, int] = dict(members or {})
         self._saved_members = -1  # how many members the last SaveCheckpoint named
         self.bug = bug
@@ -121,7 +126,7 @@ class HAMaster:
 
     def _covered(self) -> int:
         if self.config.checkpoint:
-            return self.checkpoint
+            return self.saved
         return max((ln.acked for ln in self.links.values()), default=-1)
 
     def _complete_covered(self) -> list:
@@ -143,10 +148,17 @@ class HAMaster:
             return []
         self.checkpoint = max(self.checkpoint, new)
         self._saved_members = len(self.members)
-        out: list = [SaveCheckpoint(self.checkpoint, tuple(sorted(self.members.items())))]
-        out += [PublishCheckpoint(link, self.checkpoint) for link, other in self.links.items()
-                if other.slave_id is not None]
-        return out
+        return [SaveCheckpoint(self.checkpoint, tuple(sorted(self.members.items())))]
+
+    def checkpoint_saved(self, checkpoint: int, now: int) -> list:
+        """The driver's SaveCheckpoint up to `checkpoint` is durable: publish and count it."""
+        self.now = now
+        if checkpoint <= self.saved:
+            return []
+        self.saved = checkpoint
+        out: list = [PublishCheckpoint(link, checkpoint) for link, other in self.links.items()
+                     if other.slave_id is not None]
+        return out + self._complete_covered()
 
     # ---- pushing and time ---------------------------------------------------------
     def _push(self, link: int, ln: Link, now: int) -> list:
@@ -175,13 +187,13 @@ class HAMaster:
                 ln.sent_at = now
                 out.append(Heartbeat(link, ln.push))
                 if cfg.checkpoint and ln.slave_id is not None:
-                    out.append(PublishCheckpoint(link, self.checkpoint))
+                    out.append(PublishCheckpoint(link, self.saved))
         while self.waiters and self.waiters[0][1] <= now:
             out.append(Complete(self.waiters.popleft()[2], SyncStatus.TIMEOUT))
         return out
 
     def status(self) -> dict:
-        return {"logEnd": self.log_end, "checkpoint": self.checkpoint,
+        return {"logEnd": self.log_end, "checkpoint": self.checkpoint, "saved": self.saved,
                 "members": {str(k): v for k, v in self.members.items()},
                 "slaves": [{"link": k, "acked": ln.acked, "push": ln.push,
                             "slaveId": ln.slave_id} for k, ln in self.links.items()],
