@@ -16,19 +16,30 @@ from ..store.conftest import small_config
 from ..wait import until
 
 
-def test_the_checkpoint_file_is_fsynced_with_its_directory(tmp_path, monkeypatch):
+def test_the_checkpoint_file_is_synced_and_a_torn_save_keeps_the_one_before(tmp_path,
+                                                                            monkeypatch):
     synced = []
-    real = os.fsync
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
 
-    def fsync(fd):
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-    monkeypatch.setattr(os, "fsync", fsync)
-    f = CheckpointFile(tmp_path / "checkpoint.json")
+        def sync(fd, real=real):
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
+        monkeypatch.setattr(os, name, sync)
+    path = tmp_path / "checkpoint"
+    f = CheckpointFile(path)
     f.save(3, 1234, ((2, 1234),))
-    assert f.load() == (3, 1234, {2: 1234})
-    assert str(tmp_path / "checkpoint.json.tmp") in synced  # the bytes, before the rename
-    assert str(tmp_path) in synced  # the rename
+    assert synced == [str(path), str(tmp_path)]  # its bytes, then its directory entry
+    f.save(3, 2000, ((2, 2000),))
+    assert synced[2:] == [str(path)]
+    assert CheckpointFile(path).load() == (3, 2000, {2: 2000})
+    data = bytearray(path.read_bytes())  # a crash tore the newest record (the 2nd: slot 0)
+    data[30] ^= 0xFF
+    path.write_bytes(bytes(data))
+    assert CheckpointFile(path).load() == (3, 1234, {2: 1234})
+    f2 = CheckpointFile(path)
+    f2.save(4, 10, ())  # goes over the torn one, not the one kept
+    assert CheckpointFile(path).load() == (4, 10, {})
 
 
 def test_no_write_is_acknowledged_past_the_checkpoint_in_the_masters_file(tmp_path):

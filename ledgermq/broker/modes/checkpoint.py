@@ -44,7 +44,7 @@ class CheckpointMode(HAPortMode):
         self.dir = self.store.config.root / "consistent-checkpoint"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.role_path = self.dir / "role.json"
-        self.checkpoint_file = CheckpointFile(self.dir / "checkpoint.json")
+        self.checkpoint_file = CheckpointFile(self.dir / "checkpoint")
         epoch, promotion = load_role(self.role_path)
         self.replica = CheckpointReplica(epoch, promotion)
         self.control = ControlNodeClient(self.config.controlNodeAddr, self.config.brokerName)
