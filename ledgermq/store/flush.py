@@ -30,12 +30,6 @@ log = logging.getLogger(__name__)
 GROUP_COMMIT_SWITCH_INTERVAL_S = 0.0005
 
 
-def shorten_switch_interval() -> None:
-    """Let a finished fsync take the GIL promptly (see above): for group commit."""
-    if sys.getswitchinterval() > GROUP_COMMIT_SWITCH_INTERVAL_S:
-        sys.setswitchinterval(GROUP_COMMIT_SWITCH_INTERVAL_S)
-
-
 class FlushService:
     def __init__(self, flush_log: Callable[[], int], flush_rest: Callable[[], None], *,
                  group_commit: bool, log_interval_ms: int, rest_interval_ms: int,
@@ -67,8 +61,8 @@ class FlushService:
 
     def start(self, flushed_offset: int) -> None:
         self.flushed_offset = self._rest_at_offset = flushed_offset
-        if self._group_commit:
-            shorten_switch_interval()
+        if self._group_commit and sys.getswitchinterval() > GROUP_COMMIT_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(GROUP_COMMIT_SWITCH_INTERVAL_S)
         self._thread.start()
         self._rest_thread.start()
 
