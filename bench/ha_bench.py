@@ -6,7 +6,10 @@
 For each group (SYNC_MASTER + 1 slave, ASYNC_MASTER + 1 slave, checkpoint mode: master +
 2 slaves + control node, DLedger x3, controller mode: 3 brokers + 3 controllers), the
 single-node workloads (sync p50/p99, pipelined, batch of 100, consume) from the Python
-client, everything on the same 2 cores. Then, in checkpoint and controller mode, failover:
+client, everything on the same 2 cores. In checkpoint mode, which flushes whatever
+flushDiskType says (the master before it sends, each slave before it reports), also how
+many messages each broker's fsyncs covered (group commit). Then, in checkpoint and
+controller mode, failover:
 kill -9 of the master to the first SEND_OK from the new one, `--trials` times (the old
 master is restarted and catches up as a slave in between).
 Targets: SYNC_MASTER batch >= 1.5x DLedger mode's; failover p50 <= 2 s.
@@ -26,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from bench.anchor import anchor_phases  # noqa: E402
 from bench.dledger_bench import first_ok_after_kill, leader  # noqa: E402
 from bench.single_node_bench import arun, workloads  # noqa: E402
+from ledgermq.client.admin import Admin  # noqa: E402
 from ledgermq.cluster import down, restart, status, up  # noqa: E402
 
 GROUPS = {"sync": ("sync", 2), "async": ("async", 2), "checkpoint": ("checkpoint", 3),
@@ -56,6 +60,21 @@ def slaves_caught_up(d: Path, timeout: float = 30.0) -> None:
             return
         time.sleep(0.2)
     raise RuntimeError("slaves did not catch up")
+
+
+def flushes(d: Path) -> dict[str, int]:
+    """Each live broker's commit-log fsyncs so far (those that made more of it durable)."""
+    st = status(d)
+
+    async def ask() -> dict[str, int]:
+        out = {}
+        async with Admin(st["namesrv"]) as a:
+            for p in st["processes"]:
+                if p.get("role") in ("MASTER", "SLAVE") and p["alive"]:
+                    info = await a.broker_status(f"127.0.0.1:{p['port']}")
+                    out[f"{p['role'].lower()} {p['name']}"] = int(info["commitLogFlushes"])
+        return out
+    return arun(ask())
 
 
 def failover_trials(d: Path, ns: str, trials: int, name: str) -> dict:
@@ -90,11 +109,24 @@ def main() -> None:
                 leader(d) if mode == "dledger" else master(d)
                 if mode in FAILOVER:
                     slaves_caught_up(d)
+                before = flushes(d) if mode == "checkpoint" else {}
+                sent = 0
                 for r in workloads(state["namesrv"], na, nb, anchor):
                     r["bench"] = f"{name} replicas={n}"
                     if r["workload"].startswith("c "):
                         batch[name] = r["msgs_per_s"]
+                    if not r["workload"].startswith("d "):
+                        sent += r["msgs"]
                     print(json.dumps(r), flush=True)
+                if before:
+                    slaves_caught_up(d)
+                    after = flushes(d)
+                    print(json.dumps({
+                        "bench": f"{name} replicas={n}", "workload": "group commit: "
+                        "messages per fsync over the send workloads", "msgs": sent,
+                        "fsyncs": {k: after[k] - before.get(k, 0) for k in after},
+                        "msgs_per_fsync": {k: round(sent / max(1, after[k] - before.get(k, 0)),
+                                                    1) for k in after}}), flush=True)
                 if mode in FAILOVER and args.trials:
                     print(json.dumps(failover_trials(d, state["namesrv"], args.trials, name)),
                           flush=True)

@@ -3,6 +3,13 @@ the HA port (the seed's wire format, see replication/ha/types.py).
 
 The master streams commit-log bytes straight from the mapped segments; the slave appends
 whole messages with the store's append-as-replica and dispatches its own consume queues.
+
+Checkpoint mode (S3) counts only copies on disk, whatever flushDiskType says: the master
+sends its slaves only what it has flushed (so the checkpoint, the minimum of the slaves'
+reports, never covers a byte the master could lose in a crash, and a master restarted in
+the same epoch never rewrites offsets a slave already holds), and a slave reports only
+what it has flushed. Both flush by the store's group commit: one fsync for everything
+appended meanwhile, then one push (master) or one report (slave).
 """
 from __future__ import annotations
 
@@ -13,8 +20,8 @@ from typing import Awaitable, Callable
 from ..clock import now_ms
 from ..replication.ha import (
     CHECKPOINT_FRAME, HEADER, REPORT, REPORT_WITH_ID, Append, Close, Complete, Disconnect,
-    HAConfig, HAMaster, HASlave, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint, StartAt,
-    StoreCheckpoint, SyncStatus, Transfer,
+    Flush, HAConfig, HAMaster, HASlave, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint,
+    StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 from ..store import FlushDiskType, MessageStore, StoreError
 
@@ -26,16 +33,25 @@ RECONNECT_MIN_S, RECONNECT_MAX_S = 0.05, 1.0
 
 
 class HAMasterDriver:
-    """Serves slaves on the HA port; answers sync requests (SYNC_MASTER, checkpoint)."""
+    """Serves slaves on the HA port; answers sync requests (SYNC_MASTER, checkpoint).
+
+    S3: `on_checkpoint(checkpoint, members)` saves the consistent checkpoint durably (it
+    blocks: it runs in a thread, one save at a time, the newest waiting one next); the
+    core publishes and counts a checkpoint only once its save returned."""
 
     def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int, *,
                  checkpoint: int = 0, members: dict[int, int] | None = None,
                  on_checkpoint: Callable[[int, tuple], None] | None = None):
         self.store = store
-        self.core = HAMaster(config, store.commitlog.max_offset, now_ms(),
+        self.durable_push = config.checkpoint  # S3: slaves get only what is flushed
+        self._flush_asked = 0  # S3: the log end the last flush wait was asked for
+        self._stopped = False
+        self.core = HAMaster(config, self._pushable(), now_ms(),
                              checkpoint=checkpoint, members=members)
         self.host, self.port = host, port
         self.on_checkpoint = on_checkpoint
+        self._save_wanted: tuple[int, tuple] | None = None  # the newest unsaved checkpoint
+        self._saving: asyncio.Future | None = None
         self.writers: dict[int, asyncio.StreamWriter] = {}
         self.waiters: dict[int, asyncio.Future] = {}
         self._next_id = 1
@@ -50,6 +66,7 @@ class HAMasterDriver:
         self._ticker = asyncio.create_task(self._tick_loop())
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._ticker:
             self._ticker.cancel()
         if self._server:
@@ -62,6 +79,8 @@ class HAMasterDriver:
             if not fut.done():
                 fut.set_result(SyncStatus.TIMEOUT)
         self.waiters.clear()
+        if self._saving is not None:  # a later master's save must not be overtaken
+            await asyncio.gather(self._saving, return_exceptions=True)
         if self._server:
             await self._server.wait_closed()
 
@@ -70,6 +89,9 @@ class HAMasterDriver:
             await asyncio.sleep(TICK_S)
             try:
                 self.execute(self.core.tick(now_ms()))
+                if self.durable_push:
+                    self._flushed()  # a flush nobody waited for (periodic, or late)
+                    self._save_next()  # a save that failed is tried again
             except Exception:
                 log.exception("HA master tick failed")
 
@@ -139,8 +161,33 @@ class HAMasterDriver:
                 if fut is not None and not fut.done():
                     fut.set_result(a.status)
             elif isinstance(a, SaveCheckpoint):
-                if self.on_checkpoint is not None:
-                    self.on_checkpoint(a.checkpoint, a.members)
+                self._save_wanted = (a.checkpoint, a.members)
+                self._save_next()
+
+    def _save_next(self) -> None:
+        if self._saving is not None or self._save_wanted is None or self._stopped:
+            return
+        checkpoint, members = self._save_wanted
+        self._save_wanted = None
+        if self.on_checkpoint is None:  # nothing to save it to: durable as it is
+            self.execute(self.core.checkpoint_saved(checkpoint, now_ms()))
+            return
+        self._saving = asyncio.get_running_loop().run_in_executor(
+            None, self.on_checkpoint, checkpoint, members)
+        self._saving.add_done_callback(lambda f: self._saved(f, checkpoint, members))
+
+    def _saved(self, fut: asyncio.Future, checkpoint: int, members: tuple) -> None:
+        self._saving = None
+        if self._stopped:
+            return
+        e = None if fut.cancelled() else fut.exception()
+        if fut.cancelled() or e is not None:
+            log.error("saving the consistent checkpoint %d failed (retrying): %s", checkpoint, e)
+            if self._save_wanted is None:
+                self._save_wanted = (checkpoint, members)  # the next tick tries again
+            return
+        self.execute(self.core.checkpoint_saved(checkpoint, now_ms()))
+        self._save_next()
 
     def appended(self) -> None:
         """The log grew: push to slaves once per loop iteration (many sends share it)."""
@@ -150,7 +197,23 @@ class HAMasterDriver:
 
     def _push(self) -> None:
         self._push_scheduled = False
-        self.execute(self.core.appended(self.store.commitlog.max_offset, now_ms()))
+        if not self.durable_push:
+            self.execute(self.core.appended(self.store.commitlog.max_offset, now_ms()))
+            return
+        end = self.store.commitlog.max_offset
+        if end > self._flush_asked:  # one wait per loop iteration; the flushes are shared
+            self._flush_asked = end
+            self.store.flush_wait(end).add_done_callback(self._flushed)
+
+    def _pushable(self) -> int:
+        log_ = self.store.commitlog
+        return log_.flushed_offset if self.durable_push else log_.max_offset
+
+    def _flushed(self, _=None) -> None:
+        """S3: push what the master's flushes made durable since the last push."""
+        flushed = self.store.commitlog.flushed_offset
+        if not self._stopped and flushed > self.core.log_end:
+            self.execute(self.core.appended(flushed, now_ms()))
 
     def sync(self, end_offset: int) -> "asyncio.Future[SyncStatus]":
         """A future of how the write ending at `end_offset` got covered (see HAMaster)."""
@@ -183,13 +246,17 @@ class HASlaveDriver:
         self._task: asyncio.Task | None = None
         self._ticker: asyncio.Task | None = None
         self.connected_to: str | None = None
-        self.sync_flush = store.config.flushDiskType is FlushDiskType.SYNC_FLUSH
+        self._stopped = False
+        # S2/S1 under SYNC_FLUSH: flush each append before its report (S3: the core's Flush)
+        self.sync_flush = store.config.flushDiskType is FlushDiskType.SYNC_FLUSH \
+            and not config.checkpoint
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run())
         self._ticker = asyncio.create_task(self._tick_loop())
 
     async def stop(self) -> None:
+        self._stopped = True
         for t in (self._task, self._ticker):
             if t is not None:
                 t.cancel()
@@ -230,7 +297,8 @@ class HASlaveDriver:
         host, port = addr.rsplit(":", 1)
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3)
         self.writer, self.connected_to = writer, addr
-        self.core = HASlave(self.config, self.store.commitlog.max_offset, now_ms())
+        self.core = HASlave(self.config, self.store.commitlog.max_offset, now_ms(),
+                            flushed=self.store.commitlog.flushed_offset)
         log.info("HA: following master %s from offset %d", addr, self.core.max_offset)
         self.execute(self.core.connected(now_ms()))
         while self.writer is writer:
@@ -255,6 +323,10 @@ class HASlaveDriver:
             elif isinstance(a, Report):
                 self.write(REPORT_WITH_ID.pack(a.offset, self.slave_id) if self.config.checkpoint
                            else REPORT.pack(a.offset))
+            elif isinstance(a, Flush):
+                core = self.core
+                self.store.flush_wait(a.offset).add_done_callback(
+                    lambda _, core=core: self._flushed(core))
             elif isinstance(a, StartAt):
                 self.store.start_at(a.offset)
                 log.info("HA: empty log starts at the master's last segment, %d", a.offset)
@@ -264,6 +336,12 @@ class HASlaveDriver:
             elif isinstance(a, StoreCheckpoint):
                 if self.on_checkpoint is not None:
                     self.on_checkpoint(a.checkpoint)
+
+    def _flushed(self, core: HASlave) -> None:
+        """S3: a flush the core asked for finished (or timed out): report what is durable.
+        A core of an earlier connection is left alone (the new one began from the store)."""
+        if core is self.core and not self._stopped:
+            self.execute(core.flushed_to(self.store.commitlog.flushed_offset, now_ms()))
 
     def write(self, data: bytes) -> None:
         """To the master, if the link is still open (writing to a closed one raises)."""

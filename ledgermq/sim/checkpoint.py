@@ -4,15 +4,24 @@ GroupControl (the control node) that crashes and restarts from what it saved. Pr
 send throughout; a sync that times out is cached on the control node, and a send left
 PENDING is resolved by asking the control node (S3-4). See `ha_group` for the group.
 
+Disks: a broker's crash keeps only the flushed part of its log. Brokers flush by group
+commit (one flush at a time, 1-5 ms or, on a slow disk, 5-40 ms); a slave reports only
+what it flushed, and a master sends its slaves only what it flushed, so the checkpoint
+(the minimum over the members' reports) never counts a byte any copy could still lose.
+The master's checkpoint file is written in the background too, and counted once saved.
+
 Permanent losses: a crashed broker may never come back (once per run), or come back on
 an empty disk (its log, role and checkpoint files gone; not the master's, and one at a
 time): the master drops such a member (`replication/ha/members`) and the group goes on.
 
 Invariants, besides the group's:
-- checkpoint-within-members: a master's consistent checkpoint never exceeds what any
-  member slave holds of its lineage (a replaced disk is exempt until it holds it again);
+- checkpoint-within-members: a master's consistent checkpoint never exceeds what it or
+  any member slave holds of its lineage on disk, flushed (so a crash of any copy keeps
+  everything it covers; checked as it advances and when a member crashes; a replaced
+  disk is exempt until it holds it again);
 - members-saved-hold-checkpoint: neither does it exceed what any member the control node
-  saved holds (it promotes only those), so a member is dropped only once that is saved;
+  saved holds on disk (it promotes only those), so a member is dropped only once that is
+  saved;
 - acked-on-new-master: every acknowledged send (including those only the control node
   cached) and every PENDING one resolved DONE is in a new master's log;
 - resend-not-on-master: a PENDING send resolved RESEND is not in the current master's log
@@ -34,8 +43,12 @@ from ..replication.checkpoint import (
     Promote, Replay, Resolution, SaveCache, SaveRole, SaveState, Stand, Truncate, View,
 )
 from ..replication.ha import BUGS as HA_BUGS
-from ..replication.ha import Complete, SaveCheckpoint, SyncStatus
+from ..replication.ha import SLAVE_BUGS, Complete, SaveCheckpoint, SyncStatus
 from ..replication.ha.members import BUGS as MEMBER_BUGS
+from .checkpoint_wire import (
+    BrokerBeat, CacheAnswer, CacheMessage, CheckpointSaved, Promoted, Resolve, ResolveAsk,
+    Resolved,
+)
 from .disk import SimLog
 from .events import Beat, LinkDeliver, Restart, Tick
 from .ha_group import TICK_MS, HAGroupSim, Node, Sent
@@ -44,7 +57,11 @@ from .result import Violation
 CTL, CLIENT = "ctl", "client"  # the control node's and the producers' network names
 HEARTBEAT_MS = 100  # broker -> control node
 RESOLVE_MS = 50  # how soon a producer asks (again) about a PENDING send
-BUGS = {"checkpoint-max": HA_BUGS["checkpoint-max"], **MEMBER_BUGS, **CONTROL_BUGS}
+# the broker drivers' part, played by this simulator's own driver code
+DRIVER_BUGS = {"master-pushes-unflushed": "the master sends its slaves, and so lets the "
+                                          "checkpoint count, log bytes it has not flushed"}
+BUGS = {"checkpoint-max": HA_BUGS["checkpoint-max"], **MEMBER_BUGS, **SLAVE_BUGS,
+        **CONTROL_BUGS, **DRIVER_BUGS}
 MEMBER_TIMEOUT_MS = 1000  # checkpointMemberTimeout
 LOSE_SHARE, WIPE_SHARE = 0.08, 0.12  # of crashes: never back; back on an empty disk
 
@@ -54,70 +71,14 @@ def _copy_cache(cache: list[Cached]) -> list[Cached]:
     return [Cached(c.offset, c.end, c.msg_id, c.data) for c in cache]
 
 
-# ---- messages to and from the control node (views and promotions are the cores' own) ----
-@dataclass(frozen=True, slots=True)
-class BrokerBeat:
-    name: str
-    wants_master: bool
-    epoch: int
-    log_end: int
-    checkpoint: int
-    members: tuple[int, ...] | None  # a master's proposed checkpoint members, else None
-    members_version: int
-
-
-@dataclass(frozen=True, slots=True)
-class CacheMessage:
-    """S3-3: a master whose sync timed out hands the message to the control node."""
-    name: str
-    epoch: int
-    offset: int
-    end: int
-    number: int
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class CacheAnswer:
-    number: int
-    ok: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Promoted:
-    name: str
-    slot: int
-    epoch: int
-    takeover: int
-    moved: tuple[tuple[int, int, int], ...]  # (old offset, new offset, new end) replayed
-    log_end: int
-
-
-@dataclass(frozen=True, slots=True)
-class ResolveAsk:
-    number: int
-    epoch: int
-    end: int
-
-
-@dataclass(frozen=True, slots=True)
-class Resolved:
-    number: int
-    resolution: Resolution
-
-
-@dataclass(frozen=True, slots=True)
-class Resolve:
-    """A producer's timer: ask the control node about a PENDING send."""
-    number: int
-
-
 @dataclass
 class CheckpointNode(Node):
     """A broker; its crash keeps its log, its saved role and its saved checkpoint."""
     replica: CheckpointReplica | None = None
     saved_role: tuple = (0, None)  # (epoch, unanswered promotion)
     saved_checkpoint: tuple = (-1, 0, ())  # (epoch, checkpoint, members)
+    saving: tuple | None = None  # the checkpoint file write under way (one at a time)
+    save_wanted: tuple | None = None  # the newest checkpoint waiting to be written
     lead_epoch: int = 0
     slot: int = 0
     wipe_on_restart: bool = False
@@ -127,10 +88,12 @@ class CheckpointNode(Node):
 class CheckpointSim(HAGroupSim):
     BUGS = BUGS
     CHECKPOINT = True
+    LOSES_UNFLUSHED = True
     INVARIANTS: ClassVar[dict[str, str]] = {
         **HAGroupSim.INVARIANTS,
-        "checkpoint-within-members": "a master's checkpoint never exceeds what a member "
-                                     "slave holds of its lineage",
+        "checkpoint-within-members": "a master's checkpoint never exceeds what it or a "
+                                     "member slave holds on disk of its lineage: an "
+                                     "acknowledgement means on disk on every copy",
         "acked-on-new-master": "a new master holds every acknowledged send and every "
                                "PENDING one resolved DONE",
         "resend-not-on-master": "a send resolved RESEND is not in the current master's log",
@@ -178,8 +141,17 @@ class CheckpointSim(HAGroupSim):
         saved_epoch, saved_cp, saved_members = node.saved_checkpoint
         if saved_epoch == epoch:  # the same master restarted: its own record is newer
             checkpoint, members = max(checkpoint, saved_cp), saved_members or members
+        node.saving = node.save_wanted = None  # (the broker finishes them before it leads)
+        node.saved_checkpoint = (epoch, checkpoint, tuple(members))
         node.lead_epoch = epoch
         self._lead(node.name, checkpoint, members)
+
+    def _pushable(self, node: Node) -> int:
+        """Only what the master flushed: a slave never holds bytes a crash of the master
+        can lose (the restarted master would write other messages at those offsets)."""
+        if "master-pushes-unflushed" in self.bugs:
+            return node.log.end
+        return node.log.flushed
 
     def _can_write(self, node: CheckpointNode) -> bool:
         return node.replica.role == "MASTER"
@@ -188,8 +160,27 @@ class CheckpointSim(HAGroupSim):
         return node.replica.epoch
 
     def _save_checkpoint(self, node: CheckpointNode, a: SaveCheckpoint) -> None:
+        """Written (and fsynced) in the background, one write at a time; the master
+        publishes and counts the checkpoint once it is durable."""
         self._check_checkpoint(node, a.checkpoint)
-        node.saved_checkpoint = (node.lead_epoch, a.checkpoint, a.members)
+        node.save_wanted = (node.lead_epoch, a.checkpoint, a.members)
+        self._save_next(node)
+
+    def _save_next(self, node: CheckpointNode) -> None:
+        if node.saving is None and node.save_wanted is not None:
+            node.saving, node.save_wanted = node.save_wanted, None
+            self.w.at(self.rng.randint(*self.flush_ms),
+                      CheckpointSaved(node.name, node.incarnation))
+
+    def on_checkpoint_saved(self, ev: CheckpointSaved) -> None:
+        node = self.nodes[ev.node]
+        if not node.alive or ev.incarnation != node.incarnation or node.saving is None:
+            return  # crashed meanwhile (the write is lost), or a new role dropped it
+        saved, node.saving = node.saving, None
+        node.saved_checkpoint = saved
+        if node.master is not None and node.lead_epoch == saved[0]:
+            self._run_master(node, node.master.checkpoint_saved(saved[1], self.w.now))
+        self._save_next(node)
 
     def _timed_out(self, node: Node, s: Sent) -> None:
         self.net_links.send(node.name, CTL, CacheMessage(
@@ -204,7 +195,7 @@ class CheckpointSim(HAGroupSim):
         version, members = m.proposal() if m else (0, None)
         self.net_links.send(node.name, CTL, BrokerBeat(
             node.name, node.name == self.names[0], node.replica.epoch, node.log.end,
-            m.checkpoint if m else 0, members, version))
+            m.saved if m else 0, members, version))
         self.w.at(HEARTBEAT_MS, ev)
 
     def _run_replica(self, node: CheckpointNode, actions: list) -> None:
@@ -238,6 +229,7 @@ class CheckpointSim(HAGroupSim):
             if c.end > a.takeover:
                 off, end = node.log.append(*SimLog.split_record(c.data))
                 moved.append((c.offset, off, end))
+        node.log.flush()  # (the broker fsyncs the replayed messages before it answers)
         self.w.log(f"{node.name} took over at {a.takeover}, replayed {len(moved)}")
         self._run_replica(node, node.replica.replayed(moved, node.log.end))
 
@@ -331,6 +323,16 @@ class CheckpointSim(HAGroupSim):
         self.ctl_alive = True
         self.w.log("control node restarted")
 
+    def _crash(self, name: str) -> None:
+        node = self.nodes[name]
+        node.saving = node.save_wanted = None  # an unfinished file write is lost
+        super()._crash(name)
+        # a member's crash keeps what it flushed: the checkpoint must still be within it
+        master = self._current_master()
+        if master is not None and master.alive and master.master is not None \
+                and master.lead_epoch == self.ctl.state.epoch:
+            self._check_checkpoint(master, master.master.checkpoint)
+
     def _fault_control_plane(self) -> bool:
         if not self.ctl_alive:
             return False
@@ -402,6 +404,10 @@ class CheckpointSim(HAGroupSim):
 
     # ---- checks -----------------------------------------------------------------------
     def _check_checkpoint(self, master: CheckpointNode, checkpoint: int) -> None:
+        if master.log.flushed < checkpoint:  # held means on disk: what a crash keeps
+            raise Violation("checkpoint-within-members", f"checkpoint {checkpoint} of "
+                            f"{master.name} counts bytes it has not flushed (flushed "
+                            f"{master.log.flushed}, log end {master.log.end})")
         self._check_holders(master, checkpoint, master.master.members,
                             "checkpoint-within-members")
         saved = self.ctl_saved[0]  # what the control node would promote from, on its disk
@@ -415,14 +421,14 @@ class CheckpointSim(HAGroupSim):
             holder = next((n for n in self.nodes.values() if n.slot == sid), None)
             if holder is None or holder is master:
                 continue
-            holds = holder.log.end >= checkpoint and \
+            holds = holder.log.flushed >= checkpoint and \
                 holder.log.data[:checkpoint] == master.log.data[:checkpoint]
             if holder.wiped:  # the fault took its copy: exempt until it holds it again
                 holder.wiped = not holds
             elif not holds:
                 raise Violation(invariant, f"checkpoint {checkpoint} of {master.name} "
-                                f"exceeds what member{whose} {holder.name} holds "
-                                f"(log end {holder.log.end})")
+                                f"exceeds what member{whose} {holder.name} holds on disk "
+                                f"(flushed {holder.log.flushed}, log end {holder.log.end})")
 
     def _check_new_master(self, node: CheckpointNode) -> None:
         have = node.log.messages()

@@ -1,8 +1,10 @@
 """Fake disks: what a simulated node's crash keeps.
 
 - `SimLog`, a broker's commit log (S1, S2, S3): a flat byte string of records (4-byte
-  size, 4-byte message number, payload). It survives a crash whole: brokers flush before
-  they report or answer (as SYNC_FLUSH brokers do), so nothing acknowledged is unsynced.
+  size, 4-byte message number, payload), with a flushed mark. In S1 and S2 it survives a
+  crash whole (brokers flush before they report or answer, as SYNC_FLUSH brokers do); in
+  S3 a crash keeps only what was flushed, and the brokers flush by group commit before
+  they report, push or answer.
 - `RaftDisk`, a Raft node's durable state (S0 and the controller group): only what was
   fsynced; the simulator applies a step's persist actions to it when the driver contract
   says they are synced, and loses the rest on a crash.
@@ -22,6 +24,7 @@ REC = struct.Struct(">ii")  # record header: size (header included), message num
 class SimLog:
     def __init__(self):
         self.data = bytearray()
+        self.flushed = 0  # what a crash keeps (where crashes lose unflushed bytes)
 
     @property
     def end(self) -> int:
@@ -47,6 +50,16 @@ class SimLog:
 
     def truncate(self, offset: int) -> None:
         del self.data[offset:]
+        self.flushed = min(self.flushed, offset)
+
+    def flush(self) -> None:
+        self.flushed = len(self.data)
+
+    def lose_unflushed(self) -> int:
+        """A crash: the bytes past the flushed mark are gone; returns how many."""
+        lost = len(self.data) - self.flushed
+        del self.data[self.flushed:]
+        return lost
 
     def read(self, offset: int, end: int) -> bytes:
         return bytes(self.data[offset:end])

@@ -48,6 +48,14 @@ class Beat:
 
 
 @event
+class FlushDone:
+    """`node`'s commit-log flush (group commit) finishes, unless it crashed meanwhile
+    (`incarnation` counts its crashes)."""
+    node: str
+    incarnation: int
+
+
+@event
 class Restart:
     """A crashed `node` comes back with what its disk kept."""
     node: str

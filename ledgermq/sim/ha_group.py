@@ -17,19 +17,23 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..replication.ha import BUGS as HA_BUGS
+from ..replication.ha import SLAVE_BUGS
 from ..replication.ha import (
-    Append, Close, Complete, Connect, Disconnect, HAConfig, HAMaster, HASlave, Heartbeat,
-    PublishCheckpoint, Report, SaveCheckpoint, StartAt, StoreCheckpoint, SyncStatus, Transfer,
+    Append, Close, Complete, Connect, Disconnect, Flush, HAConfig, HAMaster, HASlave,
+    Heartbeat, PublishCheckpoint, Report, SaveCheckpoint, StartAt, StoreCheckpoint,
+    SyncStatus, Transfer,
 )
 from .disk import SimLog
 from .events import (
-    CLIENT, FAULT, HEAL, Client, Fault, Heal, LinkClosed, LinkDeliver, Restart, Tick,
+    CLIENT, FAULT, HEAL, Client, Fault, FlushDone, Heal, LinkClosed, LinkDeliver, Restart,
+    Tick,
 )
 from .harness import LIVENESS, Simulation
 from .links import Links
 from .result import Violation
 
 TICK_MS = 10
+FLUSH_MS = ((1, 5), (5, 40))  # how long a group-commit flush takes (S3): fast or slow disk
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +54,8 @@ class SlaveReport:
 
 @dataclass
 class Node:
-    """A broker. Its log survives a crash (see SimLog); its roles do not."""
+    """A broker. Its log survives a crash (in S3 only what it flushed, see SimLog); its
+    roles do not."""
     name: str
     log: SimLog = field(default_factory=SimLog)
     alive: bool = True
@@ -59,6 +64,8 @@ class Node:
     link: int | None = None  # the slave's link to its master
     following: str | None = None  # the master node this slave follows
     slot: int | None = None  # the slave's id in the master's checkpoint (S3 only)
+    flushing: bool = False  # a flush of its log is under way (S3)
+    incarnation: int = 0  # its crashes so far: a flush under way at a crash is lost
 
 
 @dataclass
@@ -79,6 +86,7 @@ class HAGroupSim(Simulation):
         LIVENESS: "after every fault heals, a new send is acknowledged within 10 s",
     }
     CHECKPOINT = False  # HAMaster/HASlave run the S3 consistent checkpoint
+    LOSES_UNFLUSHED = False  # a crash keeps only the flushed part of a log (S3)
 
     def __init__(self, seed: int, *, steps: int = 20_000, bugs=frozenset(),
                  replicas: int | None = None, trace_events: bool = False):
@@ -100,6 +108,8 @@ class HAGroupSim(Simulation):
         self.acks_on_write = False  # ASYNC_MASTER: a send is OK once the master wrote it
         self.faults = 0
         self.ha_bug = self.bug_in(HA_BUGS)  # (the design's BUGS say which it accepts)
+        self.slave_bug = self.bug_in(SLAVE_BUGS)
+        self.flush_ms = rng.choice(FLUSH_MS) if self.CHECKPOINT else (0, 0)
         self._ticks = {name: Tick(name) for name in self.names}
 
     # ---- what a design decides ---------------------------------------------------------
@@ -127,6 +137,10 @@ class HAGroupSim(Simulation):
 
     def _timed_out(self, node: Node, s: Sent) -> None:
         self._set_status(s, "FAILED")
+
+    def _pushable(self, node: Node) -> int:
+        """How far a master's slaves may be sent its log."""
+        return node.log.end
 
     def _save_checkpoint(self, node: Node, a: SaveCheckpoint) -> None:
         raise AssertionError(f"{node.name}: a consistent checkpoint outside S3")
@@ -160,7 +174,7 @@ class HAGroupSim(Simulation):
     def _lead(self, name: str, checkpoint: int = 0, members: tuple = ()) -> None:
         node = self.nodes[name]
         self._unfollow(node)
-        node.master = HAMaster(self.ha_config, node.log.end, self.w.now,
+        node.master = HAMaster(self.ha_config, self._pushable(node), self.w.now,
                                checkpoint=checkpoint, members=dict(members), bug=self.ha_bug)
         self.w.log(f"{name} leads (log end {node.log.end})")
 
@@ -169,7 +183,8 @@ class HAGroupSim(Simulation):
         self._step_down(node)
         self._unfollow(node)
         node.following = master
-        node.slave = HASlave(self.ha_config, node.log.end, self.w.now, reconnect_ms=50)
+        node.slave = HASlave(self.ha_config, node.log.end, self.w.now, reconnect_ms=50,
+                             flushed=node.log.flushed, bug=self.slave_bug)
 
     def _step_down(self, node: Node) -> None:
         """No longer a master: its slaves' links close (they must not take its tail)."""
@@ -228,8 +243,27 @@ class HAGroupSim(Simulation):
                 node.link = None
             elif isinstance(a, Connect):
                 self._connect(node)
+            elif isinstance(a, Flush):
+                self._flush(node)
             elif isinstance(a, StoreCheckpoint):
                 pass  # the slave's copy of the checkpoint: nothing the checks read
+
+    def _flush(self, node: Node) -> None:
+        """Start a group-commit flush of the node's log, unless one is under way."""
+        if not node.flushing:
+            node.flushing = True
+            self.w.at(self.rng.randint(*self.flush_ms), FlushDone(node.name, node.incarnation))
+
+    def on_flush_done(self, ev: FlushDone) -> None:
+        node = self.nodes[ev.node]
+        if not node.alive or ev.incarnation != node.incarnation:
+            return  # crashed meanwhile: the flush never finished
+        node.flushing = False
+        node.log.flush()  # (an fsync covers what was written before it ran: all of it here)
+        if node.master is not None:
+            self._run_master(node, node.master.appended(self._pushable(node), self.w.now))
+        if node.slave is not None:
+            self._run_slave(node, node.slave.flushed_to(node.log.flushed, self.w.now))
 
     def _completed(self, node: Node, a: Complete) -> None:
         number = a.request_id
@@ -268,7 +302,9 @@ class HAGroupSim(Simulation):
             off, end = node.log.append(number, payload)
             s = self.sent[number] = Sent(number, off, end, self._epoch(node))
             self.tally["WAIT"] += 1
-            actions = node.master.appended(end, self.w.now)
+            if self.CHECKPOINT:
+                self._flush(node)  # the master's group commit
+            actions = node.master.appended(self._pushable(node), self.w.now)
             if self.acks_on_write:
                 self._set_status(s, "OK")
             else:
@@ -358,7 +394,10 @@ class HAGroupSim(Simulation):
         if not node.alive:
             return
         node.alive = False
-        self.w.log(f"{name} crashed (log end {node.log.end})")
+        node.incarnation += 1
+        node.flushing = False
+        lost = node.log.lose_unflushed() if self.LOSES_UNFLUSHED else 0
+        self.w.log(f"{name} crashed (log end {node.log.end}, {lost} unflushed bytes lost)")
         self.net_links.close_all(name, f"{name} crashed")
         if node.master is not None:  # its waiting sends will never be answered
             self.rids = {r: m for r, m in self.rids.items() if m != name}

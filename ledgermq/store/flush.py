@@ -51,6 +51,7 @@ class FlushService:
         self._listeners: list[Callable[[int], None]] = []  # told of every flush
         self._stop = False
         self.flushed_offset = 0
+        self.rounds = 0  # flushes that made more of the log durable
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._rest_due = threading.Event()  # set: flush the rest now (volume, or stopping)
@@ -134,6 +135,8 @@ class FlushService:
         for listener in self._listeners:
             listener(flushed)
         with self._cond:
+            if flushed > self.flushed_offset:
+                self.rounds += 1
             self.flushed_offset = flushed
             if not self._waiters:
                 return

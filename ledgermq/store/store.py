@@ -269,6 +269,19 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
             return None
         return self._flush_waiters().wait(result.end_offset)
 
+    def flush_wait(self, end_offset: int) -> "asyncio.Future[bool]":
+        """Group commit on demand, whatever flushDiskType says (checkpoint mode counts only
+        copies on disk): a future of the running loop, True once the log is flushed up to
+        `end_offset`, False after syncFlushTimeout. Waiters share the flushes. (The GIL
+        switch interval stays as it is: shortened, as SYNC_FLUSH does, it cost a checkpoint
+        group on 2 cores ~15% of its pipelined rate.)"""
+        return self._flush_waiters().wait(end_offset)
+
+    @property
+    def flush_rounds(self) -> int:
+        """How many flushes made more of the commit log durable."""
+        return self._flusher.rounds
+
     def _flush_waiters(self) -> LoopFlushWaiters:
         loop = asyncio.get_running_loop()
         waiters = self._last_waiters
@@ -328,6 +341,7 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
             "commitLogMinOffset": self.commitlog.min_offset,
             "commitLogMaxOffset": self.commitlog.max_offset,
             "commitLogFlushedOffset": self.commitlog.flushed_offset,
+            "commitLogFlushes": self._flusher.rounds,
             "dispatchedOffset": self.dispatched_offset,
             "queues": len(self.queues),
             "diskUsedRatio": round(self.disk_used_ratio, 2),

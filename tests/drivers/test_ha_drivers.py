@@ -5,7 +5,7 @@ not is refused."""
 import asyncio
 
 from ledgermq.drivers.ha import HAMasterDriver, HASlaveDriver
-from ledgermq.replication.ha import Close, HAConfig
+from ledgermq.replication.ha import REPORT_WITH_ID, Close, HAConfig, SyncStatus
 from ledgermq.store import MessageStore
 from ledgermq.wire.message import Message
 
@@ -89,5 +89,60 @@ def test_a_slave_with_a_foreign_tail_is_refused(tmp_path):
         await s.stop()
         await m.stop()
     asyncio.run(scenario())
+    master.close()
+    slave.close()
+
+
+def test_checkpoint_mode_counts_only_flushed_copies_under_async_flush(tmp_path):
+    """Checkpoint mode (S3) with flushDiskType=ASYNC_FLUSH and a periodic flush that never
+    comes in the test: every report a slave sends names only bytes it has flushed, the
+    master's sync for a write completes only once the master flushed it too, and flushes
+    are group commits (far fewer than the messages)."""
+    never = 600_000  # flushIntervalCommitLog: only the group commit can flush
+    master = MessageStore(small_config(tmp_path / "m", flushIntervalCommitLog=never))
+    slave = MessageStore(small_config(tmp_path / "s", flushIntervalCommitLog=never))
+    master.open()
+    slave.open()
+    config = HAConfig(segment_size=SEG, heartbeat_ms=50, checkpoint=True)
+    reports = []  # (reported offset, the slave's flushed offset as it was sent)
+    acks = []  # (end of the write, the master's flushed offset as its sync completed)
+
+    async def scenario():
+        m = HAMasterDriver(master, config, "127.0.0.1", 0)
+        await m.start()
+        s = HASlaveDriver(slave, config, lambda: _addr(m), slave_id=1)
+
+        def write(data, real=s.write):
+            reports.append((REPORT_WITH_ID.unpack(data)[0], slave.commitlog.flushed_offset))
+            real(data)
+        s.write = write
+        await s.start()
+        try:
+            await until(lambda: m.core.members, "the slave joined the checkpoint")
+            waits = []
+            for burst in range(20):
+                for i in range(10):
+                    r = master.append(master.encode("HA", 0, [b"m%d-%d" % (burst, i) * 20]))
+                    m.appended()
+                    fut = m.sync(r.end_offset)
+                    fut.add_done_callback(lambda f, end=r.end_offset: acks.append(
+                        (end, master.commitlog.flushed_offset, f.result())))
+                    waits.append(fut)
+                await asyncio.sleep(0)  # the next burst comes a loop turn later
+            await asyncio.wait_for(asyncio.gather(*waits), 10)
+        finally:
+            await s.stop()
+            await m.stop()
+    asyncio.run(scenario())
+    assert [a for a in acks if a[2] is not SyncStatus.OK] == []
+    assert len(acks) == 200
+    early = [(off, flushed) for off, flushed in reports if off > flushed]
+    assert early == [], f"the slave reported offsets it had not flushed: {early[:5]}"
+    assert max(off for off, _ in reports) == master.commitlog.max_offset
+    unflushed = [(end, flushed) for end, flushed, _ in acks if flushed < end]
+    assert unflushed == [], f"writes acknowledged before the master flushed: {unflushed[:5]}"
+    # group commit: one flush covers many messages, on both sides
+    assert 0 < master.flush_rounds < 100 and 0 < slave.flush_rounds < 100, \
+        (master.flush_rounds, slave.flush_rounds)
     master.close()
     slave.close()

@@ -203,3 +203,55 @@ def test_a_straddling_cached_batch_keeps_only_its_replayed_part():
     [kept] = ctl.cache
     assert (kept.offset, kept.end, kept.data) == (850, 900, data[50:])
     assert kept.end - kept.offset == len(kept.data)
+
+
+def test_checkpoint_slave_reports_only_what_it_flushed_one_flush_at_a_time():
+    """S3: a slave's report is its ack, counted in the checkpoint, so it names only what
+    is on its disk; the bytes that arrive while a flush runs share the next one."""
+    from ledgermq.replication.ha import Flush
+    s = HASlave(cfg(checkpoint=True), max_offset=0, now=0)
+    assert s.connected(0) == [Report(0)]
+    assert s.frame(0, 5, b"01234", 1) == [Append(0, b"01234")]
+    assert s.appended(5, 1) == [Flush(5)]  # appended, not yet reported
+    assert s.frame(5, 3, b"567", 2) == [Append(5, b"567")]
+    assert s.appended(8, 2) == []  # a flush is running: the next one covers these
+    assert s.tick(150) == [Report(0)]  # the heartbeat too says only what is flushed
+    assert s.flushed_to(5, 151) == [Report(5), Flush(8)]
+    assert s.flushed_to(8, 152) == [Report(8)]
+
+
+def test_checkpoint_slave_reconnecting_with_an_unflushed_tail():
+    """It reports its flushed end, is sent the bytes from there, and skips what it holds."""
+    from ledgermq.replication.ha import Flush
+    s = HASlave(cfg(checkpoint=True), max_offset=8, now=0, flushed=5)
+    assert s.connected(0) == [Report(5), Flush(8)]
+    assert s.frame(5, 3, b"567", 1) == [Report(5)]  # already held: skipped
+    assert s.frame(8, 2, b"89", 2) == [Append(8, b"89")]
+    assert s.appended(10, 2) == []  # the flush of 8 still runs
+    assert s.flushed_to(8, 3) == [Report(8), Flush(10)]
+
+
+def test_classic_slave_still_reports_what_it_appended():
+    s = HASlave(cfg(), max_offset=0, now=0)
+    s.connected(0)
+    s.frame(0, 5, b"01234", 1)
+    assert s.appended(5, 1) == [Report(5)]
+
+
+def test_checkpoint_is_published_and_counted_only_once_saved():
+    """S3: a new checkpoint is saved first; the slaves, the control node (`saved`) and the
+    writes waiting on it learn of it only once the driver says the save is durable."""
+    from ledgermq.replication.ha import PublishCheckpoint, SaveCheckpoint
+    m = HAMaster(cfg(checkpoint=True), log_end=0, now=0)
+    m.appended(1000, 0)
+    m.connected(1, 0)
+    m.report(1, 0, now=1, slave_id=7)  # joins (it holds the log as the master began)
+    assert m.sync(42, 500, now=2) == []
+    out = m.report(1, 600, now=3, slave_id=7)
+    assert out[0] == SaveCheckpoint(600, ((7, 600),))
+    told = [a for a in out if isinstance(a, (Complete, PublishCheckpoint))]
+    assert told == [], "told before the checkpoint was saved"
+    assert m.saved == 0 and PublishCheckpoint(1, 0) in m.tick(150)  # the heartbeat's too
+    assert m.checkpoint_saved(600, now=151) == [PublishCheckpoint(1, 600),
+                                               Complete(42, SyncStatus.OK)]
+    assert m.checkpoint_saved(600, now=152) == []  # once

@@ -14,6 +14,8 @@ BUG_BREAKS = {
     "no-rollback": "slave-prefix",
     "members-never-dropped": "liveness",
     "drop-before-saved": "members-saved-hold-checkpoint",
+    "slave-reports-unflushed": "checkpoint-within-members",
+    "master-pushes-unflushed": "checkpoint-within-members",
 }
 
 

@@ -39,6 +39,9 @@ def test_checker_catches_known_bug(bug):
 def test_every_ha_and_control_node_bug_belongs_to_a_design():
     from ledgermq.replication.checkpoint import BUGS as CONTROL_BUGS
     from ledgermq.replication.ha import BUGS as HA_BUGS
+    from ledgermq.replication.ha import SLAVE_BUGS
     from ledgermq.sim.checkpoint import BUGS as CHECKPOINT_BUGS
-    assert set(BUGS) | set(CHECKPOINT_BUGS) == set(HA_BUGS) | set(CONTROL_BUGS)
+    from ledgermq.sim.checkpoint import DRIVER_BUGS
+    assert set(BUGS) | set(CHECKPOINT_BUGS) == \
+        set(HA_BUGS) | set(SLAVE_BUGS) | set(CONTROL_BUGS) | set(DRIVER_BUGS)
     assert not set(BUGS) & set(CHECKPOINT_BUGS)

@@ -9,6 +9,7 @@ messages past the log end, durably, and answers with where they landed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -44,7 +45,7 @@ class CheckpointMode(HAPortMode):
         self.dir = self.store.config.root / "consistent-checkpoint"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.role_path = self.dir / "role.json"
-        self.checkpoint_file = CheckpointFile(self.dir / "checkpoint.json")
+        self.checkpoint_file = CheckpointFile(self.dir / "checkpoint")
         epoch, promotion = load_role(self.role_path)
         self.replica = CheckpointReplica(epoch, promotion)
         self.control = ControlNodeClient(self.config.controlNodeAddr, self.config.brokerName)
@@ -54,7 +55,6 @@ class CheckpointMode(HAPortMode):
         self.slave_checkpoint = 0
         self._task: asyncio.Task | None = None
         self._answer: AnswerPromotion | None = None
-        self._saved: tuple[float, tuple | None] = (0.0, None)  # last checkpoint file write
 
     # ---- what the broker asks -------------------------------------------------------
     @property
@@ -75,15 +75,15 @@ class CheckpointMode(HAPortMode):
         result, ha = self.append_and_push(encoded)
         if ha is None:
             return self.after_append(result)
-        done = asyncio.ensure_future(self._covered(result, self.store.durable_wait(result),
-                                                   ha.sync(result.end_offset)))
+        # no flush wait of its own, whatever flushDiskType says: the checkpoint covers
+        # only what the master flushed (it sends its slaves nothing else), so the write is
+        # on the master's disk and on every member's once the checkpoint covers it
+        done = asyncio.ensure_future(self._covered(result, ha.sync(result.end_offset)))
         return Later(done, lambda outcome: outcome)
 
-    async def _covered(self, result: PutResult, wait, synced) -> PutResult | Pending:
+    async def _covered(self, result: PutResult, synced) -> PutResult | Pending:
         """S3-3: acknowledged once the consistent checkpoint covers the write, or once the
         control node holds it; otherwise pending, for the producer to resolve."""
-        if wait is not None and not await wait:
-            self.store.mark_flush_timeout(result)
         if await synced is SyncStatus.OK:
             return result
         start = int(result.phys_offsets[0])
@@ -146,7 +146,7 @@ class CheckpointMode(HAPortMode):
         ha = self.links.master
         if ha is not None:
             version, members = ha.core.proposal()
-            ext["checkpoint"] = str(ha.core.checkpoint)
+            ext["checkpoint"] = str(ha.core.saved)  # (only what our file holds)
             ext["members"] = json.dumps(list(members))
             ext["membersVersion"] = str(version)
         view = await self.control.heartbeat(ext)
@@ -213,27 +213,23 @@ class CheckpointMode(HAPortMode):
         else:
             checkpoint, members = a.checkpoint, dict(a.members)
         self.master_epoch = a.epoch
-        self._saved = (0.0, None)
-        self._save_checkpoint(checkpoint, tuple(members.items()))
+        # The file seeds a restart of this master in the same epoch, where its checkpoint
+        # gates who joins as a member (a candidate for the next master): it must then be at
+        # least every write acknowledged and every checkpoint the slaves or the control
+        # node were told. So each save is fsynced, and the driver publishes (to slaves and,
+        # through `core.saved`, to the control node) and counts a checkpoint only once its
+        # save returned: no rate limit, one save at a time, the newest waiting one next.
+        save = functools.partial(self.checkpoint_file.save, a.epoch)
+        save(checkpoint, tuple(members.items()))
         c = self.config
         driver = HAMasterDriver(self.store, ha_config(c, self.store, True), c.bindAddress,
                                 c.ha_port, checkpoint=checkpoint, members=members,
-                                on_checkpoint=self._save_checkpoint)
+                                on_checkpoint=save)
         await driver.start()
         await self.links.lead(driver)
         log.warning("checkpoint mode: master of epoch %d (checkpoint %d, members %s)", a.epoch,
                     checkpoint, sorted(members))
         await self.host.role_changed()
-
-    def _save_checkpoint(self, checkpoint: int, members: tuple) -> None:
-        """The file only seeds a restart in the same epoch (failover relies on the control
-        node's figure): new members are saved at once, progress at most 10 times a second."""
-        now = time.monotonic()
-        at, saved_ids = self._saved
-        ids = tuple(slot for slot, _ in members)  # members are (slot, acked offset) pairs
-        if ids != saved_ids or now - at >= 0.1:
-            self._saved = (now, ids)
-            self.checkpoint_file.save(self.master_epoch, checkpoint, members)
 
     def _replay(self, a: Replay) -> list:
         """Append each cached entry's messages past the takeover (in order), durably."""

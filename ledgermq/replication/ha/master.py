@@ -12,7 +12,11 @@ S3 (checkpoint): the consistent checkpoint is the minimum acked offset over the 
 slaves (persisted with the checkpoint). It never moves back. A slave becomes a member once
 it has acked the current checkpoint; a member away for `member_timeout_ms`, or whose copy
 is gone, is dropped once the control node saved that (see `members`), and only then does
-the checkpoint move past it.
+the checkpoint move past it. A new checkpoint (or membership) is first saved
+(SaveCheckpoint); only once the driver says it is durable (`checkpoint_saved`) is it
+`saved`: published to the slaves, reported to the control node and counted for the writes
+waiting on it. The saved file seeds a restart in the same epoch, so nothing anyone was
+told can then be forgotten.
 """
 from __future__ import annotations
 
@@ -52,6 +56,7 @@ class HAMaster:
         self.links: dict[int, Link] = {}
         self.waiters: deque[tuple[int, int, int]] = deque()  # (end, deadline, request id)
         self.checkpoint = checkpoint
+        self.saved = checkpoint  # S3: what the driver saved durably (given as durable)
         # a slave joins once it holds the log as it was when this master began: the
         # checkpoint it got may lag what was acknowledged (an earlier master's last
         # advance, unreported when it failed), but every member holds that
@@ -130,7 +135,7 @@ class HAMaster:
 
     def _covered(self) -> int:
         if self.config.checkpoint:
-            return self.checkpoint
+            return self.saved
         return max((ln.acked for ln in self.links.values()), default=-1)
 
     def _complete_covered(self) -> list:
@@ -157,9 +162,11 @@ class HAMaster:
         self.now = now
         if not self.membership.saved(version, ids):
             return []
-        return self._recompute() + self._complete_covered()
+        return self._recompute()
 
     def _recompute(self) -> list:
+        """Save a checkpoint that moved, or a membership that changed; nothing is
+        published or counted before `checkpoint_saved`."""
         floor = self.membership.floor()
         if floor is None:
             return []  # no member: nothing but the control node's cache acknowledges
@@ -170,10 +177,17 @@ class HAMaster:
             return []
         self.checkpoint = max(self.checkpoint, floor)
         self._saved_members = named
-        out: list = [SaveCheckpoint(self.checkpoint, tuple(sorted(self.members.items())))]
-        out += [PublishCheckpoint(link, self.checkpoint) for link, other in self.links.items()
-                if other.slave_id is not None]
-        return out
+        return [SaveCheckpoint(self.checkpoint, tuple(sorted(self.members.items())))]
+
+    def checkpoint_saved(self, checkpoint: int, now: int) -> list:
+        """The driver's SaveCheckpoint up to `checkpoint` is durable: publish and count it."""
+        self.now = now
+        if checkpoint <= self.saved:
+            return []
+        self.saved = checkpoint
+        out: list = [PublishCheckpoint(link, checkpoint) for link, other in self.links.items()
+                     if other.slave_id is not None]
+        return out + self._complete_covered()
 
     # ---- pushing and time ---------------------------------------------------------
     def _push(self, link: int, ln: Link, now: int) -> list:
@@ -202,15 +216,15 @@ class HAMaster:
                 ln.sent_at = now
                 out.append(Heartbeat(link, ln.push))
                 if cfg.checkpoint and ln.slave_id is not None:
-                    out.append(PublishCheckpoint(link, self.checkpoint))
+                    out.append(PublishCheckpoint(link, self.saved))
         if cfg.checkpoint and self.membership.expire(now):  # (only under an injected bug)
-            out += self._recompute() + self._complete_covered()
+            out += self._recompute()
         while self.waiters and self.waiters[0][1] <= now:
             out.append(Complete(self.waiters.popleft()[2], SyncStatus.TIMEOUT))
         return out
 
     def status(self) -> dict:
-        return {"logEnd": self.log_end, "checkpoint": self.checkpoint,
+        return {"logEnd": self.log_end, "checkpoint": self.checkpoint, "saved": self.saved,
                 "members": {str(k): v for k, v in self.members.items()},
                 "leaving": {str(k): why for k, why in self.membership.leaving.items()},
                 "slaves": [{"link": k, "acked": ln.acked, "push": ln.push,

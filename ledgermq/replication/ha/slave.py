@@ -6,19 +6,36 @@ the store only ever holds whole messages. Positions: `max_offset` is the end of 
 store holds, `expect` the next byte the master will send. They differ by the pending tail,
 or (after an end-of-segment blank) the store may be ahead of `expect` by padding bytes,
 which are skipped as they arrive.
+
+S3 (checkpoint): a report is an ack the consistent checkpoint counts, so it names only
+what the slave has flushed (`flushed`). Appended bytes are flushed by group commit: one
+Flush at a time; what arrives while it runs shares the next one, and each finished flush
+is reported once. A slave that reconnects with an unflushed tail reports its flushed end:
+the master resends from there and the slave skips the bytes it holds.
 """
 from __future__ import annotations
 
 from .types import (
-    CHECKPOINT_FRAME, Append, Connect, Disconnect, HAConfig, Report, StartAt, StoreCheckpoint,
+    CHECKPOINT_FRAME, Append, Connect, Disconnect, Flush, HAConfig, Report, StartAt,
+    StoreCheckpoint,
 )
+
+# Known bugs the simulator must catch (`--inject-bug`).
+BUGS = {
+    "slave-reports-unflushed": "a checkpoint-mode slave reports what it appended, flushed "
+                               "or not",
+}
 
 
 class HASlave:
     def __init__(self, config: HAConfig, max_offset: int, now: int, *,
-                 reconnect_ms: int = 1000):
+                 reconnect_ms: int = 1000, flushed: int | None = None, bug: str | None = None):
         self.config = config
         self.max_offset = max_offset
+        # S3: what is on disk (the report) and whether a Flush is under way
+        self.flushed = max_offset if flushed is None else min(flushed, max_offset)
+        self.flushing = False
+        self.bug = bug
         self.expect = max_offset
         self.pending = b""
         self.connected_now = False
@@ -30,8 +47,10 @@ class HASlave:
     def connected(self, now: int) -> list:
         self.connected_now = True
         self.heard_at = now
-        self.expect, self.pending = self.max_offset, b""
-        return [self._report(now)]
+        # the master sends from what we report: the bytes we hold past it are skipped
+        report = self._report(now)
+        self.expect, self.pending = report.offset, b""
+        return [report] + self._flush()
 
     def disconnected(self, now: int) -> list:
         self.connected_now = False
@@ -41,7 +60,22 @@ class HASlave:
 
     def _report(self, now: int) -> Report:
         self.reported_at = now
-        return Report(self.max_offset)
+        durable = self.config.checkpoint and self.bug != "slave-reports-unflushed"
+        return Report(self.flushed if durable else self.max_offset)
+
+    def _flush(self) -> list:
+        if not self.config.checkpoint or self.flushing or self.flushed >= self.max_offset:
+            return []
+        self.flushing = True
+        return [Flush(self.max_offset)]
+
+    def flushed_to(self, offset: int, now: int) -> list:
+        """S3: the driver's flush (from Flush) made the log durable up to `offset`."""
+        self.flushing = False
+        if offset > self.flushed:
+            self.flushed = min(offset, self.max_offset)
+            return [self._report(now)] + self._flush()
+        return self._flush()
 
     def frame(self, offset: int, size: int, body, now: int) -> list:
         """A header (and body) from the master."""
@@ -76,6 +110,8 @@ class HASlave:
         used = new_max - self.max_offset
         self.pending = self.pending[used:] if used < len(self.pending) else b""
         self.max_offset = new_max
+        if self.config.checkpoint:
+            return self._flush()  # reported once flushed
         return [self._report(now)]
 
     def _drop(self, reason: str) -> list:

@@ -4,14 +4,17 @@ their driver to perform.
 Wire (the seed's, RocketMQ's HA port):
 - slave -> master: the slave's max commit-log offset, 8 bytes big-endian, as a heartbeat
   every `haSendHeartbeatInterval` and after every write. In checkpoint mode (S3) the report
-  is 16 bytes: max offset, then the slave's brokerId (the master keeps the checkpoint over
-  named slaves, so a slave must say who it is).
+  is 16 bytes: the offset the slave has flushed (the checkpoint counts copies on disk),
+  then its brokerId (the master keeps the checkpoint over named slaves, so a slave must
+  say who it is).
 - master -> slave: a 12-byte header (physical offset 8, body size 4) and `size` raw
   commit-log bytes; size 0 is a heartbeat. Size -1 (S3 only, no body) publishes the
   consistent checkpoint: the header's offset is the checkpoint.
 
 Driver contract: execute a step's actions in order. `Append` is answered by calling the
-slave core's `appended(new_max_offset)` before anything else is fed to it.
+slave core's `appended(new_max_offset)` before anything else is fed to it; `Flush` (S3)
+by calling `flushed_to(offset)` once the log is durable that far (later is fine: frames may
+be fed meanwhile, and their bytes share the next flush).
 """
 from __future__ import annotations
 
@@ -93,6 +96,11 @@ class Report:
 class Append:
     offset: int
     data: bytes  # append its longest whole-message prefix, then call appended()
+
+
+@dataclass(frozen=True)
+class Flush:
+    offset: int  # S3: make the log durable up to at least this, then call flushed_to()
 
 
 @dataclass(frozen=True)
