@@ -343,7 +343,9 @@ class CheckpointSim(HAGroupSim):
 
     def _restart_later(self, name: str) -> None:
         """Most crashed brokers come back; one may not, some on an empty disk: one lost
-        copy at a time, never the master's (the control node holds its cache, not its log)."""
+        copy at a time, never the master's (the control node holds its cache, not its log),
+        nor that of the broker being promoted: it may have taken over and answered before
+        it crashed, and is then the master, possibly of no member but itself."""
         roll = self.loss_rng.random()
         one_at_a_time = self.lost is None and not any(n.wiped or n.wipe_on_restart
                                                       for n in self.nodes.values())
@@ -351,9 +353,10 @@ class CheckpointSim(HAGroupSim):
             self.lost = name
             self.w.log(f"{name} is lost for good")
             return
-        master = self._current_master()
-        if one_at_a_time and roll < LOSE_SHARE + WIPE_SHARE and \
-                (master is None or master.name != name):
+        st = self.ctl.state
+        slot = st.slots.get(name)
+        if one_at_a_time and roll < LOSE_SHARE + WIPE_SHARE and slot not in (st.master,
+                                                                           st.promoting):
             self.nodes[name].wipe_on_restart = True
         super()._restart_later(name)
 
