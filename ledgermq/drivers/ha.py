@@ -19,7 +19,7 @@ from typing import Awaitable, Callable
 
 from ..clock import now_ms
 from ..replication.ha import (
-    CHECKPOINT_FRAME, HEADER, REPORT, REPORT_WITH_ID, Append, Close, Complete, Disconnect,
+    CHECKPOINT_FRAME, HEADER, REPORT, CHECKPOINT_REPORT, Append, Close, Complete, Disconnect,
     Flush, HAConfig, HAMaster, HASlave, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint,
     StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
@@ -41,13 +41,13 @@ class HAMasterDriver:
 
     def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int, *,
                  checkpoint: int = 0, members: dict[int, int] | None = None,
-                 on_checkpoint: Callable[[int, tuple], None] | None = None):
+                 epoch: int = 0, on_checkpoint: Callable[[int, tuple], None] | None = None):
         self.store = store
         self.durable_push = config.checkpoint  # S3: slaves get only what is flushed
         self._flush_asked = 0  # S3: the log end the last flush wait was asked for
         self._stopped = False
         self.core = HAMaster(config, self._pushable(), now_ms(),
-                             checkpoint=checkpoint, members=members)
+                             checkpoint=checkpoint, members=members, epoch=epoch)
         self.host, self.port = host, port
         self.on_checkpoint = on_checkpoint
         self._save_wanted: tuple[int, tuple] | None = None  # the newest unsaved checkpoint
@@ -115,14 +115,15 @@ class HAMasterDriver:
             writer.close()
 
     async def _read_slave(self, reader: asyncio.StreamReader, link: int, peer) -> None:
-        """One message from a slave: its max-offset report (with its id in S3)."""
+        """One message from a slave: its max-offset report (with its id and epoch in S3)."""
         if self.core.config.checkpoint:
-            offset, slave_id = REPORT_WITH_ID.unpack(await reader.readexactly(
-                REPORT_WITH_ID.size))
+            offset, slave_id, epoch = CHECKPOINT_REPORT.unpack(await reader.readexactly(
+                CHECKPOINT_REPORT.size))
         else:
-            offset, slave_id = REPORT.unpack(await reader.readexactly(REPORT.size))[0], None
+            offset, slave_id, epoch = REPORT.unpack(await reader.readexactly(REPORT.size))[0], \
+                None, 0
         self.execute(self.core.report(link, offset, now_ms(), slave_id,
-                                      log_begin=self.store.commitlog.min_offset))
+                                      log_begin=self.store.commitlog.min_offset, epoch=epoch))
 
     def writer(self, link: int) -> asyncio.StreamWriter | None:
         """The link's writer, if it is still open (writing to a closed one raises)."""
@@ -235,11 +236,12 @@ class HASlaveDriver:
 
     def __init__(self, store: MessageStore, config: HAConfig,
                  master_addr: Callable[[], Awaitable[str | None]], *, slave_id: int = 0,
-                 on_checkpoint: Callable[[int], None] | None = None):
+                 epoch: int = 0, on_checkpoint: Callable[[int], None] | None = None):
         self.store = store
         self.config = config
         self.master_addr = master_addr
         self.slave_id = slave_id
+        self.epoch = epoch  # S3: the epoch whose master it follows (sent in each report)
         self.on_checkpoint = on_checkpoint
         self.core = HASlave(config, store.commitlog.max_offset, now_ms())
         self.writer: asyncio.StreamWriter | None = None
@@ -321,8 +323,8 @@ class HASlaveDriver:
                     self.store.commitlog.flush()
                 self.execute(self.core.appended(end, now_ms()))
             elif isinstance(a, Report):
-                self.write(REPORT_WITH_ID.pack(a.offset, self.slave_id) if self.config.checkpoint
-                           else REPORT.pack(a.offset))
+                self.write(CHECKPOINT_REPORT.pack(a.offset, self.slave_id, self.epoch)
+                           if self.config.checkpoint else REPORT.pack(a.offset))
             elif isinstance(a, Flush):
                 core = self.core
                 self.store.flush_wait(a.offset).add_done_callback(

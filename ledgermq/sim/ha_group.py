@@ -47,9 +47,11 @@ class Frame:
 
 @dataclass(frozen=True, slots=True)
 class SlaveReport:
-    """Slave -> master: how far its log goes (its ack); `slot` names it in S3."""
+    """Slave -> master: how far its log goes (its ack); in S3 `slot` names it and `epoch`
+    is the epoch whose master it follows."""
     offset: int
     slot: int | None
+    epoch: int = 0
 
 
 @dataclass
@@ -64,6 +66,7 @@ class Node:
     link: int | None = None  # the slave's link to its master
     following: str | None = None  # the master node this slave follows
     slot: int | None = None  # the slave's id in the master's checkpoint (S3 only)
+    follow_epoch: int = 0  # the epoch whose master the slave follows (S3)
     flushing: bool = False  # a flush of its log is under way (S3)
     incarnation: int = 0  # its crashes so far: a flush under way at a crash is lost
 
@@ -175,14 +178,15 @@ class HAGroupSim(Simulation):
         node = self.nodes[name]
         self._unfollow(node)
         node.master = HAMaster(self.ha_config, self._pushable(node), self.w.now,
-                               checkpoint=checkpoint, members=dict(members), bug=self.ha_bug)
+                               checkpoint=checkpoint, members=dict(members),
+                               epoch=self._epoch(node), bug=self.ha_bug)
         self.w.log(f"{name} leads (log end {node.log.end})")
 
     def _follow(self, name: str, master: str) -> None:
         node = self.nodes[name]
         self._step_down(node)
         self._unfollow(node)
-        node.following = master
+        node.following, node.follow_epoch = master, self._epoch(node)
         node.slave = HASlave(self.ha_config, node.log.end, self.w.now, reconnect_ms=50,
                              flushed=node.log.flushed, bug=self.slave_bug)
 
@@ -230,7 +234,8 @@ class HAGroupSim(Simulation):
     def _run_slave(self, node: Node, actions: list) -> None:
         for a in actions:
             if isinstance(a, Report):
-                self.net_links.to_master(node.name, node.link, SlaveReport(a.offset, node.slot))
+                report = SlaveReport(a.offset, node.slot, node.follow_epoch)
+                self.net_links.to_master(node.name, node.link, report)
             elif isinstance(a, Append):
                 end = node.log.append_prefix(a.offset, a.data)
                 self._check_prefix(node)
@@ -343,7 +348,7 @@ class HAGroupSim(Simulation):
         if isinstance(msg, SlaveReport):
             if node.master is not None:
                 self._run_master(node, node.master.report(link, msg.offset, self.w.now,
-                                                          msg.slot))
+                                                          msg.slot, epoch=msg.epoch))
         elif isinstance(msg, Frame):
             if node.slave is not None and link == node.link:
                 self._run_slave(node, node.slave.frame(msg.offset, msg.size, msg.body,

@@ -5,7 +5,7 @@ not is refused."""
 import asyncio
 
 from ledgermq.drivers.ha import HAMasterDriver, HASlaveDriver
-from ledgermq.replication.ha import REPORT_WITH_ID, Close, HAConfig, SyncStatus
+from ledgermq.replication.ha import CHECKPOINT_REPORT, Close, HAConfig, SyncStatus
 from ledgermq.store import MessageStore
 from ledgermq.wire.message import Message
 
@@ -113,7 +113,7 @@ def test_checkpoint_mode_counts_only_flushed_copies_under_async_flush(tmp_path):
         s = HASlaveDriver(slave, config, lambda: _addr(m), slave_id=1)
 
         def write(data, real=s.write):
-            reports.append((REPORT_WITH_ID.unpack(data)[0], slave.commitlog.flushed_offset))
+            reports.append((CHECKPOINT_REPORT.unpack(data)[0], slave.commitlog.flushed_offset))
             real(data)
         s.write = write
         await s.start()
@@ -144,5 +144,46 @@ def test_checkpoint_mode_counts_only_flushed_copies_under_async_flush(tmp_path):
     # group commit: one flush covers many messages, on both sides
     assert 0 < master.flush_rounds < 100 and 0 < slave.flush_rounds < 100, \
         (master.flush_rounds, slave.flush_rounds)
+    master.close()
+    slave.close()
+
+
+def test_checkpoint_master_refuses_a_slave_that_follows_another_epoch(tmp_path):
+    """S3 (sim seed 139): a slave cut off in an earlier epoch reconnects to its master's
+    address, where the same broker now leads a later epoch whose log past a takeover is not
+    the slave's. Its report must not count as an ack (that would put its foreign tail in
+    the checkpoint, and append the master's bytes after it): the master closes the link,
+    again at every retry, and the slave's log stays as it was for the control node's
+    truncation."""
+    master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
+    fill(master, 30)
+    fill(slave, 10)  # shorter, and not the master's bytes: another lineage
+    master.commitlog.flush()  # (both on disk, as after a restart)
+    slave.commitlog.flush()
+    slave_end = slave.commitlog.max_offset
+    config = HAConfig(segment_size=SEG, heartbeat_ms=50, checkpoint=True)
+
+    async def scenario():
+        m = HAMasterDriver(master, config, "127.0.0.1", 0, members={1: 0}, epoch=3)
+        closed = []
+
+        def execute(actions, real=m.execute):  # notes the links the master closes
+            closed.extend(a for a in actions if isinstance(a, Close))
+            real(actions)
+        m.execute = execute
+        await m.start()
+        s = HASlaveDriver(slave, config, lambda: _addr(m), slave_id=1, epoch=1)
+        await s.start()
+        try:
+            await until(lambda: closed or m.core.checkpoint, "the slave's report was taken")
+            assert m.core.checkpoint == 0 and m.core.members == {1: 0}, "counted as an ack"
+            assert "epoch 1" in closed[0].reason and "epoch 3" in closed[0].reason
+            await until(lambda: len(closed) >= 2, "the slave's next attempt refused too")
+            assert m.core.checkpoint == 0 and m.core.saved == 0 and m.core.members == {1: 0}
+            assert slave.commitlog.max_offset == slave_end  # fed nothing
+        finally:
+            await s.stop()
+            await m.stop()
+    asyncio.run(scenario())
     master.close()
     slave.close()

@@ -2,7 +2,7 @@
 that stays silent, or whose copy is gone, stops holding the checkpoint back, but only
 once the control node has saved a membership without it."""
 from ledgermq.replication.ha import (
-    Complete, HAConfig, HAMaster, PublishCheckpoint, SaveCheckpoint, SyncStatus,
+    Close, Complete, HAConfig, HAMaster, PublishCheckpoint, SaveCheckpoint, SyncStatus,
 )
 
 TIMEOUT = 3000
@@ -171,3 +171,21 @@ def test_a_restarted_control_node_keeps_asking_the_broker_it_chose():
     out = restarted.tick(300)
     assert restarted.state.promoting == ctl.state.promoting
     assert any(isinstance(a, Promote) for a in out)
+
+
+# ---- epochs on the HA link -----------------------------------------------------------
+def test_a_slave_following_an_earlier_epoch_is_refused_until_it_follows_this_one():
+    """Sim seed 139: a slave cut off in epoch 1 keeps reconnecting to its master's address;
+    when that broker leads again in epoch 3, the bytes past epoch 2's takeover differ from
+    the slave's. Taking its offset as an ack would count a foreign tail in the checkpoint:
+    the master refuses a slave that follows another epoch (it must first take its view,
+    and truncation, from the control node)."""
+    m = HAMaster(master().config, log_end=1000, now=0, checkpoint=400, members={7: 400},
+                 epoch=3)
+    m.connected(1, 0)
+    out = m.report(1, 900, 1, slave_id=7, epoch=1)
+    assert [a for a in out if isinstance(a, Close)] == [out[0]] and "epoch 1" in out[0].reason
+    assert len(out) == 1 and m.checkpoint == 400 and m.members == {7: 400}
+    assert 1 not in m.links  # nothing more is taken from that link
+    m.connected(2, 2)  # back after its view: truncated to the takeover, following epoch 3
+    assert SaveCheckpoint(850, ((7, 850),)) in m.report(2, 850, 3, slave_id=7, epoch=3)

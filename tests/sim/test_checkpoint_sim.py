@@ -85,3 +85,11 @@ def test_the_broker_being_promoted_keeps_its_disk():
     for seed in (1285, 1718, 1906, 1964):
         r = CheckpointSim(seed, steps=STEPS).run()
         assert r.ok, (seed, r.invariant, r.violation, "\n".join(r.tail(30)))
+
+
+def test_a_slave_of_an_earlier_epoch_does_not_ack_to_its_old_masters_address():
+    """Seed 139: b2, partitioned in epoch 1, reconnects to b0 when b0 leads epoch 3; b0's
+    log past epoch 2's takeover is not b2's. Its report counted in the checkpoint
+    (checkpoint-within-members) until the master refused slaves of another epoch."""
+    r = CheckpointSim(139, steps=STEPS).run()
+    assert r.ok, (r.invariant, r.violation, "\n".join(r.tail(30)))

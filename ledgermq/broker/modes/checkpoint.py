@@ -197,7 +197,7 @@ class CheckpointMode(HAPortMode):
             return addr
         await self.links.follow(HASlaveDriver(
             self.store, ha_config(self.config, self.store, True), master, slave_id=a.slot,
-            on_checkpoint=self._slave_checkpoint))
+            epoch=self.replica.epoch, on_checkpoint=self._slave_checkpoint))
         log.info("checkpoint mode: slave (slot %d) of %s", a.slot, a.master_addr)
         await self.host.role_changed()
 
@@ -224,7 +224,7 @@ class CheckpointMode(HAPortMode):
         c = self.config
         driver = HAMasterDriver(self.store, ha_config(c, self.store, True), c.bindAddress,
                                 c.ha_port, checkpoint=checkpoint, members=members,
-                                on_checkpoint=save)
+                                epoch=a.epoch, on_checkpoint=save)
         await driver.start()
         await self.links.lead(driver)
         log.warning("checkpoint mode: master of epoch %d (checkpoint %d, members %s)", a.epoch,

@@ -3,12 +3,12 @@ from .master import BUGS, HAMaster
 from .slave import BUGS as SLAVE_BUGS
 from .slave import HASlave
 from .types import (
-    CHECKPOINT_FRAME, HEADER, REPORT, REPORT_WITH_ID, Append, Close, Complete, Connect,
+    CHECKPOINT_FRAME, HEADER, REPORT, CHECKPOINT_REPORT, Append, Close, Complete, Connect,
     Disconnect, Flush, HAConfig, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint,
     StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 
 __all__ = ["BUGS", "SLAVE_BUGS", "HAMaster", "HASlave", "CHECKPOINT_FRAME", "HEADER",
-           "REPORT", "REPORT_WITH_ID", "Append", "Close", "Complete", "Connect", "Disconnect",
+           "REPORT", "CHECKPOINT_REPORT", "Append", "Close", "Complete", "Connect", "Disconnect",
            "Flush", "HAConfig", "Heartbeat", "PublishCheckpoint", "Report", "SaveCheckpoint",
            "StartAt", "StoreCheckpoint", "SyncStatus", "Transfer"]

@@ -16,7 +16,8 @@ the checkpoint move past it. A new checkpoint (or membership) is first saved
 (SaveCheckpoint); only once the driver says it is durable (`checkpoint_saved`) is it
 `saved`: published to the slaves, reported to the control node and counted for the writes
 waiting on it. The saved file seeds a restart in the same epoch, so nothing anyone was
-told can then be forgotten.
+told can then be forgotten. A master leads one epoch, and takes reports only from slaves
+that follow that epoch (a slave of another epoch has not been cut to its takeover).
 """
 from __future__ import annotations
 
@@ -50,8 +51,10 @@ class Link:
 
 class HAMaster:
     def __init__(self, config: HAConfig, log_end: int, now: int, *, checkpoint: int = 0,
-                 members: dict[int, int] | None = None, bug: str | None = None):
+                 members: dict[int, int] | None = None, epoch: int = 0,
+                 bug: str | None = None):
         self.config = config
+        self.epoch = epoch  # S3: the epoch this master leads
         self.log_end = log_end
         self.links: dict[int, Link] = {}
         self.waiters: deque[tuple[int, int, int]] = deque()  # (end, deadline, request id)
@@ -77,14 +80,22 @@ class HAMaster:
         return []
 
     def report(self, link: int, offset: int, now: int, slave_id: int | None = None,
-               log_begin: int = 0) -> list:
+               log_begin: int = 0, epoch: int = 0) -> list:
         """A slave's max-offset report (its heartbeat and its ack). `log_begin`: where the
-        master's log starts (a segment start; retention moves it)."""
+        master's log starts (a segment start; retention moves it). S3: `epoch`, the epoch
+        whose master the slave follows."""
         self.now = now
         ln = self.links.get(link)
         if ln is None:
             return []
         ln.heard_at = now
+        if self.config.checkpoint and epoch != self.epoch:
+            # its log was cut to the takeover of its own epoch, not ours: past a later
+            # takeover it may hold bytes ours does not. Its view (and truncation) comes
+            # from the control node; only then is its offset an ack of our log
+            self.links.pop(link)
+            return [Close(link, f"slave follows epoch {epoch}, this master leads epoch "
+                                f"{self.epoch}: it must take its view first")]
         if offset > self.log_end or offset < 0:
             self.links.pop(link)
             return [Close(link, f"slave reports offset {offset} but the master's log ends at "

@@ -4,9 +4,10 @@ their driver to perform.
 Wire (the seed's, RocketMQ's HA port):
 - slave -> master: the slave's max commit-log offset, 8 bytes big-endian, as a heartbeat
   every `haSendHeartbeatInterval` and after every write. In checkpoint mode (S3) the report
-  is 16 bytes: the offset the slave has flushed (the checkpoint counts copies on disk),
-  then its brokerId (the master keeps the checkpoint over named slaves, so a slave must
-  say who it is).
+  is 24 bytes: the offset the slave has flushed (the checkpoint counts copies on disk),
+  its brokerId (the master keeps the checkpoint over named slaves, so a slave must say
+  who it is), and the epoch whose master it follows (its log was cut to that epoch's
+  takeover offset; a master of another epoch must not take its offset as an ack).
 - master -> slave: a 12-byte header (physical offset 8, body size 4) and `size` raw
   commit-log bytes; size 0 is a heartbeat. Size -1 (S3 only, no body) publishes the
   consistent checkpoint: the header's offset is the checkpoint.
@@ -23,7 +24,7 @@ import struct
 from dataclasses import dataclass
 
 REPORT = struct.Struct(">q")
-REPORT_WITH_ID = struct.Struct(">qq")
+CHECKPOINT_REPORT = struct.Struct(">qqq")  # offset, brokerId, epoch
 HEADER = struct.Struct(">qi")
 CHECKPOINT_FRAME = -1
 
