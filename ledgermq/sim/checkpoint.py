@@ -41,6 +41,7 @@ from ..replication.checkpoint import BUGS as CONTROL_BUGS
 from ..replication.checkpoint import (
     AnswerPromotion, Cached, CheckpointReplica, ControlConfig, Follow, GroupControl, GroupState, Lead,
     Promote, Replay, Resolution, SaveCache, SaveRole, SaveState, Stand, Truncate, View,
+    lead_start,
 )
 from ..replication.ha import BUGS as HA_BUGS
 from ..replication.ha import SLAVE_BUGS, Complete, SaveCheckpoint, SyncStatus
@@ -136,15 +137,13 @@ class CheckpointSim(HAGroupSim):
         node.replica = CheckpointReplica(*node.saved_role)  # it asks the control node
         self.w.at(1, self._beats[node.name])
 
-    def _lead_epoch(self, node: CheckpointNode, epoch: int, checkpoint: int,
-                    members: tuple) -> None:
+    def _lead_epoch(self, node: CheckpointNode, a: Lead) -> None:
         saved_epoch, saved_cp, saved_members = node.saved_checkpoint
-        if saved_epoch == epoch:  # the same master restarted: its own record is newer
-            checkpoint, members = max(checkpoint, saved_cp), saved_members or members
+        checkpoint, members = lead_start(a, (saved_epoch, saved_cp, dict(saved_members)))
         node.saving = node.save_wanted = None  # (the broker finishes them before it leads)
-        node.saved_checkpoint = (epoch, checkpoint, tuple(members))
-        node.lead_epoch = epoch
-        self._lead(node.name, checkpoint, members)
+        node.saved_checkpoint = (a.epoch, checkpoint, tuple(members.items()))
+        node.lead_epoch = a.epoch
+        self._lead(node.name, checkpoint, tuple(members.items()))
 
     def _pushable(self, node: Node) -> int:
         """Only what the master flushed: a slave never holds bytes a crash of the master
@@ -213,7 +212,7 @@ class CheckpointSim(HAGroupSim):
                 self._follow(node.name, a.master_addr)
             elif isinstance(a, Lead):
                 node.slot = a.slot
-                self._lead_epoch(node, a.epoch, a.checkpoint, a.members)
+                self._lead_epoch(node, a)
                 self._check_new_master(node)
             elif isinstance(a, Replay):
                 self._replay(node, a)

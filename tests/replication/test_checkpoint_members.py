@@ -189,3 +189,27 @@ def test_a_slave_following_an_earlier_epoch_is_refused_until_it_follows_this_one
     assert 1 not in m.links  # nothing more is taken from that link
     m.connected(2, 2)  # back after its view: truncated to the takeover, following epoch 3
     assert SaveCheckpoint(850, ((7, 850),)) in m.report(2, 850, 3, slave_id=7, epoch=3)
+
+
+# ---- a master restarted in its own epoch -----------------------------------------------
+def test_a_master_restarted_in_its_epoch_counts_the_members_the_control_node_saved():
+    """Sim seed 751: the master counted a joining slave at once (joining only makes the
+    minimum stricter) and its heartbeat named it to the control node, which saved it,
+    while the checkpoint file naming it was still being written; the master crashed.
+    Restarted in the same epoch from its file alone, it counted the other member only and
+    moved the checkpoint past what the joined slave holds, which the control node may
+    promote. It must count every member either record names."""
+    from ledgermq.replication.checkpoint import Lead, lead_start
+    view = Lead(epoch=6, checkpoint=13870, members=((1, 13870), (3, 13870)), slot=2)
+    checkpoint, members = lead_start(view, (6, 13870, {3: 13870}))
+    assert checkpoint == 13870 and members == {1: 13870, 3: 13870}
+    m = HAMaster(master().config, log_end=14479, now=0, checkpoint=checkpoint,
+                 members=members, epoch=6)
+    m.connected(1, 0)
+    m.connected(2, 0)
+    m.report(1, 14336, 1, slave_id=1, epoch=6)
+    m.report(2, 14387, 2, slave_id=3, epoch=6)
+    assert m.checkpoint == 14336  # not past what slot 1 holds
+    # its own newer records stay; another epoch's file does not count
+    assert lead_start(view, (6, 14000, {3: 14000})) == (14000, {1: 13870, 3: 14000})
+    assert lead_start(view, (5, 20000, {4: 20000})) == (13870, {1: 13870, 3: 13870})

@@ -93,3 +93,11 @@ def test_a_slave_of_an_earlier_epoch_does_not_ack_to_its_old_masters_address():
     (checkpoint-within-members) until the master refused slaves of another epoch."""
     r = CheckpointSim(139, steps=STEPS).run()
     assert r.ok, (r.invariant, r.violation, "\n".join(r.tail(30)))
+
+
+def test_a_master_restarted_in_its_epoch_counts_a_member_its_file_missed():
+    """Seed 751: a slave joined, the control node saved it as a member, the master's file
+    naming it was still being written when the master crashed; restarted in the same
+    epoch, the master counted its file's members only (members-saved-hold-checkpoint)."""
+    r = CheckpointSim(751, steps=STEPS).run()
+    assert r.ok, (r.invariant, r.violation, "\n".join(r.tail(30)))

@@ -22,7 +22,7 @@ from ...drivers.ha import HAMasterDriver, HASlaveDriver
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ...replication.checkpoint import (
     AnswerPromotion, CheckpointReplica, Follow, Lead, Promote, Replay, SaveRole, Stand,
-    Truncate,
+    Truncate, lead_start,
 )
 from ...replication.ha import SyncStatus
 from ...store import PutResult, StoreError
@@ -207,11 +207,7 @@ class CheckpointMode(HAPortMode):
     async def _lead(self, a: Lead) -> None:
         await self.links.stop()
         self.slot = a.slot
-        epoch, checkpoint, members = self.checkpoint_file.load()
-        if epoch == a.epoch:  # restarted in the same epoch: our own record is newer
-            checkpoint = max(checkpoint, a.checkpoint)
-        else:
-            checkpoint, members = a.checkpoint, dict(a.members)
+        checkpoint, members = lead_start(a, self.checkpoint_file.load())
         self.master_epoch = a.epoch
         # The file seeds a restart of this master in the same epoch, where its checkpoint
         # gates who joins as a member (a candidate for the next master): it must then be at

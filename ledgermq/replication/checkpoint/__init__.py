@@ -6,10 +6,10 @@ from .control import (
 )
 from .replica import (
     AnswerPromotion, CheckpointReplica, Follow, Lead, Promotion, Replay, SaveRole, Stand,
-    Truncate,
+    Truncate, lead_start,
 )
 
 __all__ = ["BUGS", "Cached", "ControlConfig", "GroupControl", "GroupState", "Promote",
            "Resolution", "SaveCache", "SaveState", "View", "AnswerPromotion",
            "CheckpointReplica", "Follow", "Lead", "Promotion", "Replay", "SaveRole", "Stand",
-           "Truncate"]
+           "Truncate", "lead_start"]

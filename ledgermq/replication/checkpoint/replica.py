@@ -44,6 +44,26 @@ class Lead:
     slot: int
 
 
+def lead_start(lead: Lead, saved: tuple[int, int, dict[int, int]]
+               ) -> tuple[int, dict[int, int]]:
+    """The checkpoint and members (slot -> recorded ack) a master of `lead.epoch` starts
+    from; `saved` is its checkpoint file (epoch, checkpoint, members).
+
+    Restarted in the same epoch, its file's checkpoint is the newer one, but not always
+    its members: a joining slave counts at once and the heartbeat names it to the control
+    node while the file save naming it is still under way. The control node may promote
+    any member it saved, so every member either record names is counted (one the control
+    node dropped but the file still names only counts until it is dropped again)."""
+    epoch, checkpoint, members = saved
+    if epoch != lead.epoch:
+        return lead.checkpoint, dict(lead.members)
+    both = dict(lead.members)
+    for slot, acked in members.items():
+        both[slot] = max(acked, both.get(slot, acked))
+    both.pop(lead.slot, None)  # (never its own)
+    return max(checkpoint, lead.checkpoint), both
+
+
 @dataclass(frozen=True)
 class Replay:
     """Append, in order, each cached entry that lies at or past `takeover`; then call
