@@ -69,7 +69,7 @@ def test_no_write_is_acknowledged_past_the_checkpoint_in_the_masters_file(tmp_pa
 
         async def addr():
             return f"127.0.0.1:{ha.port}"
-        s = HASlaveDriver(slave, ha.core.config, addr, slave_id=2,
+        s = HASlaveDriver(slave, ha.core.config, addr, slave_id=2, epoch=1,
                           on_checkpoint=lambda cp: told.append((cp, in_file())))
         await s.start()
         try:
