@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import orjson
 
@@ -235,7 +236,7 @@ class HistoryWriter(_Recorder):
                 os.close(self._fd)
                 self._fd = -1
 
-    def __enter__(self) -> HistoryWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,5 +1,7 @@
 """The seeded fault schedule: the same seed replays the same faults, one at a time with quiet
 gaps and a final quiet period, each aimed at nodes that can take it."""
+from itertools import pairwise
+
 import orjson
 import pytest
 
@@ -26,7 +28,7 @@ def test_windows_come_one_at_a_time_with_quiet_gaps_and_a_final_quiet_period(see
     assert ws[0].start >= 5  # a warm-up before the first fault
     for w in ws:
         assert 0 < w.end - w.start <= 8
-    for prev, nxt in zip(ws, ws[1:]):
+    for prev, nxt in pairwise(ws):
         assert nxt.start - prev.end >= 5, (prev, nxt)
     assert ws[-1].end <= 300 - 20  # healed, then quiet, before the drain
 
