@@ -113,3 +113,33 @@ def test_a_history_is_built_in_memory_the_same_way():
     h.complete("a", "ok", at=2.0)
     h.read("a", topic="T", queue=0, offset=0, reader="drain", at=3.0)
     assert h.attempts["a"].latency == 1.0 and h.reads[0].id == "a"
+
+
+def test_writers_on_many_threads_leave_every_record_whole(tmp_path):
+    """Producers record from their own threads: each line is written whole, so the file
+    reads back with every attempt and its outcome, and checks the same as the memory copy."""
+    import threading
+
+    from ledgermq.chaos.checker import check
+
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(path) as w:
+        def producer(p):
+            for i in range(500):
+                m = f"p{p}-{i}"
+                w.invoke(m, topic="T", key=f"k{p}", queue=p, orderly=True)
+                w.complete(m, "ok", status="SEND_OK", queue=p, offset=i)
+                w.read(m, topic="T", reader="drain", queue=p, offset=i)
+        threads = [threading.Thread(target=producer, args=(p,)) for p in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        w.drain_start()
+        w.drain_end()
+    h = load(path)
+    assert len(h.attempts) == 2000 and h.notes == []
+    assert all(a.outcome == "ok" and a.latency >= 0 for a in h.attempts.values())
+    r = check(h)
+    assert r["valid"] and r["order"]["keys"] == 4 and r["reads"]["total"] == 2000
+    assert r == check(w.history)
