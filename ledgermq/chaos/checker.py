@@ -192,7 +192,7 @@ def _windows(h: History, s: _Sends, lost: set) -> list[dict]:
     lost_at = np.array(sorted(h.attempts[m].invoked for m in lost), dtype=float)
     out = []
     for f in h.faults:
-        end = s.end if f.end is None else f.end
+        end = float(np.nextafter(s.end, np.inf)) if f.end is None else f.end  # open: all
         n_lost = int(np.count_nonzero((lost_at >= f.start) & (lost_at < end)))
         out.append({"name": f.name, "nodes": list(f.nodes), "start": _r(f.start),
                     "end": None if f.end is None else _r(f.end),

@@ -261,3 +261,11 @@ def test_lost_and_unexpected_equal_a_brute_force_recount(hist):
     assert r["unexpected"]["ids"] == sorted(unexpected)
     assert r["valid"] == (not lost and not unexpected and not any(
         sent.get(m) == "fail" for m in read_ids))
+
+
+def test_an_open_window_counts_sends_up_to_the_last_moment_of_the_history():
+    h = History(clock=lambda: 0.0)
+    h.fault_start("kill", ["n1"], at=1.0)  # the run died during the fault
+    h.invoke("x", topic="T", at=2.0)  # its very last record
+    w = check(h)["windows"][0]
+    assert (w["end"], w["attempts"], w["info"]) == (None, 1, 1)
