@@ -1,6 +1,6 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= dev,spark
+EXTRAS ?= dev,spark,chaos
 
 .PHONY: install run test sim-long bench clean
 

@@ -1,0 +1,212 @@
+"""The queue-model check of a history, as Jepsen's total-queue checker makes it:
+
+- lost: acknowledged (`ok`) but never read by any reader when the final drain ended;
+- unexpected: read but never attempted;
+- failed but read: a send the client was told definitely failed, read all the same;
+- duplicates: read more than once by one reader (redelivery; two readers each reading a
+  message once is no duplicate), and those stored twice (read at two queue positions);
+  at-least-once allows them, a mode whose design rules them out says `duplicates_allowed`;
+- indeterminate sends (`info`) and how many of them were read;
+- order: for orderly sends, a key's message read (first time, by one reader, within one
+  queue) after one of the same key that was only sent once it had been acknowledged;
+- per fault window: recovery time from its start and from its heal to the first
+  acknowledged send invoked after it, throughput and send latency percentiles.
+
+`check` returns a dict ready for results.json (plain ints, floats, strings, lists).
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from .history import History
+
+MAX_IDS = 100  # ids listed per category (the counts are exact)
+PERCENTILES = (50, 95, 99)
+
+
+def check(h: History, *, duplicates_allowed: bool = True) -> dict:
+    ok = {m for m, a in h.attempts.items() if a.outcome == "ok"}
+    failed = {m for m, a in h.attempts.items() if a.outcome == "fail"}
+    info = {m for m, a in h.attempts.items() if a.outcome == "info"}
+    read = {r.id for r in h.reads}
+    lost = ok - read
+    unexpected = read - h.attempts.keys()
+    failed_read = failed & read
+    dups = _duplicates(h, duplicates_allowed)
+    order = _order(h)
+    sends = _Sends(h)
+    res = {
+        "drained": h.drained,
+        "attempts": {"total": len(h.attempts), "ok": len(ok), "fail": len(failed),
+                     "info": len(info)},
+        "reads": {"total": len(h.reads), "distinct": len(read),
+                  "readers": dict(Counter(r.reader for r in h.reads))},
+        "lost": _ids(lost),
+        "unexpected": _ids(unexpected),
+        "failed_but_read": _ids(failed_read),
+        "duplicates": dups,
+        "indeterminate": {"count": len(info), "read": len(info & read),
+                          "unread": len(info - read)},
+        "order": order,
+        "overall": _overall(sends),
+        "windows": _windows(h, sends, lost),
+        "notes": list(h.notes),
+    }
+    problems = _problems(res, duplicates_allowed)
+    return {"valid": not problems, "problems": problems, **res}
+
+
+def _ids(s: set) -> dict:
+    return {"count": len(s), "ids": sorted(s)[:MAX_IDS]}
+
+
+def _problems(r: dict, duplicates_allowed: bool) -> list[str]:
+    out = []
+    if not r["drained"]:
+        out.append("the final drain did not finish: an unread acknowledged message cannot "
+                   "be told lost")
+
+    def listed(name: str, what: str) -> None:
+        if r[name]["count"]:
+            ids = r[name]["ids"][:10]
+            more = " ..." if r[name]["count"] > len(ids) else ""
+            out.append(f"{r[name]['count']} {what}: {', '.join(ids)}{more}")
+    listed("lost", "lost (acknowledged, never read)")
+    listed("unexpected", "unexpected (read, never sent)")
+    listed("failed_but_read", "sends that failed were read anyway")
+    d = r["duplicates"]
+    if d["count"] and not duplicates_allowed:
+        out.append(f"{d['count']} duplicate reads of {d['distinct']} messages "
+                   f"({d['stored']} stored twice), which this mode rules out: "
+                   f"{', '.join(d['ids'][:10])}")
+    if r["order"]["inversions"]:
+        ex = r["order"]["examples"][0]
+        out.append(f"{r['order']['inversions']} orderly messages read out of order, e.g. "
+                   f"key {ex['key']}: {ex['then']} read after {ex['first']} "
+                   f"(queue {ex['queue']}, reader {ex['reader']})")
+    for w in r["windows"]:
+        if w["recovery_s"] is None:
+            out.append(f"fault {w['name']} on {','.join(w['nodes'])} at {w['start']} s: "
+                       "no acknowledged send after it")
+    return out
+
+
+def _duplicates(h: History, allowed: bool) -> dict:
+    per_reader: Counter = Counter((r.reader, r.id) for r in h.reads)
+    extra = sum(c - 1 for c in per_reader.values())
+    twice = {m for (_, m), c in per_reader.items() if c > 1}
+    positions: defaultdict[str, set] = defaultdict(set)
+    for r in h.reads:
+        if r.offset is not None:
+            positions[r.id].add((r.topic, r.broker, r.queue, r.offset))
+    stored = {m for m, p in positions.items() if len(p) > 1}
+    return {"count": extra, "distinct": len(twice), "ids": sorted(twice)[:MAX_IDS],
+            "stored": len(stored), "stored_ids": sorted(stored)[:MAX_IDS],
+            "allowed": allowed}
+
+
+def _order(h: History) -> dict:
+    """Per reader and queue, each orderly key's first reads must follow its send order:
+    message X read after Y is an inversion when X was acknowledged before Y was sent."""
+    keys = {a.key for a in h.attempts.values() if a.orderly and a.outcome == "ok"}
+    latest: dict[tuple, tuple[float, str]] = {}  # (stream, key) -> (latest invoke read, id)
+    seen: set[tuple] = set()
+    inversions, examples = 0, []
+    for r in h.reads:
+        a = h.attempts.get(r.id)
+        if a is None or not a.orderly or a.outcome != "ok":
+            continue
+        stream = (r.reader, r.topic, r.broker, r.queue)
+        if (stream, r.id) in seen:
+            continue  # a redelivery: counted as a duplicate, not as an order inversion
+        seen.add((stream, r.id))
+        sk = (stream, a.key)
+        prev = latest.get(sk)
+        if prev is not None and a.completed < prev[0]:
+            inversions += 1
+            if len(examples) < 10:
+                examples.append({"key": a.key, "first": prev[1], "then": a.id,
+                                 "reader": r.reader, "queue": r.queue})
+        if prev is None or a.invoked > prev[0]:
+            latest[sk] = (a.invoked, a.id)
+    return {"keys": len(keys), "inversions": inversions, "examples": examples}
+
+
+class _Sends:
+    """The attempts as arrays, sorted by invoke time, for the per-window figures."""
+
+    def __init__(self, h: History):
+        at = list(h.attempts.values())
+        inv = np.array([a.invoked for a in at], dtype=float)
+        done = np.array([np.nan if a.completed is None else a.completed for a in at],
+                        dtype=float)
+        outcome = np.array([a.outcome for a in at], dtype=object)
+        order = np.argsort(inv, kind="stable")
+        self.ids = [at[i].id for i in order]
+        self.invoked, self.completed = inv[order], done[order]
+        self.outcome = outcome[order]
+        self.is_ok = self.outcome == "ok"
+        # the earliest acknowledgement among sends invoked at or after each position
+        acked = np.where(self.is_ok, self.completed, np.inf)
+        self.first_ack_from = np.minimum.accumulate(acked[::-1])[::-1] if len(acked) else acked
+        ends = [max((r.at for r in h.reads), default=0.0), *(t for t in h.drain or () if t)]
+        ends += [f.start if f.end is None else f.end for f in h.faults]
+        # the workload's last moment (for the overall rate) and the history's (an open
+        # fault window ends there)
+        self.last_send = float(max(inv.max(), np.nanmax(done, initial=0.0))) if len(inv) else 0.0
+        self.end = float(max(ends + [self.last_send]))
+
+    def recovery(self, since: float) -> float | None:
+        i = int(np.searchsorted(self.invoked, since, side="left"))
+        if i >= len(self.invoked) or not np.isfinite(self.first_ack_from[i]):
+            return None
+        return _r(self.first_ack_from[i] - since)
+
+    def figures(self, start: float, end: float) -> dict:
+        """Counts of sends invoked in [start, end), acknowledgements per second completed
+        in it, latency percentiles of its acknowledged sends."""
+        lo, hi = np.searchsorted(self.invoked, [start, end], side="left")
+        out = self.outcome[lo:hi]
+        ok = self.is_ok[lo:hi]
+        lat = (self.completed[lo:hi] - self.invoked[lo:hi])[ok] * 1000.0
+        acks = int(np.count_nonzero(self.is_ok & (self.completed >= start)
+                                    & (self.completed < end)))
+        span = end - start
+        return {"attempts": int(hi - lo), "ok": int(np.count_nonzero(ok)),
+                "fail": int(np.count_nonzero(out == "fail")),
+                "info": int(np.count_nonzero(out == "info")),
+                "throughput": _r(acks / span) if span > 0 else 0.0,
+                "latency_ms": _latency(lat)}
+
+
+def _latency(ms: np.ndarray) -> dict | None:
+    if not len(ms):
+        return None
+    ps = np.percentile(ms, PERCENTILES)
+    return {**{f"p{p}": _r(v) for p, v in zip(PERCENTILES, ps)}, "max": _r(ms.max())}
+
+
+def _windows(h: History, s: _Sends, lost: set) -> list[dict]:
+    lost_at = np.array(sorted(h.attempts[m].invoked for m in lost), dtype=float)
+    out = []
+    for f in h.faults:
+        end = float(np.nextafter(s.end, np.inf)) if f.end is None else f.end  # open: all
+        n_lost = int(np.count_nonzero((lost_at >= f.start) & (lost_at < end)))
+        out.append({"name": f.name, "nodes": list(f.nodes), "start": _r(f.start),
+                    "end": None if f.end is None else _r(f.end),
+                    "recovery_s": s.recovery(f.start),
+                    "recovery_after_heal_s": None if f.end is None else s.recovery(f.end),
+                    "lost": n_lost, **s.figures(f.start, end)})
+    return out
+
+
+def _overall(s: _Sends) -> dict:
+    start = float(s.invoked[0]) if len(s.invoked) else 0.0
+    end = float(np.nextafter(s.last_send, np.inf))  # the last acknowledgement counts too
+    return {"start": _r(start), "end": _r(s.last_send), **s.figures(start, end)}
+
+
+def _r(x: float) -> float:
+    return round(float(x), 6)
