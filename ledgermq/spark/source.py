@@ -26,7 +26,7 @@ from pyspark.sql.streaming.datasource import (
 
 from .arrow import SCHEMA_DDL, raw_to_record_batch
 from .options import OptionError, ReadOptions, WriteOptions
-from .queues import EARLIEST, LATEST, Topics, parse_key, pull_range
+from .queues import EARLIEST, LATEST, QueuesUnavailable, Topics, parse_key, pull_range
 from .sink import write_batches
 
 MAX_PARTITION_MESSAGES = 1_000_000  # a bigger range is split across tasks
@@ -77,11 +77,20 @@ class _Driver:
         d["_topics"] = None
         return d
 
-    def current(self) -> tuple[dict, dict]:
-        """{topic: {queue: min}}, {topic: {queue: max}} for every queue of the topics."""
+    def current(self, known: dict | None = None) -> tuple[dict, dict]:
+        """{topic: {queue: min}}, {topic: {queue: max}} for every queue of the topics that
+        can be read now. A queue the route lists that does not answer, or one in `known`
+        (offsets already read) the route no longer lists — its whole group is down — is
+        unavailable: QueuesUnavailable, or (failOnUnavailable=false) left out, so the
+        caller keeps it where it was."""
         lows, highs = {}, {}
         for topic in self.opts.topics:
-            b = self.topics.bounds(self.topics.queues(topic))
+            b, failed = self.topics.bounds(self.topics.queues(topic))
+            for key in (known or {}).get(topic, {}):
+                if key not in b and key not in failed:
+                    failed[key] = "the route no longer lists it"
+            if failed and self.opts.fail_on_unavailable:
+                raise QueuesUnavailable(topic, failed)
             lows[topic] = {k: lo for k, (lo, _) in b.items()}
             highs[topic] = {k: hi for k, (_, hi) in b.items()}
         return lows, highs
@@ -149,7 +158,7 @@ class LedgerMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.cap = self.driver.current()[1]
 
     def latestOffset(self, start: dict, limit) -> dict:
-        highs = self.cap or self.driver.current()[1]
+        highs = self.cap or self.driver.current(start)[1]
         lows = {t: {k: 0 for k in qs} for t, qs in highs.items()}  # a new queue: from 0
         end = {t: {k: max(start.get(t, {}).get(k, lows[t][k]), hi) for k, hi in qs.items()}
                for t, qs in highs.items()}
