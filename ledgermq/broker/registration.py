@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# a name server the last registration did not reach is tried again this often (not only
-# every registerNameServerPeriod): one restarted knows nothing until brokers register
+# a name server the last registration did not reach, or whose connection closed since, is
+# tried again this often (not only every registerNameServerPeriod): one that restarted
+# knows nothing until the brokers register again
 NAMESRV_RETRY_S = 1.0
 
 
@@ -65,6 +66,10 @@ class NameServerLink:
             self.unreached.add(addr)
             return
         self.unreached.discard(addr)
+        conn = self.client.open_connection(addr)
+        if conn is not None and not conn.attrs.get("watched"):  # it dies: register again
+            conn.attrs["watched"] = True
+            conn.closed.add_done_callback(lambda _: self.unreached.add(addr))
         if r.code != ResponseCode.SUCCESS:
             log.warning("name server %s refused registration: %s", addr, r.remark)
         elif r.ext.get("haServerAddr"):
