@@ -86,14 +86,21 @@ class _Driver:
         lows, highs = {}, {}
         for topic in self.opts.topics:
             b, failed = self.topics.bounds(self.topics.queues(topic))
-            for key in (known or {}).get(topic, {}):
-                if key not in b and key not in failed:
-                    failed[key] = "the route no longer lists it"
-            if failed and self.opts.fail_on_unavailable:
-                raise QueuesUnavailable(topic, failed)
+            self.check_available(topic, b, known, failed)
             lows[topic] = {k: lo for k, (lo, _) in b.items()}
             highs[topic] = {k: hi for k, (_, hi) in b.items()}
         return lows, highs
+
+    def check_available(self, topic: str, have, known: dict | None,
+                        failed: dict[str, str] | None = None) -> None:
+        """QueuesUnavailable for the queues that `failed` to answer and those of `known`
+        not in `have` (unless failOnUnavailable=false)."""
+        failed = dict(failed or {})
+        for key in (known or {}).get(topic, {}):
+            if key not in have and key not in failed:
+                failed[key] = "the route no longer lists it"
+        if failed and self.opts.fail_on_unavailable:
+            raise QueuesUnavailable(topic, failed)
 
     def resolve(self, spec, lows: dict, highs: dict, default: str) -> dict:
         """Offsets from earliest | latest | JSON (with -2/-1), for every current queue."""
@@ -158,7 +165,12 @@ class LedgerMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.cap = self.driver.current()[1]
 
     def latestOffset(self, start: dict, limit) -> dict:
-        highs = self.cap or self.driver.current(start)[1]
+        if self.cap is None:
+            highs = self.driver.current(start)[1]
+        else:  # availableNow: what existed when it started, of the queues there then
+            highs = self.cap
+            for topic in self.driver.opts.topics:
+                self.driver.check_available(topic, highs.get(topic, {}), start)
         lows = {t: {k: 0 for k in qs} for t, qs in highs.items()}  # a new queue: from 0
         end = {t: {k: max(start.get(t, {}).get(k, lows[t][k]), hi) for k, hi in qs.items()}
                for t, qs in highs.items()}
