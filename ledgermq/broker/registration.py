@@ -52,9 +52,15 @@ class NameServerLink:
         body = {"topicConfigSerializeWrapper": b.topics.table.to_json(), "filterServerList": []}
         ext = {**self._identity(), "compressed": "false",
                "haServerAddr": f"{self.config.brokerIP1}:{b.mode.ha_port}"}
-        # with every name server at once: one that hangs does not hold up the others
-        await asyncio.gather(*(self._register_with(addr, ext, json_body(body))
-                               for addr in self.namesrvs))
+        # with every name server at once: one that hangs does not hold up the others (the
+        # first inline: a consumer whose heartbeat just created its retry topic looks up
+        # its route at once, and finds it when this request went out first)
+        data = json_body(body)
+        others = [asyncio.ensure_future(self._register_with(addr, ext, data))
+                  for addr in self.namesrvs[1:]]
+        if self.namesrvs:
+            await self._register_with(self.namesrvs[0], ext, data)
+        await asyncio.gather(*others)
 
     async def _register_with(self, addr: str, ext: dict, body: bytes) -> None:
         try:
