@@ -133,11 +133,22 @@ class _Driver:
             self._topics = None
 
 
+def _named(*specs) -> dict:
+    """{topic: {queue: offset}} of the queues JSON offset options name: they exist, so one
+    the route lacks is unavailable, as for a stream."""
+    out: dict = {}
+    for spec in specs:
+        if isinstance(spec, dict):
+            for topic, qs in spec.items():
+                out.setdefault(topic, {}).update(qs)
+    return out
+
+
 class LedgerMQBatchReader(DataSourceReader):
     def __init__(self, options):
         self.driver = _Driver(options)
         d = self.driver
-        lows, highs = d.current()
+        lows, highs = d.current(_named(d.opts.starting, d.opts.ending))
         self.start = d.starting()
         self.end = d.resolve(d.opts.ending, lows, highs, "latest")
         d.stop()

@@ -97,6 +97,10 @@ def test_a_stream_with_a_group_down_fails_naming_its_queues_or_waits(spark, grou
         assert err is not None
         text = str(err)
         assert "broker-b:0, broker-b:1 unavailable" in text and "failOnUnavailable" in text
+        ending = json.dumps({topic: {"broker-a:0": -1, "broker-b:0": -1}})
+        with pytest.raises(Exception, match="queue.s. broker-b:0 unavailable"):
+            spark.read.format("ledgermq").option("namesrv", ns).option("topic", topic) \
+                .option("endingOffsets", ending).load().count()  # named, so known
         assert stream(spark, ns, topic, lenient / "cp", lenient / "out",
                       failOnUnavailable="false") is None
         assert bodies(spark, lenient / "out") == sorted(first + second)  # broker-a's, once
@@ -137,4 +141,3 @@ def test_the_sink_writes_across_groups_each_row_once(spark, groups, tmp_path):
     per_group = {g: sum(len(q) for (b, _), q in stored.items() if b == g)
                  for g in ("broker-a", "broker-b")}
     assert min(per_group.values()) > 0, per_group
-    print(json.dumps(per_group))
