@@ -1,5 +1,5 @@
-"""`ledgermq cluster up|status|down`: a name server and a replica group as real local
-processes, for trying things out and for real-process tests."""
+"""`ledgermq cluster up|status|down|start|stop`: name servers and replica groups as real
+local processes, for trying things out and for real-process tests."""
 from __future__ import annotations
 
 import json
@@ -47,15 +47,36 @@ def _wait_ready(workdir: Path, proc: subprocess.Popen, timeout: float = 30) -> d
     raise RuntimeError(f"no ready line from {workdir} within {timeout}s")
 
 
-def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str, str]) -> str:
-    conf = {"brokerClusterName": "DefaultCluster", "brokerName": "broker-a",
-            "listenPort": ports["broker"][i], "namesrvAddr": f"127.0.0.1:{ports['namesrv']}",
-            "storePathRootDir": str(d / f"n{i}" / "store"),
+def group_names(groups: int) -> list[str]:
+    """broker-a, broker-b, ...: RocketMQ's brokerName of each replica group."""
+    if not 1 <= groups <= 26:
+        raise ValueError(f"--groups must be in 1..26, not {groups}")
+    return [f"broker-{chr(ord('a') + g)}" for g in range(groups)]
+
+
+def node_name(groups: int, g: int, i: int) -> str:
+    """n0, n1, ... for one group (as before); a-n0, b-n1, ... for several."""
+    return f"n{i}" if groups == 1 else f"{chr(ord('a') + g)}-n{i}"
+
+
+def namesrv_names(k: int) -> list[str]:
+    return ["namesrv"] if k == 1 else [f"namesrv{j}" for j in range(k)]
+
+
+def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str, str],
+                group: str = "broker-a", node: str | None = None) -> str:
+    """broker.conf of replica `i` of `n` in `group`; ports["broker"] and ports["repl"] are
+    that group's, ports["namesrvs"] every name server's."""
+    node = node or f"n{i}"
+    conf = {"brokerClusterName": "DefaultCluster", "brokerName": group,
+            "listenPort": ports["broker"][i],
+            "namesrvAddr": ";".join(f"127.0.0.1:{p}" for p in ports["namesrvs"]),
+            "storePathRootDir": str(d / node / "store"),
             "mappedFileSizeCommitLog": str(64 << 20), "maxHashSlotNum": "100000",
             "maxIndexNum": "400000"}
     if mode == "dledger":
         peers = ";".join(f"n{k}-127.0.0.1:{ports['repl'][k]}" for k in range(n))
-        conf.update(enableDLegerCommitLog="true", dLegerGroup="broker-a", dLegerPeers=peers,
+        conf.update(enableDLegerCommitLog="true", dLegerGroup=group, dLegerPeers=peers,
                     dLegerSelfId=f"n{i}")
     else:
         master_role = "ASYNC_MASTER" if mode == "async" else "SYNC_MASTER"
@@ -81,16 +102,22 @@ def controller_conf(k: int, ports: list[int], d: Path) -> str:
 
 
 def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
-       controllers: int = 1) -> dict:
+       controllers: int = 1, groups: int = 1, namesrvs: int = 1) -> dict:
+    """Start K name servers, N replica groups of `mode` (every broker registers with every
+    name server) and what the mode needs beside them: one control node (checkpoint) or one
+    controller group (controller), shared by every group as RocketMQ shares them."""
     if mode not in MODES:
         raise ValueError(f"mode {mode} is not available yet (have: {', '.join(MODES)})")
+    group_names(groups)
+    if namesrvs < 1:
+        raise ValueError(f"--namesrvs must be at least 1, not {namesrvs}")
     d.mkdir(parents=True, exist_ok=True)
     if (d / "cluster.json").exists() and any(_alive(p["pid"]) for p in
                                              json.loads((d / "cluster.json").read_text())["processes"]):
         raise RuntimeError(f"a cluster is already running in {d}; `ledgermq cluster down` first")
     started: list[subprocess.Popen] = []
     try:
-        return _up(mode, replicas, d, extra, started, controllers)
+        return _up(mode, replicas, d, extra, started, controllers, groups, namesrvs)
     except BaseException:
         for proc in started:  # leave nothing running behind a failed start
             proc.kill()
@@ -98,49 +125,57 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
         raise
 
 
+def _start_all(d: Path, entries: list[dict], started: list) -> list[dict]:
+    """Spawn every entry (name, args, ...) at once, then wait for each one's ready line."""
+    procs = []
+    for e in entries:
+        procs.append(_spawn(e["args"], d / e["name"]))
+        started.append(procs[-1])
+    for e, proc in zip(entries, procs):
+        _wait_ready(d / e["name"], proc)
+        e["pid"] = proc.pid
+    return entries
+
+
 def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
-        started: list, controllers: int) -> dict:
-    got = free_ports(2 + 2 * replicas + controllers)
-    ports = {"namesrv": got[0], "broker": got[1:1 + replicas],
-             "repl": got[1 + replicas:1 + 2 * replicas], "control": got[1 + 2 * replicas],
-             "controllers": got[2 + 2 * replicas:]}
-    ns_args = ["namesrv", "--port", str(ports["namesrv"]), "--json"]
-    ns = _spawn(ns_args, d / "namesrv")
-    started.append(ns)
-    _wait_ready(d / "namesrv", ns)
-    procs = [{"name": "namesrv", "pid": ns.pid, "port": ports["namesrv"], "args": ns_args}]
-    if mode == "checkpoint":
-        ctl = _spawn(["controlnode", "--port", str(ports["control"]), "--dir",
-                      str(d / "control" / "data"), "--json"], d / "control")
-        started.append(ctl)
-        _wait_ready(d / "control", ctl)
-        procs.append({"name": "control", "pid": ctl.pid, "port": ports["control"],
-                      "args": ["controlnode", "--port", str(ports["control"]), "--dir",
-                               str(d / "control" / "data"), "--json"]})
-    if mode == "controller":
+        started: list, controllers: int, groups: int, namesrvs: int) -> dict:
+    got = iter(free_ports(namesrvs + 1 + controllers + 2 * replicas * groups))
+    ports = {"namesrvs": [next(got) for _ in range(namesrvs)], "control": next(got),
+             "controllers": [next(got) for _ in range(controllers)]}
+    procs = _start_all(d, [{"name": name, "kind": "namesrv", "port": port,
+                            "args": ["namesrv", "--port", str(port), "--json"]}
+                           for name, port in zip(namesrv_names(namesrvs), ports["namesrvs"])],
+                       started)
+    if mode == "checkpoint":  # one control node serves every group (state per brokerName)
+        procs += _start_all(d, [{"name": "control", "kind": "control", "port": ports["control"],
+                                 "args": ["controlnode", "--port", str(ports["control"]),
+                                          "--dir", str(d / "control" / "data"), "--json"]}],
+                            started)
+    if mode == "controller":  # one controller group serves every broker group
+        entries = []
         for k, port in enumerate(ports["controllers"]):
             (d / f"c{k}").mkdir(parents=True, exist_ok=True)
             (d / f"c{k}" / "controller.conf").write_text(
                 controller_conf(k, ports["controllers"], d))
-            args = ["controller", "-c", str(d / f"c{k}" / "controller.conf"), "--json"]
-            started.append(_spawn(args, d / f"c{k}"))
-            procs.append({"name": f"c{k}", "pid": started[-1].pid, "port": port,
-                          "args": args})
-        for k in range(controllers):
-            _wait_ready(d / f"c{k}", started[-controllers + k])
-    brokers = []
-    for i in range(replicas):
-        conf = d / f"n{i}" / "broker.conf"
-        conf.parent.mkdir(parents=True, exist_ok=True)
-        conf.write_text(broker_conf(mode, i, replicas, ports, d, extra or {}))
-        brokers.append(_spawn(["broker", "-c", str(conf), "--json"], d / f"n{i}"))
-        started.append(brokers[-1])
-    for i, b in enumerate(brokers):
-        _wait_ready(d / f"n{i}", b)
-        procs.append({"name": f"n{i}", "pid": b.pid, "port": ports["broker"][i],
-                      "replPort": ports["repl"][i],
-                      "args": ["broker", "-c", str(d / f"n{i}" / "broker.conf"), "--json"]})
-    state = {"mode": mode, "namesrv": f"127.0.0.1:{ports['namesrv']}", "processes": procs}
+            entries.append({"name": f"c{k}", "kind": "controller", "port": port, "args": [
+                "controller", "-c", str(d / f"c{k}" / "controller.conf"), "--json"]})
+        procs += _start_all(d, entries, started)
+    entries = []
+    for g, group in enumerate(group_names(groups)):
+        gports = {**ports, "broker": [next(got) for _ in range(replicas)],
+                  "repl": [next(got) for _ in range(replicas)]}
+        for i in range(replicas):
+            node = node_name(groups, g, i)
+            conf = d / node / "broker.conf"
+            conf.parent.mkdir(parents=True, exist_ok=True)
+            conf.write_text(broker_conf(mode, i, replicas, gports, d, extra or {}, group, node))
+            entries.append({"name": node, "kind": "broker", "group": group,
+                            "port": gports["broker"][i], "replPort": gports["repl"][i],
+                            "args": ["broker", "-c", str(conf), "--json"]})
+    procs += _start_all(d, entries, started)
+    state = {"mode": mode, "groups": group_names(groups),
+             "namesrv": ";".join(f"127.0.0.1:{p}" for p in ports["namesrvs"]),
+             "processes": procs}
     if mode == "checkpoint":
         state["controlNode"] = f"127.0.0.1:{ports['control']}"
     if mode == "controller":
@@ -227,8 +262,7 @@ def status(d: Path) -> dict:
         out = {}
         async with Admin(state["namesrv"]) as a:
             for p in state["processes"]:
-                if p["name"] == "namesrv" or p["name"].startswith("c") or \
-                        not _alive(p["pid"]):
+                if "replPort" not in p or not _alive(p["pid"]):  # brokers only
                     continue
                 try:
                     info = await a.broker_status(f"127.0.0.1:{p['port']}")
@@ -259,10 +293,32 @@ def status(d: Path) -> dict:
 MASTER_ROLES = {"LEADER", "MASTER", "SYNC_MASTER", "ASYNC_MASTER"}
 
 
+def _groups(state: dict) -> dict[str, list[dict]]:
+    """The brokers of each replica group (a cluster.json from before groups: one group)."""
+    out: dict[str, list[dict]] = {}
+    for p in state["processes"]:
+        if "replPort" in p:
+            out.setdefault(p.get("group", "broker-a"), []).append(p)
+    return out
+
+
 def health(state: dict) -> tuple[bool, str]:
-    """Whether the group is whole (one master, every process up, a DLedger quorum), and a
-    line saying so: "leader n0, term 2, 3/3 up, quorum ok"."""
-    brokers = [p for p in state["processes"] if "replPort" in p]  # the replica group
+    """Whether every group is whole (one master, every process up, a DLedger quorum), and a
+    line saying so: "leader n0, term 2, 3/3 up, quorum ok" (one part per group, named, when
+    there are several: "broker-a: master a-n0, 2/2 up; broker-b: no master, 0/2 up")."""
+    groups = _groups(state)
+    ok, parts = True, []
+    for name, brokers in groups.items():
+        whole, line = _group_health(state["mode"], brokers)
+        ok &= whole
+        parts.append(line if len(groups) == 1 else f"{name}: {line}")
+    down = [p["name"] for p in state["processes"] if not p["alive"]]
+    if down:
+        parts.append("down: " + " ".join(down))
+    return ok and not down, (", " if len(groups) == 1 else "; ").join(parts)
+
+
+def _group_health(mode: str, brokers: list[dict]) -> tuple[bool, str]:
     up = [p for p in brokers if p["alive"]]
     masters = [p for p in up if p.get("role") in MASTER_ROLES]
     parts = []
@@ -276,12 +332,9 @@ def health(state: dict) -> tuple[bool, str]:
                      "masters " + " ".join(p["name"] for p in masters))
     parts.append(f"{len(up)}/{len(brokers)} up")
     quorum = len(up) > len(brokers) // 2
-    if state["mode"] == "dledger":
+    if mode == "dledger":
         parts.append("quorum ok" if quorum else "NO QUORUM")
-    down = [p["name"] for p in state["processes"] if not p["alive"]]
-    if down:
-        parts.append("down: " + " ".join(down))
-    return len(masters) == 1 and not down and quorum, ", ".join(parts)
+    return len(masters) == 1 and len(up) == len(brokers) and quorum, ", ".join(parts)
 
 
 def _era(p: dict) -> tuple[str, int] | None:
@@ -292,9 +345,9 @@ def _era(p: dict) -> tuple[str, int] | None:
 
 
 def lag(state: dict, p: dict) -> int | None:
-    """Bytes a broker's log is behind its master's (DLedger: the leader's end)."""
-    master = next((m for m in state["processes"] if m.get("role") in MASTER_ROLES
-                   and m["alive"]), None)
+    """Bytes a broker's log is behind its group's master's (DLedger: the leader's end)."""
+    group = _groups(state).get(p.get("group", "broker-a"), [])
+    master = next((m for m in group if m.get("role") in MASTER_ROLES and m["alive"]), None)
     if master is None or not p["alive"]:
         return None
     if "end" in p and "end" in master:

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# a name server the last registration did not reach, or whose connection closed since, is
+# tried again this often (not only every registerNameServerPeriod): one that restarted
+# knows nothing until the brokers register again
+NAMESRV_RETRY_S = 1.0
+
 
 def json_body(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
@@ -28,6 +33,7 @@ class NameServerLink:
         self.client = RemotingClient()
         self.learned_ha_master = ""  # the master's HA address, as the name server says
         self._announcing: set[asyncio.Task] = set()
+        self.unreached: set[str] = set()  # name servers the last registration missed
 
     @property
     def namesrvs(self) -> list[str]:
@@ -46,16 +52,34 @@ class NameServerLink:
         body = {"topicConfigSerializeWrapper": b.topics.table.to_json(), "filterServerList": []}
         ext = {**self._identity(), "compressed": "false",
                "haServerAddr": f"{self.config.brokerIP1}:{b.mode.ha_port}"}
-        for addr in self.namesrvs:
-            try:
-                r = await self.client.invoke(addr, RemotingCommand(
-                    RequestCode.REGISTER_BROKER, ext=ext, body=json_body(body)), 3.0)
-                if r.code != ResponseCode.SUCCESS:
-                    log.warning("name server %s refused registration: %s", addr, r.remark)
-                elif r.ext.get("haServerAddr"):
-                    self.learned_ha_master = r.ext["haServerAddr"]
-            except RemotingError as e:
+        # with every name server at once: one that hangs does not hold up the others (the
+        # first inline: a consumer whose heartbeat just created its retry topic looks up
+        # its route at once, and finds it when this request went out first)
+        data = json_body(body)
+        others = [asyncio.ensure_future(self._register_with(addr, ext, data))
+                  for addr in self.namesrvs[1:]]
+        if self.namesrvs:
+            await self._register_with(self.namesrvs[0], ext, data)
+        await asyncio.gather(*others)
+
+    async def _register_with(self, addr: str, ext: dict, body: bytes) -> None:
+        try:
+            r = await self.client.invoke(addr, RemotingCommand(
+                RequestCode.REGISTER_BROKER, ext=ext, body=body), 3.0)
+        except RemotingError as e:
+            if addr not in self.unreached:
                 log.warning("cannot register with name server %s: %s", addr, e)
+            self.unreached.add(addr)
+            return
+        self.unreached.discard(addr)
+        conn = self.client.open_connection(addr)
+        if conn is not None and not conn.attrs.get("watched"):  # it dies: register again
+            conn.attrs["watched"] = True
+            conn.closed.add_done_callback(lambda _: self.unreached.add(addr))
+        if r.code != ResponseCode.SUCCESS:
+            log.warning("name server %s refused registration: %s", addr, r.remark)
+        elif r.ext.get("haServerAddr"):
+            self.learned_ha_master = r.ext["haServerAddr"]
 
     def announce(self) -> None:
         """Register soon (topics changed), from synchronous code."""
@@ -82,9 +106,16 @@ class NameServerLink:
         return self.learned_ha_master or None
 
     async def register_loop(self) -> None:
+        """Register every registerNameServerPeriod, and sooner while a name server was
+        missed (so one that comes back learns this broker within a second or so)."""
+        period = self.config.registerNameServerPeriod / 1000
+        loop = asyncio.get_running_loop()
+        last = loop.time()
         while True:
-            await asyncio.sleep(self.config.registerNameServerPeriod / 1000)
-            await self.register()
+            await asyncio.sleep(min(period, NAMESRV_RETRY_S))
+            if loop.time() - last >= period or self.unreached:
+                last = loop.time()
+                await self.register()
 
     async def close(self) -> None:
         for t in list(self._announcing):
@@ -105,12 +136,20 @@ class NameServerLink:
                 log.debug("sync from master failed: %s", e)
 
     async def _master_address(self) -> str | None:
+        """The group's master as the first name server that knows it says (a dead name
+        server, or one just restarted that knows no master yet, is passed over)."""
         for ns in self.namesrvs:
-            r = await self.client.invoke(ns, RemotingCommand(
-                RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
+            try:
+                r = await self.client.invoke(ns, RemotingCommand(
+                    RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
+            except RemotingError as e:
+                log.debug("name server %s: %s", ns, e)
+                continue
             if r.code == ResponseCode.SUCCESS:
                 bd = json.loads(r.body)["brokerAddrTable"].get(self.config.brokerName, {})
-                return bd.get("brokerAddrs", {}).get("0")
+                master = bd.get("brokerAddrs", {}).get("0")
+                if master:
+                    return master
         return None
 
     async def sync_from_master(self) -> None:

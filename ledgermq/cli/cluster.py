@@ -14,7 +14,7 @@ from . import _emit, main
 
 @main.group()
 def cluster() -> None:
-    """A name server and a replica group as local processes (127.0.0.1)."""
+    """Name servers and replica groups as local processes (127.0.0.1)."""
 
 
 @cluster.command("up")
@@ -26,26 +26,42 @@ def cluster() -> None:
               "brokers whose master the controller group elects (S1).")
 @click.option("--replicas", default=3, show_default=True)
 @click.option("--controllers", default=1, show_default=True,
-              help="Controller nodes (controller mode).")
+              help="Controller nodes (controller mode; one controller group serves every "
+              "broker group).")
+@click.option("--groups", default=1, show_default=True,
+              help="Replica groups (broker-a, broker-b, ...), each of --replicas brokers of "
+              "the mode; nodes are named a-n0, b-n0, ... when there are several.")
+@click.option("--namesrvs", default=1, show_default=True,
+              help="Name servers; every broker registers with each, clients take them all "
+              "as 'a;b'.")
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
-def cluster_up(mode, replicas, controllers, directory, as_json):
-    """Start the group; prints the name server and each node's name, pid and ports."""
+def cluster_up(mode, replicas, controllers, groups, namesrvs, directory, as_json):
+    """Start the groups; prints the name servers and each node's name, pid and ports."""
     from ..cluster import up
     if replicas < 1:
         raise click.BadParameter("--replicas must be at least 1")
     if controllers < 1:
         raise click.BadParameter("--controllers must be at least 1")
+    if not 1 <= groups <= 26:
+        raise click.BadParameter("--groups must be in 1..26")
+    if namesrvs < 1:
+        raise click.BadParameter("--namesrvs must be at least 1")
     try:
-        state = up(mode, replicas, directory, controllers=controllers)
+        state = up(mode, replicas, directory, controllers=controllers, groups=groups,
+                   namesrvs=namesrvs)
     except (RuntimeError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     _emit(state, as_json, lambda s: click.echo(
         f"namesrv {s['namesrv']}\n" + "\n".join(
             f"{p['name']:8} pid={p['pid']} port={p['port']}" +
+            (f" group={p['group']}" if len(s["groups"]) > 1 and "group" in p else "") +
             (f" replication={p['replPort']}" if "replPort" in p else "")
             for p in s["processes"]) +
-        f"\nnext: ledgermq produce -n {s['namesrv']} -t Demo --count 100 --body 'hello {{i}}'"
+        (f"\nnext: ledgermq admin updateTopic -n {_quoted(s['namesrv'])} -t Demo "
+         "-c DefaultCluster" if len(s["groups"]) > 1 else "") +
+        f"\nnext: ledgermq produce -n {_quoted(s['namesrv'])} -t Demo --count 100 "
+        "--body 'hello {i}'"
         f"\n      ledgermq cluster status --dir {directory}"))
 
 
@@ -53,9 +69,9 @@ def cluster_up(mode, replicas, controllers, directory, as_json):
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
 def cluster_status(directory, as_json):
-    """Each process: pid, up or down, role, term/epoch, commit and end offsets, lag; a
-    health line. Exits 1 when the group is degraded (a process down, no single master, no
-    quorum)."""
+    """Each process: pid, up or down, group, role, term/epoch, commit and end offsets, lag;
+    a health line (one part per group). Exits 1 when a group is degraded (a process down,
+    no single master, no quorum)."""
     from ..cluster import NoCluster, health, lag, status
     try:
         state = status(directory)
@@ -65,18 +81,25 @@ def cluster_status(directory, as_json):
     state.update(healthy=ok, health=line)
 
     def render(s):
-        table = Table("name", "pid", "state", "role", "term/epoch", "commit", "end", "lag")
+        several = len(s.get("groups", [])) > 1
+        table = Table("name", "pid", "state", *(["group"] if several else []), "role",
+                      "term/epoch", "commit", "end", "lag")
         for p in s["processes"]:
             era = p.get("term", p.get("masterEpoch", p.get("epoch", "")))
             end = p.get("end", p.get("ha", {}).get("maxOffset", p.get("ha", {}).get("logEnd")))
             table.add_row(p["name"], str(p["pid"]), "up" if p["alive"] else "DOWN",
-                          p.get("role", ""), str(era), str(p.get("commit", "")),
+                          *([p.get("group", "")] if several else []), p.get("role", ""), str(era), str(p.get("commit", "")),
                           "" if end is None else str(end), _blank(lag(s, p)))
         Console().print(table)
         click.echo(s["health"])
     _emit(state, as_json, render)
     if not ok:
         sys.exit(1)
+
+
+def _quoted(addrs: str) -> str:
+    """'a;b' for a shell (a bare ; would end the command)."""
+    return f"'{addrs}'" if ";" in addrs else addrs
 
 
 def _blank(v) -> str:
@@ -87,7 +110,7 @@ def _blank(v) -> str:
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
 def cluster_down(directory, as_json):
-    """Stop every process of the group: those whose recorded pid still runs the command
+    """Stop every process of the cluster: those whose recorded pid still runs the command
     `up` started (a reused pid is left alone)."""
     from ..cluster import NoCluster, down
     try:

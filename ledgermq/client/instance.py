@@ -122,11 +122,19 @@ class ClientInstance:
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                             f"this client does not serve code {cmd.code}")
 
-    async def namesrv_request(self, cmd: RemotingCommand) -> RemotingCommand:
-        """A request to the name servers, trying each in turn."""
+    async def namesrv_request(self, cmd: RemotingCommand,
+                              unsure: frozenset[int] = frozenset()) -> RemotingCommand:
+        """A request to the name servers, starting with the one that answered last and
+        trying each in turn (a dead one is skipped, and the next that answers is
+        remembered). An answer with a code in `unsure` is taken only when no other name
+        server answers better: name servers are peers that learn from the brokers'
+        registrations, and one just restarted knows nothing yet."""
         last: Exception | None = None
-        for i in range(len(self.namesrvs)):
-            addr = self.namesrvs[(self._ns_index + i) % len(self.namesrvs)]
+        doubtful: RemotingCommand | None = None
+        n = len(self.namesrvs)
+        for i in range(n):
+            at = (self._ns_index + i) % n
+            addr = self.namesrvs[at]
             try:
                 resp = await self.remoting.invoke(addr, cmd, self.request_timeout)
             except RemotingError as e:
@@ -136,8 +144,13 @@ class ClientInstance:
                 last = RemotingError(f"{addr} is not a name server ({resp.remark}): give the "
                                      "name server's address (host:port, port 9876 by default)")
                 continue
-            self._ns_index = (self._ns_index + i) % len(self.namesrvs)
+            if resp.code in unsure:
+                doubtful = doubtful or resp
+                continue
+            self._ns_index = at
             return resp
+        if doubtful is not None:
+            return doubtful
         raise RemotingError(f"no name server answered: {last}")
 
     async def broker_request(self, addr: str, cmd: RemotingCommand,
@@ -146,7 +159,8 @@ class ClientInstance:
 
     async def fetch_route(self, topic: str) -> TopicRoute | None:
         resp = await self.namesrv_request(RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                          ext={"topic": topic}))
+                                                          ext={"topic": topic}),
+                                          unsure=frozenset({ResponseCode.TOPIC_NOT_EXIST}))
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
         if resp.code != ResponseCode.SUCCESS:

@@ -16,6 +16,7 @@ import numpy as np
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..wire.batch import put_be
 from ..wire.message import PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_KEY
+from .faults import BrokerFaults
 from .instance import AUTO_CREATE_TOPIC, ClientInstance, MQClientError, periodic
 from .message import (
     Message, MessageQueue, Pending, SendResult, SendStatus, UniqueIdGenerator,
@@ -60,7 +61,6 @@ _RETRY_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE
 _REROUTE_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
                   ResponseCode.NO_PERMISSION}
 REROUTE_PAUSE_S = 0.1
-
 COALESCE_MAX_BODY = 64 * 1024  # larger messages are sent alone
 COALESCE_MAX_BYTES = 1 << 20  # a held batch is sent once its bodies reach this size
 
@@ -151,6 +151,7 @@ class Producer:
         self._rr = itertools.count()
         self._tasks: list[asyncio.Task] = []
         self._held: dict[str, _Held] = {}
+        self.faults = BrokerFaults()  # brokers passed over after a failed send
         self.started = False
 
     async def start(self) -> "Producer":
@@ -198,12 +199,7 @@ class Producer:
         return queues
 
     def _pick(self, queues: list[MessageQueue], avoid: str | None) -> MessageQueue:
-        start = next(self._rr)
-        for i in range(len(queues)):
-            q = queues[(start + i) % len(queues)]
-            if q.broker_name != avoid:
-                return q
-        return queues[start % len(queues)]
+        return self.faults.pick(queues, next(self._rr), avoid)
 
     # ---- single sends ---------------------------------------------------------------
     def _request(self, code: int, msg_topic: str, queue: MessageQueue, props: str,
@@ -275,6 +271,8 @@ class Producer:
                 elif not out.done():
                     out.set_result(result)
             else:  # retry the slow way (another queue or broker)
+                if not f.cancelled() and isinstance(f.exception(), RemotingError):
+                    self.faults.isolate(q.broker_name)
                 _chain(asyncio.ensure_future(self._send_slow(msg, queue)), out)
         try:
             conn.request_future(cmd, self.send_timeout).add_done_callback(done)
@@ -390,6 +388,7 @@ class Producer:
                 resp = await self.instance.broker_request(addr, build(q), left)
             except RemotingError as e:
                 last, avoid = e, q.broker_name
+                self.faults.isolate(q.broker_name)
                 await self.instance.route(topic, refresh=True)
                 continue
             status = _STATUS.get(resp.code)

@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass, field
 
 KNOWN_READ = {"namesrv", "topic", "startingoffsets", "startingtimestamp", "endingoffsets",
-              "maxmessagespertrigger", "consumergroup", "includeproperties", "pullbatchsize"}
+              "maxmessagespertrigger", "consumergroup", "includeproperties", "pullbatchsize",
+              "failonunavailable"}
 KNOWN_WRITE = {"namesrv", "topic", "producergroup", "batchsize"}
 
 
@@ -76,6 +77,7 @@ class ReadOptions:
     consumer_group: str | None = None
     include_properties: bool = True
     pull_batch: int = 4096
+    fail_on_unavailable: bool = True  # a queue whose group is down fails the batch
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -94,7 +96,8 @@ class ReadOptions:
                    ending=ending, max_per_trigger=_int(o, "maxmessagespertrigger", None, 1),
                    consumer_group=o.get("consumergroup") or None,
                    include_properties=_bool(o, "includeproperties", True),
-                   pull_batch=_int(o, "pullbatchsize", 4096, 1))
+                   pull_batch=_int(o, "pullbatchsize", 4096, 1),
+                   fail_on_unavailable=_bool(o, "failonunavailable", True))
 
 
 @dataclass(frozen=True)

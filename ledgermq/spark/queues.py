@@ -10,6 +10,7 @@ from typing import Iterator
 
 from ..client import MQClientError, PullConsumer, PullStatus
 from ..client.message import MessageQueue
+from ..remoting import RemotingError
 
 EARLIEST, LATEST = -2, -1
 PREFETCH = 2  # pulled bodies waiting while the current one is converted
@@ -17,6 +18,21 @@ PREFETCH = 2  # pulled bodies waiting while the current one is converted
 
 def queue_key(mq: MessageQueue) -> str:
     return f"{mq.broker_name}:{mq.queue_id}"
+
+
+class QueuesUnavailable(RuntimeError):
+    """Queues of a topic that cannot be read now: their broker group is down (the route
+    no longer lists them) or does not answer."""
+
+    def __init__(self, topic: str, why: dict[str, str]):
+        self.topic, self.queues = topic, sorted(why)
+        groups = sorted({k.rpartition(":")[0] for k in why})
+        reasons = "; ".join(sorted({f"{k.rpartition(':')[0]}: {r}" for k, r in why.items()}))
+        super().__init__(
+            f"topic {topic}: queue(s) {', '.join(self.queues)} unavailable (group(s) "
+            f"{', '.join(groups)} down or not answering: {reasons}); the batch fails rather "
+            "than skip them. With failOnUnavailable=false a stream reads the other queues "
+            "and waits for these, reading them from where it stopped once they are back")
 
 
 def parse_key(topic: str, key: str) -> MessageQueue:
@@ -42,13 +58,23 @@ class Topics:
         except MQClientError as e:
             raise ValueError(f"topic {topic!r}: {e}") from None
 
-    def bounds(self, mqs: list[MessageQueue]) -> dict[str, tuple[int, int]]:
+    def bounds(self, mqs: list[MessageQueue]) -> tuple[dict[str, tuple[int, int]],
+                                                        dict[str, str]]:
+        """(min, max) of each queue that answered, and why each other one did not."""
         async def one(mq):
             return await self.consumer.min_offset(mq), await self.consumer.max_offset(mq)
 
         async def all_():
-            return await asyncio.gather(*(one(mq) for mq in mqs))
-        return {queue_key(mq): b for mq, b in zip(mqs, self.run(all_()))}
+            return await asyncio.gather(*(one(mq) for mq in mqs), return_exceptions=True)
+        got, failed = {}, {}
+        for mq, b in zip(mqs, self.run(all_())):
+            if isinstance(b, (RemotingError, MQClientError)):
+                failed[queue_key(mq)] = str(b)
+            elif isinstance(b, BaseException):
+                raise b
+            else:
+                got[queue_key(mq)] = b
+        return got, failed
 
     def offset_at(self, mq: MessageQueue, timestamp_ms: int) -> int:
         return self.run(self.consumer.search_offset(mq, timestamp_ms))
@@ -118,8 +144,12 @@ def _pull_sequential(namesrv: str, mq: MessageQueue, start: int, end: int,
     try:
         off = start
         while off < end:
-            r = loop.run_until_complete(consumer.pull(mq, off, min(batch, end - off),
-                                                      raw=True))
+            try:
+                r = loop.run_until_complete(consumer.pull(mq, off, min(batch, end - off),
+                                                          raw=True))
+            except (RemotingError, MQClientError) as e:  # the group went down meanwhile
+                raise QueuesUnavailable(mq.topic, {queue_key(mq): f"pull at offset {off} "
+                                                   f"of [{start}, {end}): {e}"}) from None
             if r.status is PullStatus.FOUND:
                 yield r.raw
                 off = r.next_begin_offset

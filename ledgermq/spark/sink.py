@@ -3,18 +3,65 @@
 Each row becomes a message whose properties string is built directly (no Message
 objects): UNIQ_KEY = <job>-<partition>-<row index>, LMQ_DEDUP=1 (the broker drops a
 message whose UNIQ_KEY it stores already), TAGS / KEYS and user properties when given.
+
+Deduplication is per broker group: groups do not share their key indexes. So each batch
+goes to a group chosen from its first row's key (the same on every retry and re-run),
+and a batch that group does not take is retried there, never sent to another group,
+where a first attempt that was stored after all would not be seen.
 """
 from __future__ import annotations
 
 import asyncio
+import zlib
 from typing import Iterator
 
 from ..client import MQClientError, Producer, SendStatus
-from ..client.message import properties_string
+from ..client.message import MessageQueue, properties_string
+from ..remoting import RemotingError, ResponseCode
 from .options import WriteOptions
 
 SEP, PAIR = "\x01", "\x02"
 IN_FLIGHT = 4  # batches a task keeps in flight
+SEND_ATTEMPTS = 5  # to the batch's own group, a growing pause apart
+RETRY_PAUSE_S = 0.5
+_RETRY = {ResponseCode.SYSTEM_BUSY, ResponseCode.SERVICE_NOT_AVAILABLE,
+          ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION, ResponseCode.TOPIC_NOT_EXIST}
+
+
+def place(queues: list[MessageQueue], key: str) -> MessageQueue:
+    """The queue of the batch whose first row has UNIQ_KEY `key`: its group (broker name)
+    and a queue in it, both from the key's hash."""
+    brokers = sorted({q.broker_name for q in queues})
+    h = zlib.crc32(key.encode())
+    mine = [q for q in queues if q.broker_name == brokers[h % len(brokers)]]
+    return mine[(h // len(brokers)) % len(mine)]
+
+
+async def send_pinned(p: Producer, topic: str, queue: MessageQueue, bodies, props,
+                      uniqs):
+    """One batch to `queue`, retried there (its master may change, its group may not)."""
+    last: Exception | None = None
+    for attempt in range(SEND_ATTEMPTS):
+        if attempt:
+            await asyncio.sleep(RETRY_PAUSE_S * attempt)
+        try:
+            return await p.send_encoded_batch(topic, bodies, props, [0] * len(bodies),
+                                              uniqs, queue)
+        except RemotingError as e:
+            last = e
+        except MQClientError as e:
+            if e.code not in _RETRY:
+                raise
+            last = e
+        try:
+            await p.instance.route(topic, refresh=True)
+        except (RemotingError, MQClientError):
+            pass
+    raise MQClientError(ResponseCode.SYSTEM_ERROR, (
+        f"{len(bodies)} rows for {topic} queue {queue.broker_name}:{queue.queue_id} not sent "
+        f"in {SEND_ATTEMPTS} attempts ({last}); not sent to another group either, whose "
+        "deduplication could not see an earlier attempt: the task fails, and its retry "
+        "sends the same rows to the same group"))
 
 
 def _as_bytes(v) -> bytes:
@@ -56,13 +103,15 @@ async def _send_all(opts: WriteOptions, batches: Iterator, key_prefix: str) -> i
         async def flush(key) -> None:
             bodies, props, uniqs = groups.pop(key)
             topic, qid = key
-            queue = None
+            queues = await p.queues(topic)
             if qid is not None:
-                queue = next((q for q in await p.queues(topic) if q.queue_id == qid), None)
+                queue = next((q for q in queues if q.queue_id == qid), None)
                 if queue is None:
                     raise ValueError(f"topic {topic} has no queue {qid}")
-            in_flight.append(asyncio.ensure_future(p.send_encoded_batch(
-                topic, bodies, props, [0] * len(bodies), uniqs, queue)))
+            else:
+                queue = place(queues, uniqs[0])
+            in_flight.append(asyncio.ensure_future(send_pinned(
+                p, topic, queue, bodies, props, uniqs)))
             if len(in_flight) >= IN_FLIGHT:
                 await _check(in_flight.pop(0), topic)
 

@@ -26,7 +26,7 @@ from pyspark.sql.streaming.datasource import (
 
 from .arrow import SCHEMA_DDL, raw_to_record_batch
 from .options import OptionError, ReadOptions, WriteOptions
-from .queues import EARLIEST, LATEST, Topics, parse_key, pull_range
+from .queues import EARLIEST, LATEST, QueuesUnavailable, Topics, parse_key, pull_range
 from .sink import write_batches
 
 MAX_PARTITION_MESSAGES = 1_000_000  # a bigger range is split across tasks
@@ -77,14 +77,30 @@ class _Driver:
         d["_topics"] = None
         return d
 
-    def current(self) -> tuple[dict, dict]:
-        """{topic: {queue: min}}, {topic: {queue: max}} for every queue of the topics."""
+    def current(self, known: dict | None = None) -> tuple[dict, dict]:
+        """{topic: {queue: min}}, {topic: {queue: max}} for every queue of the topics that
+        can be read now. A queue the route lists that does not answer, or one in `known`
+        (offsets already read) the route no longer lists — its whole group is down — is
+        unavailable: QueuesUnavailable, or (failOnUnavailable=false) left out, so the
+        caller keeps it where it was."""
         lows, highs = {}, {}
         for topic in self.opts.topics:
-            b = self.topics.bounds(self.topics.queues(topic))
+            b, failed = self.topics.bounds(self.topics.queues(topic))
+            self.check_available(topic, b, known, failed)
             lows[topic] = {k: lo for k, (lo, _) in b.items()}
             highs[topic] = {k: hi for k, (_, hi) in b.items()}
         return lows, highs
+
+    def check_available(self, topic: str, have, known: dict | None,
+                        failed: dict[str, str] | None = None) -> None:
+        """QueuesUnavailable for the queues that `failed` to answer and those of `known`
+        not in `have` (unless failOnUnavailable=false)."""
+        failed = dict(failed or {})
+        for key in (known or {}).get(topic, {}):
+            if key not in have and key not in failed:
+                failed[key] = "the route no longer lists it"
+        if failed and self.opts.fail_on_unavailable:
+            raise QueuesUnavailable(topic, failed)
 
     def resolve(self, spec, lows: dict, highs: dict, default: str) -> dict:
         """Offsets from earliest | latest | JSON (with -2/-1), for every current queue."""
@@ -117,11 +133,22 @@ class _Driver:
             self._topics = None
 
 
+def _named(*specs) -> dict:
+    """{topic: {queue: offset}} of the queues JSON offset options name: they exist, so one
+    the route lacks is unavailable, as for a stream."""
+    out: dict = {}
+    for spec in specs:
+        if isinstance(spec, dict):
+            for topic, qs in spec.items():
+                out.setdefault(topic, {}).update(qs)
+    return out
+
+
 class LedgerMQBatchReader(DataSourceReader):
     def __init__(self, options):
         self.driver = _Driver(options)
         d = self.driver
-        lows, highs = d.current()
+        lows, highs = d.current(_named(d.opts.starting, d.opts.ending))
         self.start = d.starting()
         self.end = d.resolve(d.opts.ending, lows, highs, "latest")
         d.stop()
@@ -149,7 +176,12 @@ class LedgerMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.cap = self.driver.current()[1]
 
     def latestOffset(self, start: dict, limit) -> dict:
-        highs = self.cap or self.driver.current()[1]
+        if self.cap is None:
+            highs = self.driver.current(start)[1]
+        else:  # availableNow: what existed when it started, of the queues there then
+            highs = self.cap
+            for topic in self.driver.opts.topics:
+                self.driver.check_available(topic, highs.get(topic, {}), start)
         lows = {t: {k: 0 for k in qs} for t, qs in highs.items()}  # a new queue: from 0
         end = {t: {k: max(start.get(t, {}).get(k, lows[t][k]), hi) for k, hi in qs.items()}
                for t, qs in highs.items()}

@@ -106,3 +106,27 @@ def test_garbage_closes_only_that_connection(garbage):
         finally:
             await ns.stop()
     asyncio.run(main())
+
+
+def test_a_client_asks_the_next_name_server_when_one_does_not_know_the_topic():
+    """Name servers are peers that learn routes from the brokers' registrations: one just
+    restarted knows nothing yet. A client given 'a;b' whose first choice answers "no such
+    topic" asks the other before believing it, and a dead one is skipped."""
+    from ledgermq.client.instance import ClientInstance
+
+    async def go():
+        fresh, knowing = await started(), await started()
+        client = RemotingClient()
+        try:
+            r = await client.invoke(knowing.address, register_cmd(), 3.0)
+            assert r.code == ResponseCode.SUCCESS
+            c = ClientInstance(f"127.0.0.1:1;{fresh.address};{knowing.address}")
+            route = await c.fetch_route("TopicA")
+            assert route is not None and route.broker_datas[0]["brokerName"] == "broker-a"
+            assert await c.fetch_route("NoSuchTopic") is None  # every one says so
+            await c.close()
+        finally:
+            await client.close()
+            await fresh.stop()
+            await knowing.stop()
+    asyncio.run(go())
