@@ -42,8 +42,9 @@ async def send_for(namesrv, seconds, acked, prefix, statuses=None):
             i += 1
 
 
-async def read_all(namesrv, settle_s=10.0, topic="Replicated"):
-    """{queue_id: [bodies in queue order]} of every queue of `topic`. A broker that just
+async def read_all(namesrv, settle_s=10.0, topic="Replicated", by_broker=False):
+    """{queue_id: [bodies in queue order]} of every queue of `topic` (keyed by (broker
+    name, queue id) with `by_broker`, for a topic over several groups). A broker that just
     became master may not have re-registered its routes yet: asked again for up to
     `settle_s`."""
     async with PullConsumer("reader", namesrv) as c:
@@ -58,7 +59,7 @@ async def read_all(namesrv, settle_s=10.0, topic="Replicated"):
                     break
                 got += [m.body for m in r.messages]
                 offset = r.next_begin_offset
-            out[q.queue_id] = got
+            out[(q.broker_name, q.queue_id) if by_broker else q.queue_id] = got
         return out
 
 

@@ -8,12 +8,13 @@ import os
 import signal
 import time
 
-from ledgermq import Message, Producer, PullConsumer, PullStatus, PushConsumer
+from ledgermq import Message, Producer, PushConsumer
 from ledgermq.client.admin import Admin
 from ledgermq.cluster import down, start, stop, up
 from ledgermq.remoting import RemotingCommand, RequestCode
 
 from ..wait import until, wait_until
+from .load import read_all
 from .test_cli import cli
 
 
@@ -23,18 +24,7 @@ def procs(d):
 
 async def read_every_queue(namesrv, topic) -> dict[tuple[str, int], list[bytes]]:
     """{(broker name, queue id): bodies in queue order} of every queue of `topic`."""
-    async with PullConsumer("reader", namesrv) as c:
-        out = {}
-        for q in await c.fetch_queues(topic):
-            offset, got = 0, []
-            while True:
-                r = await c.pull(q, offset, 500)
-                if r.status is not PullStatus.FOUND:
-                    break
-                got += [m.body for m in r.messages]
-                offset = r.next_begin_offset
-            out[(q.broker_name, q.queue_id)] = got
-        return out
+    return await read_all(namesrv, topic=topic, by_broker=True)
 
 
 def status(d):
