@@ -196,6 +196,9 @@ class MappedFileQueue:
         if self.files and start != self.files[-1].end:
             raise StoreError(f"new segment at {start} does not follow {self.files[-1].end}")
         f = MappedFile(self.dir / segment_name(start), start, self.file_size, create=True)
+        # the new name durable at once: an fdatasync of the segment's data later does not
+        # promise its directory entry, and a power loss must not leave a gap in the log
+        fsync_dir(self.dir)
         self.files.append(f)
         return f
 
