@@ -134,3 +134,34 @@ def test_full_disk_refuses_clearly_keeps_serving_and_recovers(small_disk, dev):
             assert await read_all(d.namesrv, topic) == stored(acked[topic])
     asyncio.run(reread())
     d.stop()
+
+
+def test_writes_stop_at_disk_max_used_space_ratio_before_the_disk_is_full(small_disk, dev):
+    d = dev({"diskMaxUsedSpaceRatio": "70", "cleanResourceInterval": "200"}, data=small_disk)
+
+    async def main():
+        async with Producer("p", d.namesrv, retry_times=0, send_timeout=5) as p:
+            oks = []
+            first = await send(p, "Ratio", b"first")
+            assert not isinstance(first, MQClientError), first
+            st = os.statvfs(small_disk)
+            fill(small_disk, leave=st.f_blocks * st.f_frsize // 5)  # 80% used, not full
+
+            async def refused():  # sends go on until the cleaner has measured the disk
+                r = await send(p, "Ratio", b"before-the-check")
+                oks.append(r)
+                return isinstance(r, MQClientError) and oks.pop()
+            e = await until(refused, "a refusal above diskMaxUsedSpaceRatio", timeout=10,
+                            interval=0.1)
+            assert e.code == ResponseCode.SERVICE_NOT_AVAILABLE
+            assert "disk full" in str(e) and "diskMaxUsedSpaceRatio=70" in str(e), e
+            unfill(small_disk)
+
+            async def accepted():
+                r = await send(p, "Ratio", b"accepted")
+                return not isinstance(r, MQClientError) and r
+            await until(accepted, "a send accepted below the ratio", timeout=10, interval=0.1)
+        bodies = [b for q in (await read_all(d.namesrv, "Ratio")).values() for b in q]
+        assert sorted(bodies) == [b"accepted"] + [b"before-the-check"] * len(oks) + [b"first"]
+
+    asyncio.run(main())
