@@ -22,7 +22,8 @@ class Retention:
             log.error("disk %.1f%% used, above diskMaxUsedSpaceRatio=%s: refusing writes",
                       self.disk_used_ratio, self.config.diskMaxUsedSpaceRatio)
         elif self.disk_full and not full:
-            log.warning("disk usage back to %.1f%%: accepting writes", self.disk_used_ratio)
+            log.warning("disk %.1f%% used, within diskMaxUsedSpaceRatio=%s: accepting writes "
+                        "again", self.disk_used_ratio, self.config.diskMaxUsedSpaceRatio)
         self.disk_full = full  # a write that hits ENOSPC again sets it again
         self.disk_full_reason = ""
 
