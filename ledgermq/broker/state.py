@@ -68,11 +68,22 @@ class TopicTable:
         return self.topics.get(topic)
 
     def put(self, tc: TopicConfig) -> None:
+        """Add or replace a topic; when its file cannot be written (OSError, e.g. a full
+        disk) the table stays as it was and the error goes to the caller."""
         with self.lock:
+            before, version = self.topics.get(tc.topicName), self.version
             self.topics[tc.topicName] = tc
             self.version = {"timestamp": int(time.time() * 1000),
                             "counter": self.version.get("counter", 0) + 1}
-            self.save()
+            try:
+                self.save()
+            except OSError:
+                if before is None:
+                    del self.topics[tc.topicName]
+                else:
+                    self.topics[tc.topicName] = before
+                self.version = version
+                raise
 
     def delete(self, topic: str) -> bool:
         with self.lock:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..wire.batch import POSITIONS, TIMESTAMP, EncodedBatch, fill_positions
 from ..files import fsync_dir, replace_file
+from .flushed_mark import FlushedMark
 from .mapped_file import MappedFile, MappedFileQueue, StoreError
 from ..wire.message import (
     BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, OFF_QUEUEOFFSET, OFF_STORETIMESTAMP,
@@ -51,6 +52,7 @@ class CommitLog:
         self.files = MappedFileQueue(self.dir, file_size)
         self.file_size = file_size
         self.max_offset = self.files.min_offset  # end of the last whole message
+        self._mark = FlushedMark(self.dir)
         self.flushed_offset = self.max_offset
         # a flush and a cut must not interleave, or a flush could claim bytes written
         # after the cut as durable
@@ -59,6 +61,16 @@ class CommitLog:
     @property
     def min_offset(self) -> int:
         return self.files.min_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every byte below it is fsynced (published for fault harnesses: flushed_mark)."""
+        return self._flushed
+
+    @flushed_offset.setter
+    def flushed_offset(self, offset: int) -> None:
+        self._flushed = offset
+        self._mark.publish(offset)
 
     # ---- writes ---------------------------------------------------------------------
     def append_batch(self, batch: EncodedBatch, first_queue_offset: int,
@@ -303,3 +315,4 @@ class CommitLog:
 
     def close(self) -> None:
         self.files.close()
+        self._mark.close()

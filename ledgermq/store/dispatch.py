@@ -8,6 +8,7 @@ falls. `dispatched_offset` is the log offset below which everything is dispatche
 """
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -17,6 +18,8 @@ import numpy as np
 from ..wire.scan import ScannedMessage
 from ..wire.scan_batch import ScannedBatch, batch_from_messages
 from .consume_queue import ConsumeQueue
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -148,18 +151,26 @@ class QueueDispatch:
         of one queue."""
         cq = self.queues.get((topic, queue_id)) or self._open_queue(topic, queue_id)
         cq.put(first_queue_offset, phys, sizes, tags)
-        if self.index is not None and index_keys and len(phys) == 1:
+        if self.index is not None and index_keys:
+            try:
+                self._index_fields(topic, phys, store_timestamps, index_keys)
+            except OSError as e:  # a new index file on a full disk: the log and queues
+                log.error("index entries for %d messages of %s not written (lookups by key "
+                          "miss them): %s", len(phys), topic, e)
+        for listener in self.listeners:
+            listener(topic, queue_id, cq.max_offset)
+
+    def _index_fields(self, topic: str, phys, store_timestamps, index_keys) -> None:
+        if len(phys) == 1:
             ts = store_timestamps
             self.index.put(topic, index_keys[0], int(phys[0]),
                            ts if isinstance(ts, int) else int(ts[0]))
-        elif self.index is not None and index_keys:
-            counts = np.fromiter(map(len, index_keys), np.int64, len(index_keys))
-            keys = [k for ks in index_keys for k in ks]
-            ts = store_timestamps
-            ts = np.full(len(phys), ts, np.int64) if isinstance(ts, int) else ts
-            self.index.put_many(topic, keys, np.repeat(phys, counts), np.repeat(ts, counts))
-        for listener in self.listeners:
-            listener(topic, queue_id, cq.max_offset)
+            return
+        counts = np.fromiter(map(len, index_keys), np.int64, len(index_keys))
+        keys = [k for ks in index_keys for k in ks]
+        ts = store_timestamps
+        ts = np.full(len(phys), ts, np.int64) if isinstance(ts, int) else ts
+        self.index.put_many(topic, keys, np.repeat(phys, counts), np.repeat(ts, counts))
 
     def _open_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), topic, queue_id,

@@ -29,6 +29,9 @@ if _fallocate is not None:
     _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
 
 
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
 class StoreError(Exception):
     """A store operation that could not be done; the store itself is still consistent."""
 
@@ -56,7 +59,7 @@ class MappedFile:
                 try:
                     os.posix_fallocate(self.fd, 0, size)
                 except OSError as e:
-                    if e.errno == errno.ENOSPC:
+                    if e.errno in DISK_FULL_ERRNOS:
                         raise DiskFullError(f"no space for segment {path} ({size} bytes)") from e
                     raise
             actual = os.fstat(self.fd).st_size
@@ -196,6 +199,9 @@ class MappedFileQueue:
         if self.files and start != self.files[-1].end:
             raise StoreError(f"new segment at {start} does not follow {self.files[-1].end}")
         f = MappedFile(self.dir / segment_name(start), start, self.file_size, create=True)
+        # the new name durable at once: an fdatasync of the segment's data later does not
+        # promise its directory entry, and a power loss must not leave a gap in the log
+        fsync_dir(self.dir)
         self.files.append(f)
         return f
 

@@ -12,7 +12,8 @@ from typing import Iterable
 import numpy as np
 
 from ..wire.message import (
-    OFF_SYSFLAG, SYSFLAG_BORNHOST_V6, StoredMessage, decode_message, decode_offset_msg_id,
+    OFF_SYSFLAG, SYSFLAG_BORNHOST_V6, MessageFormatError, StoredMessage, decode_message,
+    decode_offset_msg_id,
 )
 from .commitlog import CommitLog
 from .consume_queue import ConsumeQueue
@@ -158,7 +159,10 @@ class StoreReads:
         for phys in sorted(self.index.lookup(topic, key, max_num * 2, begin_ms, end_ms)):
             if phys < self.commitlog.min_offset or phys >= self.commitlog.max_offset:
                 continue
-            msg = self.message_at(phys)
+            try:
+                msg = self.message_at(phys)
+            except (StoreError, MessageFormatError):
+                continue  # an entry the log was cut under (a crash, a truncation): no message
             if msg.topic == topic and key in msg.index_keys:
                 out.append(msg)
             if len(out) >= max_num:

@@ -22,8 +22,10 @@ class Retention:
             log.error("disk %.1f%% used, above diskMaxUsedSpaceRatio=%s: refusing writes",
                       self.disk_used_ratio, self.config.diskMaxUsedSpaceRatio)
         elif self.disk_full and not full:
-            log.warning("disk usage back to %.1f%%: accepting writes", self.disk_used_ratio)
-        self.disk_full = full
+            log.warning("disk %.1f%% used, within diskMaxUsedSpaceRatio=%s: accepting writes "
+                        "again", self.disk_used_ratio, self.config.diskMaxUsedSpaceRatio)
+        self.disk_full = full  # a write that hits ENOSPC again sets it again
+        self.disk_full_reason = ""
 
     def delete_expired(self, now: float | None = None) -> int:
         """Delete commit-log segments older than fileReservedTime (never the last one, nor

@@ -28,11 +28,11 @@ from ..wire.message import Message, MessageFormatError, encode_properties
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .commitlog import CommitLog, RecoveryReport
 from .config import FlushDiskType, StoreConfig
-from .consume_queue import ConsumeQueue
+from .consume_queue import ENTRY_SIZE, ConsumeQueue
 from .dispatch import DispatchRun, QueueDispatch, runs_from_scan
 from .flush import FlushService, LoopFlushWaiters
 from .index import IndexService
-from .mapped_file import DiskFullError
+from .mapped_file import DISK_FULL_ERRNOS, DiskFullError
 from .reads import StoreReads
 from .replica import ReplicaWrites
 from .results import PutResult, PutStatus
@@ -80,6 +80,7 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
         self.dispatched_offset = 0
         self.listeners: list[Callable[[str, int, int], None]] = []
         self.disk_full = False
+        self.disk_full_reason = ""  # set by a write that hit ENOSPC; cleared by the cleaner
         self.disk_used_ratio = 0.0
         self.recovery: RecoveryReport | None = None
         self._sync_flush = config.flushDiskType is FlushDiskType.SYNC_FLUSH
@@ -200,16 +201,21 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
             first_qoff = self._next_queue_offset.get(key, 0)
             start = self.commitlog.max_offset
             try:
+                # the queue's entries get their file before the log moves: a queue file
+                # that cannot be created must refuse the write, not follow it half-done
+                self._reserve_queue(key, first_qoff, first_qoff + len(batch))
                 phys = self.commitlog.append_batch(batch, first_qoff, now)
             except MessageFormatError as e:
                 self._rollback(start)
                 return PutResult(PutStatus.MESSAGE_ILLEGAL, str(e))
-            except DiskFullError as e:
+            except (DiskFullError, OSError) as e:
+                # ENOSPC: the log is cut back to where it was, so the next write after
+                # space returns lands at the right offset
                 self._rollback(start)
-                self.disk_full = True
-                return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, str(e))
-            except OSError as e:
-                self._rollback(start)
+                if isinstance(e, DiskFullError) or e.errno in DISK_FULL_ERRNOS:
+                    self.disk_full = True
+                    self.disk_full_reason = str(e)
+                    return self._refusal()
                 return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, f"{e}")
             n = len(batch)
             self._next_queue_offset[key] = first_qoff + n
@@ -239,10 +245,19 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
         if not self._open:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "the message store is not open")
         if self.disk_full:
+            why = self.disk_full_reason or (
+                f"{self.disk_used_ratio:.1f}% used, above "
+                f"diskMaxUsedSpaceRatio={self.config.diskMaxUsedSpaceRatio}")
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE,
-                             f"disk full: {self.disk_used_ratio:.1f}% used, above "
-                             f"diskMaxUsedSpaceRatio={self.config.diskMaxUsedSpaceRatio}")
+                             f"disk full: {why}; writes resume once space is free")
         return None
+
+    def _reserve_queue(self, key: tuple[str, int], first: int, end: int) -> None:
+        """Create the consume-queue files that entries [first, end) need (in order: an
+        empty queue's first file is the one holding `first`)."""
+        cq = self.queues.get(key) or self._open_queue(*key)
+        cq.files.ensure(first * ENTRY_SIZE)
+        cq.files.ensure((end - 1) * ENTRY_SIZE)
 
     def flush_future(self, result: PutResult) -> concurrent.futures.Future | None:
         """Under SYNC_FLUSH, a future done once the result's batch is on disk."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ...remoting import Connection, RemotingCommand, ReplyWhen, RequestCode, ResponseCode
 from ...remoting.codes import PERM_WRITE, RETRY_PREFIX
 from ...store import PutResult, PutStatus, StoreError
+from ...store.mapped_file import DISK_FULL_ERRNOS
 from ...store.store import check_topic
 from ...wire.message import (
     PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, MessageFormatError, pack_host,
@@ -40,6 +41,14 @@ _STORED = {PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE
 LOCALHOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 
 
+def storage_refusal(e: OSError, what: str) -> tuple[int, str]:
+    """The response to a write the broker's own files refused: a full disk is
+    SERVICE_NOT_AVAILABLE, as RocketMQ answers it (the client tries another broker)."""
+    if e.errno in DISK_FULL_ERRNOS:
+        return ResponseCode.SERVICE_NOT_AVAILABLE, f"disk full: {what}: {e.strerror}"
+    return ResponseCode.SYSTEM_ERROR, f"{what}: {e}"
+
+
 class SendProcessor:
     def __init__(self, broker: "Broker"):
         self.broker = broker
@@ -62,7 +71,10 @@ class SendProcessor:
             check_topic(h.topic)
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        tc = self.topics.for_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+        try:
+            tc = self.topics.for_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+        except OSError as e:  # creating it: its config could not be written
+            return cmd.response(*storage_refusal(e, f"topic {h.topic} not created"))
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
                                 f"topic[{h.topic}] not exist, apply first please!")
