@@ -14,10 +14,12 @@ reset to the entry at `begin` (the core's TRUNCATE); its store then begins afres
 """
 from __future__ import annotations
 
+import json
 import os
 import struct
 from pathlib import Path
 
+from ..files import replace_file
 from ..replication.raft import Entry
 from ..store import FlushDiskType, MessageStore, StoreError
 
@@ -51,16 +53,34 @@ class StoreRaftLog:
         self._index_path = self.dir / "index"
         raw = self._index_path.read_bytes() if self._index_path.exists() else b""
         have = store.commitlog.max_offset
-        for k in range(len(raw) // _REC.size):  # a torn last record is ignored
+        records = len(raw) // _REC.size  # a torn last record is ignored
+        for k in range(records):
             term, start, end = _REC.unpack_from(raw, k * _REC.size)
-            if end > have:  # recovery cut its bytes (a torn tail): the entry is gone too
+            if end > have:  # recovery cut its bytes (a torn or damaged tail): gone too
                 break
             self.terms.append(term)
             self.starts.append(start)
             self.ends.append(end)
+        self.promised = self._load_promise(raw, records)
         self._index = open(self._index_path, "r+b" if raw else "w+b")
         self._index.truncate(len(self.terms) * _REC.size)
         self._compact()
+
+    def _load_promise(self, raw: bytes, records: int) -> tuple[int, int] | None:
+        """(term, index) of the last entry this log held before recovery cut entries it
+        had recorded (their bytes failed the CRCs, or never reached the disk), or of an
+        earlier such cut not yet repaired: the core votes by it (election.py). Written
+        durably before the index forgets those entries; forgotten once the log passes it."""
+        path = self.dir / "promise"
+        promised = tuple(json.loads(path.read_text())) if path.exists() else None
+        if records > len(self.terms):
+            lost = (_REC.unpack_from(raw, (records - 1) * _REC.size)[0], records - 1)
+            promised = max(promised or lost, lost)
+            replace_file(path, json.dumps(promised).encode(), durable=True)
+        if promised is not None and (self.last_term, self.end) >= promised:
+            path.unlink()
+            return None
+        return promised
 
     # ---- the core's view (MemoryLog's interface) ----------------------------------
     def __bool__(self) -> bool:

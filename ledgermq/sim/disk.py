@@ -87,6 +87,23 @@ class RaftDisk:
     voted_for: str | None = None
     log: list[Entry] = field(default_factory=list)
     commit: int = -1
+    # (term, index) of the last entry before damage cut the log's tail (None: undamaged)
+    promised: tuple[int, int] | None = None
+
+    def corrupt_tail(self, lose: int) -> None:
+        """Damage found on restart (CRCs): the last `lose` entries, synced and maybe
+        acknowledged, cannot be read back; the node keeps only what precedes them and
+        remembers the log it held (its promise)."""
+        last = self.log[-1]
+        self.promised = max(self.promised or (-1, -1), (last.term, last.index))
+        del self.log[len(self.log) - lose:]
+
+    def promise_kept(self) -> bool:
+        """Refilled past the promise (then forgotten), or never damaged."""
+        mine = (self.log[-1].term, self.log[-1].index) if self.log else (0, -1)
+        if self.promised is not None and mine >= self.promised:
+            self.promised = None
+        return self.promised is None
 
     def apply(self, action) -> None:
         if isinstance(action, SaveMeta):

@@ -2,7 +2,9 @@
 loses unsynced writes on a crash (and may tear the last one), crashes in the middle of a
 step, pauses, partitions (full, one-way, bridged), message loss and duplication,
 retention, a leader whose appends are lost while its heartbeats pass (its clients' appends
-time out waiting for a quorum), clients appending throughout; Raft's safety properties (`raft_checker`) are
+time out waiting for a quorum), disk corruption on a minority node (a crash, and on
+restart its CRCs cut a suffix of synced entries; with the leader killed at once, as in
+issue #17), clients appending throughout; Raft's safety properties (`raft_checker`) are
 checked after every step, and once faults heal new appends must commit (liveness).
 """
 from __future__ import annotations
@@ -64,7 +66,8 @@ class RaftSim(Simulation):
         self.next_rid = 1
         self.last_ack_ms = -1
         self.counts = {"leaders": 0, "acked": 0, "crashes": 0, "partitions": 0, "pauses": 0,
-                       "torn_writes": 0, "compactions": 0, "quorum_ack_timeouts": 0}
+                       "torn_writes": 0, "compactions": 0, "quorum_ack_timeouts": 0,
+                       "corruptions": 0}
         self.was_leader: dict[str, bool] = {}
         self.appends_lost: tuple[str, int] | None = None  # (leader, until when)
         self._ticks = {i: Tick(i) for i in self.ids}
@@ -79,10 +82,11 @@ class RaftSim(Simulation):
     # ---- nodes ----------------------------------------------------------------------
     def _boot(self, node_id: str) -> None:
         d = self.disks[node_id]
+        d.promise_kept()  # (a promise already kept is forgotten, as the driver does)
         self.nodes[node_id] = RaftNode(node_id, self.ids, self.cfg, term=d.term,
                                        voted_for=d.voted_for, log=list(d.log), commit=d.commit,
                                        rng=self.rng.__class__(self.rng.random()),
-                                       now=self.w.now)
+                                       now=self.w.now, promised=d.promised)
         self.incarnation[node_id] += 1
         self.checker.load(node_id, d.log)
 
@@ -267,6 +271,31 @@ class RaftSim(Simulation):
             victim = rng.choice(leaders)
             self.appends_lost = (victim, w.now + rng.randint(1500, 4000))
             w.log(f"leader {victim} loses its appends until {self.appends_lost[1]}ms")
+        elif choice < 0.97:
+            self._corrupt(leaders)
+
+    def _corrupt(self, leaders: list[str]) -> None:
+        """Disk corruption on a minority node: the follower furthest ahead (the one most
+        likely to hold entries another lacks) crashes, and its restart finds a suffix of
+        its synced entries unreadable; half the time the leader dies at once too. One
+        damaged node at a time: until it is refilled the damage stays a minority's."""
+        rng = self.rng
+        if any(not d.promise_kept() for d in self.disks.values()):
+            return
+        followers = [i for i, n in self.nodes.items()
+                     if n is not None and n.role is not Role.LEADER and len(self.disks[i].log) > 1]
+        if not followers:
+            return
+        victim = max(followers, key=lambda i: (self.nodes[i].end, rng.random()))
+        self._crash(victim, [])
+        disk = self.disks[victim]
+        lose = rng.randint(1, min(len(disk.log) - 1, 40))
+        disk.corrupt_tail(lose)
+        self.counts["corruptions"] += 1
+        self.w.log(f"{victim}'s disk lost its last {lose} synced entries (promised "
+                   f"{disk.promised})")
+        if leaders and rng.random() < 0.5 and self.nodes.get(leaders[0]) is not None:
+            self._crash(leaders[0], [])
 
     def _partition(self) -> None:
         """Two sides, a one-way cut, or a bridge (one node talks to both sides)."""

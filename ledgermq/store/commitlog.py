@@ -38,6 +38,7 @@ class RecoveryReport:
     messages_scanned: int = 0
     truncated_bytes: int = 0  # bytes of torn/invalid tail cleared
     truncated_reason: str = ""
+    damaged_from: int = -1  # where re-verified (flushed) bytes below the checkpoint failed
     dropped_segments: int = 0
     seconds: float = 0.0
     crashed: bool = False
@@ -271,11 +272,41 @@ class CommitLog:
             self.files.drop_after(-1)
             self.max_offset = self.flushed_offset = 0
 
-    def recover(self, safe_offset: int, report: RecoveryReport) -> RecoveryReport:
+    def verify_below(self, safe_offset: int, window: int) -> tuple[int, str]:
+        """Re-read, CRCs included, the messages in the last `window` bytes below
+        `safe_offset`: bytes the checkpoint says are durable, which a disk may still have
+        zeroed or flipped since. Walks from the start of the segment that reaches into the
+        window (a message boundary), headers only until the window starts. Returns
+        (safe_offset, "") when all is well, else where the damage starts and why."""
+        lo = max(self.min_offset, safe_offset - window)
+        seg = self.files.find(lo)
+        if seg is None or window <= 0:
+            return safe_offset, ""
+        cur = seg.start
+        while cur < safe_offset and (seg := self.files.find(cur)) is not None:
+            hi = min(safe_offset, seg.end) - seg.start
+            pos, reason, detail = cur - seg.start, LIMIT, ""
+            if cur < lo:  # headers only up to the window (sizes chain the boundaries)
+                pos, reason, detail = walk(seg.view, pos, min(lo - seg.start, hi), seg.start,
+                                           seg.size, check_crc=False, want_keys=False)
+            if reason == LIMIT:
+                pos, reason, detail = walk(seg.view, pos, hi, seg.start, seg.size,
+                                           check_crc=True, want_keys=False)
+            if reason == LIMIT and pos < hi:
+                reason, detail = CORRUPT, "a message runs past the checkpoint"
+            if reason not in (LIMIT, BLANK):  # zeros (END) or a bad message, below safe
+                return seg.start + pos, f"{detail or reason} at offset {seg.start + pos}"
+            cur = seg.end  # the segment is whole (or safe_offset lies in it: done)
+        return safe_offset, ""
+
+    def recover(self, safe_offset: int, report: RecoveryReport,
+                verify_bytes: int = 0) -> RecoveryReport:
         """Find the end of the log from `safe_offset` (a durable message boundary).
 
-        Validates every message from there, truncates the first invalid one and everything
-        after it, and records the scanned messages in the report for re-dispatch.
+        First re-verifies the last `verify_bytes` below it (verify_below): damage there
+        moves the end down to where it starts. Then validates every message from there,
+        truncates the first invalid one and everything after it, and records the scanned
+        messages in the report for re-dispatch.
         """
         marker = self.dir / TRUNCATE_MARKER
         if marker.exists():
@@ -289,6 +320,13 @@ class CommitLog:
             self.max_offset = self.flushed_offset = safe_offset
             report.end_offset = safe_offset
             return report
+        if self.files.files:
+            checked, why = self.verify_below(safe_offset, verify_bytes)
+            if why:
+                log.error("commit log damaged below its checkpoint (%d): %s; the log now "
+                          "ends there, replication must restore the rest", safe_offset, why)
+                report.damaged_from, report.truncated_reason = checked, why
+                safe_offset = checked
         cur = max(safe_offset, self.min_offset)
         report.scanned_from = cur
         while True:
@@ -301,7 +339,7 @@ class CommitLog:
                 cur = seg.end
                 continue
             cur = seg.start + stop
-            if reason == CORRUPT:
+            if reason == CORRUPT and not report.truncated_reason:
                 report.truncated_reason = f"{detail} at offset {cur}"
             break
         self.max_offset = cur

@@ -25,6 +25,9 @@ class StoreConfig:
     mappedFileSizeCommitLog: int = field(default=1 << 30, metadata=check(_segment_size))
     mappedFileSizeConsumeQueue: int = field(default=300_000 * 20, metadata=check(positive))
     flushDiskType: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    # recovery re-reads (CRCs too) this many bytes below the checkpoint: flushed bytes a
+    # disk zeroed or flipped are found, and the log ends before them (0: trust the flush)
+    recoverVerifyBytes: int = field(default=64 << 20, metadata=check(non_negative))
     flushIntervalCommitLog: int = field(default=500, metadata=check(positive))
     flushIntervalConsumeQueue: int = field(default=1000, metadata=check(positive))
     syncFlushTimeout: int = field(default=5000, metadata=check(positive))

@@ -119,7 +119,7 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
         abort.touch()
         cp = load_checkpoint(self.root / CHECKPOINT_FILE)
         safe = cp.safe_offset if cp else self.commitlog.min_offset
-        self.commitlog.recover(safe, report)
+        self.commitlog.recover(safe, report, self.config.recoverVerifyBytes)
         log_min, log_end = self.commitlog.min_offset, self.commitlog.max_offset
         for qdir in sorted((self.root / "consumequeue").glob("*/*")):
             if qdir.is_dir() and qdir.name.isdigit():

@@ -121,6 +121,7 @@ def test_a_follower_whose_commit_log_lost_its_tail_drops_those_entries_and_is_re
                         "the followers have the commit index too")
             victim = next(d for d in drivers if d is not leader)
             name, peers = victim.self_id, victim.peers
+            had = (victim.node.last_term, victim.node.end)
             await victim.stop()
             cut = victim.log.start_of(victim.log.end - 5)  # the last 6 entries' bytes go
             victim.store.truncate(cut)
@@ -132,11 +133,22 @@ def test_a_follower_whose_commit_log_lost_its_tail_drops_those_entries_and_is_re
             back = DLedgerDriver(store, name, peers, tmp_path / name / "raft",
                                  lambda role: None, FAST)
             assert back.log.log_end == cut and back.node.commit <= back.node.end
+            # it votes by the log it had until refilled past it, also after another restart
+            assert back.node.promised == had
+            assert (tmp_path / name / "raft" / "promise").exists()
             await back.start()
             drivers.append(back)
             await until(lambda: back.node.end >= leader.node.end, "the follower refilled")
             assert back.node.end == leader.node.end
             assert log_bytes(back) == log_bytes(leader)
+            await back.stop()  # refilled: the next start forgets the promise
+            drivers.remove(back)
+            again = DLedgerDriver(store, name, peers, tmp_path / name / "raft",
+                                  lambda role: None, FAST)
+            assert again.node.promised is None
+            assert not (tmp_path / name / "raft" / "promise").exists()
+            again.log.close()
+            store.close()
         finally:
             await stop_group(drivers)
     asyncio.run(run())

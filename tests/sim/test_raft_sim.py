@@ -2,7 +2,9 @@
 by the invariant it breaks."""
 import pytest
 
-from ledgermq.replication.raft import BUGS, Entry, RaftNode, Role
+from ledgermq.replication.raft import (
+    BUGS, Entry, RaftNode, Role, Send, VoteRequest, VoteResponse,
+)
 from ledgermq.sim import PROFILES, RaftSim
 from ledgermq.sim.raft_checker import Checker
 from ledgermq.sim.result import Violation
@@ -14,6 +16,7 @@ BUG_BREAKS = {
     "commit-past-end": "commit-within-log",
     "truncate-to-commit": "log-matching",
     "vote-by-current-term": "leader-completeness",
+    "vote-with-lost-entries": "leader-completeness",
 }
 
 
@@ -47,6 +50,44 @@ def test_checker_catches_known_bug(bug):
             assert again.trace == r.trace  # the failing seed replays exactly
             return
     pytest.fail(f"{bug} went unnoticed for {BUG_SEED_BOUND} seeds")
+
+
+CORRUPTION_SEEDS = 60
+
+
+def test_a_minority_node_whose_disk_lost_acknowledged_entries_is_repaired_safely():
+    """Disk corruption on a minority node (issue #17): a follower's synced tail is cut on
+    restart, often with the leader killed at once. No acknowledged entry is lost (every
+    invariant holds, leader-completeness above all) and the group commits again once the
+    faults heal (liveness)."""
+    hit = 0
+    for seed in range(CORRUPTION_SEEDS):
+        r = RaftSim(seed, steps=3000, profile=PROFILES["nemesis"]).run()
+        assert r.ok, (seed, r.invariant, r.violation, "\n".join(r.tail(20)))
+        hit += r.stats["corruptions"] > 0
+    assert hit >= CORRUPTION_SEEDS // 2, hit  # the fault really ran
+
+
+def test_a_node_that_lost_entries_votes_by_the_log_it_had():
+    """n0 held entries 0..5 (term 2), its disk kept 0..2: it grants a vote only to a
+    candidate at least as up to date as (2, 5), and does not campaign itself."""
+    log = [Entry(i, 1 if i < 3 else 2, b"e%d" % i) for i in range(3)]
+    n0 = RaftNode("n0", ["n0", "n1", "n2"], term=2, log=log, promised=(2, 5))
+    behind = n0.step(VoteRequest("n1", "n0", 3, 4, 2), 0)
+    assert [a.msg.granted for a in behind if isinstance(a, Send)] == [False]
+    ahead = n0.step(VoteRequest("n2", "n0", 3, 5, 2), 0)
+    assert [a.msg.granted for a in ahead if isinstance(a, Send)] == [True]
+    quiet = n0.tick(10**6)  # its election timeout passed long ago
+    assert not [a for a in quiet if isinstance(a, Send)]
+    assert n0.role is Role.FOLLOWER
+
+
+def test_a_pre_vote_refused_at_a_later_term_takes_that_term():
+    """The longest log with an older term must still be able to win: a pre-vote refused
+    by a node of a later term raises ours, so the next pre-vote asks for a grantable term."""
+    n1 = RaftNode("n1", ["n0", "n1", "n2"], term=13, log=[Entry(0, 13, b"x")])
+    n1.step(VoteResponse("n0", "n1", 14, False, pre_vote=True), 0)
+    assert n1.term == 14
 
 
 QUORUM_ACK_SEEDS = 60

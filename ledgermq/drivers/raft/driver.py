@@ -99,7 +99,8 @@ class RaftDriver:
         commit = min(self.meta.commit, self.log.end)
         return RaftNode(self.self_id, list(self.peers), config, term=self.meta.term,
                         voted_for=self.meta.voted_for, log=self.log, commit=commit,
-                        rng=random.Random(), now=now_ms(), **kw)
+                        rng=random.Random(), now=now_ms(),
+                        promised=getattr(self.log, "promised", None), **kw)
 
     async def start(self) -> None:
         await self.server.start()

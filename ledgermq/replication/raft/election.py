@@ -5,6 +5,15 @@ nothing; only with a majority of them does it raise its term and ask for votes, 
 rejoining after a partition cannot depose a healthy leader. A vote is granted once a term,
 to a candidate whose last entry is at least as up to date as ours, and is made durable
 (SaveMeta) before the answer goes out.
+
+A node whose disk lost entries it may have acknowledged (`promised`: the last entry of the
+log it held) still votes as if it held them: it grants only a candidate at least as up to
+date as that log, and does not campaign until a leader has refilled it past it. Its lost
+entries may have been committed by a quorum it was part of; Raft's proof that every
+leader holds them rests on each voter of that quorum holding them, so the promise is what
+keeps the quorums intersecting (PAR, FAST'18; etcd-io/raft leaves this to the operator:
+a member that lost its data rejoins as a new member). Once its log passes the promise
+the ordinary rule is the same rule.
 """
 from __future__ import annotations
 
@@ -22,12 +31,26 @@ class Elections:
         t = self.cfg.election_timeout_ms
         return self.rng.randrange(t, 2 * t)
 
+    def _vote_floor(self) -> tuple[int, int]:
+        """(last term, last index) a candidate must reach for our vote: our log's, or the
+        log we held before our disk lost its tail, while ours is still behind that."""
+        mine = (self.last_term, self.end)
+        if self.promised is not None and mine >= self.promised:
+            self.promised = None  # refilled past what we lost: the promise is kept
+        if self.promised is None or "vote-with-lost-entries" in self.bugs:
+            return mine
+        return self.promised
+
     def _up_to_date(self, last_index: int, last_term: int, candidate_term: int) -> bool:
         theirs = candidate_term if "vote-by-current-term" in self.bugs else last_term
-        return (theirs, last_index) >= (self.last_term, self.end)
+        return (theirs, last_index) >= self._vote_floor()
 
     def _start_pre_vote(self, now: int, out: list[Action]) -> None:
         """Ask whether we could win before disturbing anyone's term (pre-vote)."""
+        if self._vote_floor() > (self.last_term, self.end):
+            # our own vote fails our promise: wait for a leader to repair us
+            self.election_deadline = now + self._election_timeout()
+            return
         self.pre_voting = True
         self.pre_votes = {self.id}
         self.election_deadline = now + self._election_timeout()
@@ -39,6 +62,8 @@ class Elections:
                                         pre_vote=True)))
 
     def _start_election(self, now: int, out: list[Action], transfer: bool = False) -> None:
+        if self._vote_floor() > (self.last_term, self.end):
+            return  # (a transfer to a node still being repaired)
         self.pre_voting = False
         self.role = Role.CANDIDATE
         self.leader = None
@@ -84,6 +109,12 @@ class Elections:
                 self.pre_votes.add(m.src)
                 if len(self.pre_votes) >= self.quorum:
                     self._start_election(now, out)
+            elif not m.granted and m.term > self.term:
+                # refused by a node of a later term (etcd does the same): take its term,
+                # so our next pre-vote is for a term it can grant. Without this, a node
+                # holding the longest log but an older term can never win while the
+                # others cannot win without it (a damaged node's promise refuses them)
+                self._become_follower(m.term, None, now, out)
             return
         if m.term > self.term:
             self._become_follower(m.term, None, now, out)

@@ -34,13 +34,16 @@ BUGS = {
     "vote-by-current-term": "up-to-date check compares the candidate's current term, not "
                             "its last entry's term",
     "commit-past-end": "follower advances its committed index past what it holds",
+    "vote-with-lost-entries": "a node whose disk lost entries it had acknowledged votes "
+                              "and campaigns by the log it has left",
 }
 
 
 class RaftNode(Elections, LeaderReplication, FollowerLog):
     def __init__(self, node_id: str, peers: list[str], config: RaftConfig | None = None, *,
                  term: int = 0, voted_for: str | None = None, log=None,
-                 commit: int = -1, rng: random.Random | None = None, now: int = 0):
+                 commit: int = -1, rng: random.Random | None = None, now: int = 0,
+                 promised: tuple[int, int] | None = None):
         self.id = node_id
         self.peers = [p for p in peers if p != node_id]
         self.cfg = config or RaftConfig()
@@ -51,6 +54,9 @@ class RaftNode(Elections, LeaderReplication, FollowerLog):
         # a list of entries (kept in memory) or any object with MemoryLog's methods
         self.log = MemoryLog(log or []) if log is None or isinstance(log, list) else log
         self.commit = min(commit, self.end)
+        # (last term, last index) of a log this node held, and may have acknowledged, before
+        # its disk lost the tail (CRC damage found on restart): see Elections._vote_floor
+        self.promised = promised
         self.role = Role.FOLLOWER
         self.leader: str | None = None
         self.last_heard = now
