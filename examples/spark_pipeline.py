@@ -91,6 +91,10 @@ def spark_session(master: str | None = None):
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    # registered, not found by name: a source Spark finds by name reaches the executors
+    # with the driver's environment only, not with the --py-files a cluster ships
+    from ledgermq.spark import register
+    register(spark)
     return spark
 
 

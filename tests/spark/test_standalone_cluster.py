@@ -27,11 +27,11 @@ def cluster(tmp_path):
         c.stop()
 
 
-def submit(cluster, tmp_path, namesrv, py):
+def submit(cluster, tmp_path, py, *args, py_files=True):
     """spark-submit the example from a directory of its own (so its `sys.path` holds no
-    checkout); returns the JSON line it prints."""
+    checkout); returns (exit code, its stdout, its stderr)."""
     app = tmp_path / "app"
-    app.mkdir()
+    app.mkdir(exist_ok=True)
     script = shutil.copy(ROOT / "examples" / "spark_pipeline.py", app / "spark_pipeline.py")
     package = package_zip(tmp_path / "ledgermq.zip")
     # --py-files reach the executors and the driver's own Python, not the Python processes
@@ -40,21 +40,19 @@ def submit(cluster, tmp_path, namesrv, py):
     env = {**cluster.env, "PYSPARK_PYTHON": str(py), "PYSPARK_DRIVER_PYTHON": str(py),
            "PYTHONPATH": str(package)}
     cmd = [str(cluster.home / "bin" / "spark-submit"), "--master", cluster.url,
-           "--py-files", str(package),
+           *(["--py-files", str(package)] if py_files else []),
            "--driver-memory", "512m", "--executor-memory", "512m",
            # both executors registered before the first job: its tasks go to both
            "--conf", "spark.cores.max=2",
            "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
            "--conf", "spark.driver.host=127.0.0.1",
            "--conf", "spark.driver.bindAddress=127.0.0.1",
-           str(script), "--namesrv", namesrv, "--events", str(EVENTS),
-           "--work", str(tmp_path / "work")]
-    out, log = tmp_path / "spark-submit.out", tmp_path / "spark-submit.log"
+           str(script), *args]
+    run = len(list(tmp_path.glob("spark-submit-*.out")))
+    out, log = tmp_path / f"spark-submit-{run}.out", tmp_path / f"spark-submit-{run}.log"
     with out.open("wb") as stdout, log.open("wb") as stderr:
         done = subprocess.run(cmd, env=env, cwd=app, stdout=stdout, stderr=stderr, timeout=480)
-    assert done.returncode == 0, \
-        f"spark-submit failed:\n{out.read_text()[-6000:]}\n{log.read_text()[-3000:]}"
-    return json.loads(out.read_text().strip().splitlines()[-1])
+    return done.returncode, out.read_text(errors="replace"), log.read_text(errors="replace")
 
 
 def test_the_example_pipeline_runs_on_a_standalone_cluster(cluster, broker, tmp_path):
@@ -63,7 +61,10 @@ def test_the_example_pipeline_runs_on_a_standalone_cluster(cluster, broker, tmp_
                                  cwd=tmp_path, env=cluster.env, capture_output=True, text=True)
     assert "No module named 'ledgermq'" in no_ledgermq.stderr  # only the zip brings it
 
-    out = submit(cluster, tmp_path, broker.namesrv, py)
+    code, stdout, stderr = submit(cluster, tmp_path, py, "--namesrv", broker.namesrv,
+                                  "--events", str(EVENTS), "--work", str(tmp_path / "work"))
+    assert code == 0, f"spark-submit failed:\n{stdout[-6000:]}\n{stderr[-3000:]}"
+    out = json.loads(stdout.strip().splitlines()[-1])
 
     # every event counted once; each window written once to the topic and to Parquet
     assert out["events_counted"] == EVENTS
@@ -85,3 +86,11 @@ def test_the_example_pipeline_runs_on_a_standalone_cluster(cluster, broker, tmp_
         assert len(executors) == 1, f"worker {i}: executors {executors}"
         tasks = executors[0].read_text(errors="replace").count("Running task")
         assert tasks > 0, f"worker {i}'s executor ran no task"
+
+    # the executors have ledgermq from --py-files alone: the same query, submitted without
+    # them (reading the same events from a fresh checkpoint), fails on the executors
+    code, stdout, stderr = submit(cluster, tmp_path, py, "--namesrv", broker.namesrv,
+                                  "--no-produce", "--work", str(tmp_path / "work-2"),
+                                  py_files=False)
+    assert code != 0
+    assert "No module named 'ledgermq'" in stdout + stderr
