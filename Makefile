@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test sim-long bench clean
+.PHONY: install run test sim-long spark-cluster bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -22,6 +22,11 @@ test: install
 SIM_SEEDS ?= 2000
 sim-long: install
 	$(PY) -m tests.sim.long --seeds $(SIM_SEEDS)
+
+# the example pipeline on a real Spark standalone cluster: a master, two workers,
+# spark-submit --py-files (a few minutes)
+spark-cluster: install
+	$(PY) -m pytest -q -m slow tests/spark/test_standalone_cluster.py
 
 bench: install
 	$(PY) bench/store_bench.py

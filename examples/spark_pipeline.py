@@ -5,6 +5,8 @@ deterministic keys deduplicated by the broker.
 
     make run        # in another shell: a broker on 127.0.0.1:9876
     .venv/bin/python examples/spark_pipeline.py --events 20000
+    spark-submit --master spark://HOST:7077 --py-files ledgermq.zip \
+        examples/spark_pipeline.py --namesrv HOST:9876 --work /shared/dir   # a cluster
 
 It produces `--events` random events (unless --no-produce), then runs the query with
 availableNow (it stops once it has caught up) and prints what it wrote. Run it again and
@@ -74,16 +76,25 @@ def build_query(spark, namesrv: str, source: str, sink_topic: str, parquet_dir: 
     return to_topic, to_files
 
 
-def spark_session(master: str = "local[2]"):
+def spark_session(master: str | None = None):
+    """`master` if given; else the one spark-submit was given (it starts this script with
+    PYSPARK_GATEWAY_PORT set and its --master in the conf); else local[2]."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
                                                             os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master(master).appName("ledgermq-pipeline")
+    builder = SparkSession.builder
+    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(master or "local[2]")
+    spark = (builder.appName("ledgermq-pipeline")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    # registered, not found by name: a source Spark finds by name reaches the executors
+    # with the driver's environment only, not with the --py-files a cluster ships
+    from ledgermq.spark import register
+    register(spark)
     return spark
 
 
@@ -111,10 +122,13 @@ def main() -> None:
     ap.add_argument("--namesrv", default="127.0.0.1:9876")
     ap.add_argument("--events", type=int, default=20_000)
     ap.add_argument("--no-produce", action="store_true")
-    ap.add_argument("--work", type=Path, default=None, help="parquet + checkpoint directory")
+    ap.add_argument("--work", type=Path, default=None, help="parquet + checkpoint directory "
+                    "(on a cluster: a path every executor and the driver share)")
+    ap.add_argument("--master", default=None, help="Spark master URL (default: spark-submit's "
+                    "--master, else local[2])")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="ledgermq-pipeline-"))
-    spark = spark_session()
+    spark = spark_session(args.master)
     try:
         out = run(spark, args.namesrv, work, 0 if args.no_produce else args.events)
         print(json.dumps({**out, "work": str(work)}))
