@@ -21,7 +21,7 @@ def zero_commit_log_tail(store: "os.PathLike", nbytes: int) -> tuple[int, int]:
     """Zero the last `nbytes` written bytes of a stopped broker's commit log (flushed ones
     included: the kill came long after they were written). Returns the zeroed range as
     offsets in the last segment file."""
-    segments = sorted((store / "commitlog").iterdir())
+    segments = sorted(f for f in (store / "commitlog").iterdir() if f.name.isdigit())
     last = segments[-1]
     data = last.read_bytes()
     written = len(data.rstrip(b"\0"))  # segments are preallocated: the tail is zeros
