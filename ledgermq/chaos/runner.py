@@ -160,8 +160,20 @@ def _wait_healthy(d: Path, timeout: float, fail: bool = True) -> bool:
     return False
 
 
+def _group_recovery(h, start: float, groups: set[str]) -> float | None:
+    """Seconds from `start` to the first acknowledgement, from one of `groups`, of a send
+    invoked after it: how long the groups a fault hit took to take writes again (the
+    checker's recovery counts any group's, and another group keeps writing)."""
+    done = [a.completed for a in h.attempts.values() if a.outcome == "ok"
+            and a.broker in groups and a.invoked >= start and a.completed is not None]
+    return round(min(done) - start, 3) if done else None
+
+
 def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: int) -> dict:
-    c = check(load(hist_path))
+    h = load(hist_path)
+    c = check(h)
+    group_of = {p["name"]: p.get("group") for p in json.loads(
+        (o.out / "cluster" / "cluster.json").read_text())["processes"]}
     promised, promise = PROMISES[o.mode]
     broken = []
     if not c["drained"]:
@@ -170,9 +182,14 @@ def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: i
         broken.append(f"{c['unexpected']['count']} unexpected (read, never sent)")
     if promised and c["lost"]["count"]:
         broken.append(f"{c['lost']['count']} lost (acknowledged, never read)")
-    per_window = []
+    per_window: list[dict] = []
     for cw, ev in zip(c["windows"], evidence):
-        per_window.append({**cw, "applied": {k: v for k, v in ev.items() if k != "nodes"}})
+        hit = {group_of[n] for n in ev["nodes"] if group_of.get(n)}
+        if ev["window"]["fault"] in ("combined",) or not hit:  # a coordinator: every group
+            hit |= {g for g in group_of.values() if g}
+        per_window.append({**cw, "groups_hit": sorted(hit),
+                           "group_recovery_s": _group_recovery(h, cw["start"], hit),
+                           "applied": {k: v for k, v in ev.items() if k != "nodes"}})
     res = {
         "mode": o.mode, "seed": o.seed, "faults": faults, "duration": o.duration,
         "interval": o.interval, "groups": o.groups, "namesrvs": o.namesrvs,
@@ -183,14 +200,14 @@ def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: i
         "duplicates": c["duplicates"]["count"],
         "indeterminate": c["indeterminate"]["count"],
         "failed_but_read": c["failed_but_read"]["count"],
-        "max_recovery_s": max((w["recovery_s"] or 0 for w in c["windows"]), default=None),
+        "max_recovery_s": max((w["group_recovery_s"] or 0 for w in per_window), default=None),
         "windows": per_window,
         "check": {k: v for k, v in c.items() if k != "windows"},
     }
     (o.out / "results.json").write_text(json.dumps(res, indent=1))
     try:
         from .timeline import render
-        render(load(hist_path), o.out / "timeline.png")
+        render(h, o.out / "timeline.png")
     except ImportError as e:  # matplotlib is the `chaos` extra
         res["timeline"] = f"not drawn: {e}"
         (o.out / "results.json").write_text(json.dumps(res, indent=1))

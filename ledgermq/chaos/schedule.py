@@ -181,6 +181,19 @@ class _Chooser:
         ctl = [n for n in self.every if self.role[n] == "controller"]
         return ctl or [n for n in self.every if self.role[n] == "controlnode"]
 
+    def _one_group(self, shape: str, servers: list[str]) -> list[str]:
+        """With several broker groups, a split, bridge or ring among one group's brokers and
+        the coordinators (what that group's replication sees): one over every server cuts
+        mostly pairs from different groups, which never talk. Every server when one group's
+        are too few for the shape."""
+        groups = sorted({g for n in self.brokers if (g := self.group[n])})
+        if len(groups) < 2:
+            return servers
+        g = self.rnd.choice(groups)
+        pool = sorted([n for n in self.brokers if self.group[n] == g] + self._coordinators())
+        least = {"split": 2, "bridge": 3, "ring": 4}[shape]
+        return pool if len(pool) >= least else servers
+
     def _one_or_master(self, pool: list[str], params: dict) -> tuple[tuple[str, ...], dict]:
         node = self.rnd.choice(pool)
         if self.role[node] == "broker" and self.rnd.random() < 0.5:
@@ -194,6 +207,8 @@ class _Chooser:
             fits = [s for s in SHAPES if not (s == "ring" and len(servers) < 4)
                     and not (s == "bridge" and len(servers) < 3)]
             shape = rnd.choice(fits)
+        if shape in ("split", "bridge", "ring"):
+            servers = self._one_group(shape, servers)
         rnd.shuffle(servers)
         if shape == "isolate":
             return (servers[0],), {"shape": shape}
