@@ -168,6 +168,10 @@ class Injector:
         pids = {n: self._proc(n)["pid"] for n in a.nodes}
         for pid in pids.values():
             os.kill(pid, signal.SIGSTOP)
+        end = time.monotonic() + 5  # a signal is delivered when the process next runs
+        while any(_proc_state(p) not in ("T", None) for p in pids.values()) and \
+                time.monotonic() < end:
+            time.sleep(0.02)
         a.evidence.update(stopped=pids, state={n: _proc_state(p) for n, p in pids.items()})
 
         def resume() -> dict:
