@@ -34,8 +34,8 @@ def _applied(w: dict) -> None:
         assert ev["probe"]["reached"] is False and ev["probe_after"] is True, ev
     elif fault == "slow":
         p = ev["window"]["params"]
-        assert ev["connect_ms"] is not None, ev
-        assert ev["connect_ms"] >= p["delay_ms"] - p["jitter_ms"] - 5, ev
+        took = [ms for ms in ev["connect_ms"] if ms is not None]  # a few connects
+        assert took and max(took) >= p["delay_ms"] - p["jitter_ms"] - 5, ev
         assert ev["connect_ms_after"] < p["delay_ms"] - p["jitter_ms"], ev
     else:
         raise AssertionError(f"unexpected fault {fault}")
