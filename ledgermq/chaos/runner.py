@@ -185,7 +185,7 @@ def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: i
     per_window: list[dict] = []
     for cw, ev in zip(c["windows"], evidence):
         hit = {group_of[n] for n in ev["nodes"] if group_of.get(n)}
-        if ev["window"]["fault"] in ("combined",) or not hit:  # a coordinator: every group
+        if not hit:  # a name server, controller or control node alone: every group
             hit |= {g for g in group_of.values() if g}
         per_window.append({**cw, "groups_hit": sorted(hit),
                            "group_recovery_s": _group_recovery(h, cw["start"], hit),
