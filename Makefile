@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test sim-long spark-cluster bench clean
+.PHONY: install run test sim-long spark-cluster chaos bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,6 +27,20 @@ sim-long: install
 # spark-submit --py-files (a few minutes)
 spark-cluster: install
 	$(PY) -m pytest -q -m slow tests/spark/test_standalone_cluster.py
+
+# every mode under seeded faults on test hosts (root): CHAOS_DURATION s each, results in
+# chaos-results/MODE/ (results.json, history.jsonl, timeline.png); skips saying why when
+# this machine cannot make network namespaces
+CHAOS_DURATION ?= 600
+CHAOS_SEED ?= 1
+CHAOS_MODES ?= dledger sync async checkpoint controller
+chaos: install
+	@status=0; for m in $(CHAOS_MODES); do \
+	  $(VENV)/bin/ledgermq chaos --mode $$m --duration $(CHAOS_DURATION) \
+	    --seed $(CHAOS_SEED) --out chaos-results/$$m; rc=$$?; \
+	  if [ $$rc -eq 3 ]; then exit 0; fi; \
+	  if [ $$rc -ne 0 ]; then status=1; fi; \
+	done; exit $$status
 
 bench: install
 	$(PY) bench/store_bench.py

@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 MODES = ("dledger", "sync", "async", "checkpoint", "controller")
@@ -26,15 +28,35 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def _spawn(args: list[str], workdir: Path) -> subprocess.Popen:
+def _local_popen(argv: list[str], **kw) -> subprocess.Popen:
+    return subprocess.Popen(argv, start_new_session=True, **kw)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each process of a cluster lives: `addr(name)` is the address it listens on and
+    is reached at, `popen(name)` how it is started (a Popen-like call taking argv and
+    keyword arguments). The default is every process on 127.0.0.1, started here; the chaos
+    runner places each on a test host of its own."""
+    addr: Callable[[str], str] = lambda name: "127.0.0.1"
+    popen: Callable[[str], Callable[..., subprocess.Popen]] = lambda name: _local_popen
+
+
+LOCAL = Placement()
+
+
+def spawn(args: list[str], workdir: Path, name: str = "", place: Placement = LOCAL
+          ) -> subprocess.Popen:
+    """Start `ledgermq ARGS` for process `name`: stdout (its ready line) and the log in
+    `workdir`."""
     workdir.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "ledgermq", *args],
-                            stdout=open(workdir / "stdout", "wb"),
-                            stderr=open(workdir / "server.log", "ab"),
-                            start_new_session=True)
+    with open(workdir / "stdout", "wb") as out, open(workdir / "server.log", "ab") as err:
+        return place.popen(name)([sys.executable, "-m", "ledgermq", *args],
+                                 stdout=out, stderr=err)
 
 
-def _wait_ready(workdir: Path, proc: subprocess.Popen, timeout: float = 30) -> dict:
+
+def wait_ready(workdir: Path, proc: subprocess.Popen, timeout: float = 30) -> dict:
     end = time.monotonic() + timeout
     out = workdir / "stdout"
     while time.monotonic() < end:
@@ -45,6 +67,7 @@ def _wait_ready(workdir: Path, proc: subprocess.Popen, timeout: float = 30) -> d
             raise RuntimeError(f"process exited with {proc.returncode}; see {workdir}/server.log")
         time.sleep(0.05)
     raise RuntimeError(f"no ready line from {workdir} within {timeout}s")
+
 
 
 def group_names(groups: int) -> list[str]:
@@ -64,18 +87,26 @@ def namesrv_names(k: int) -> list[str]:
 
 
 def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str, str],
-                group: str = "broker-a", node: str | None = None) -> str:
+                group: str = "broker-a", node: str | None = None,
+                addrs: dict[str, str] | None = None) -> str:
     """broker.conf of replica `i` of `n` in `group`; ports["broker"] and ports["repl"] are
-    that group's, ports["namesrvs"] every name server's."""
+    that group's, ports["namesrvs"] every name server's. `addrs` has each address by role:
+    "self", "peers" (the group's, by replica), "namesrvs", "control", "controllers"
+    (127.0.0.1 for whatever is not given)."""
     node = node or f"n{i}"
+    a = {"self": "127.0.0.1", "peers": ["127.0.0.1"] * n,
+         "namesrvs": ["127.0.0.1"] * len(ports["namesrvs"]), "control": "127.0.0.1",
+         "controllers": ["127.0.0.1"] * len(ports.get("controllers", [])), **(addrs or {})}
     conf = {"brokerClusterName": "DefaultCluster", "brokerName": group,
             "listenPort": ports["broker"][i],
-            "namesrvAddr": ";".join(f"127.0.0.1:{p}" for p in ports["namesrvs"]),
+            "namesrvAddr": ";".join(f"{h}:{p}" for h, p in zip(a["namesrvs"], ports["namesrvs"])),
             "storePathRootDir": str(d / node / "store"),
             "mappedFileSizeCommitLog": str(64 << 20), "maxHashSlotNum": "100000",
             "maxIndexNum": "400000"}
+    if a["self"] != "127.0.0.1":  # listen on, and advertise, the host's own address
+        conf.update(brokerIP1=a["self"], bindAddress=a["self"])
     if mode == "dledger":
-        peers = ";".join(f"n{k}-127.0.0.1:{ports['repl'][k]}" for k in range(n))
+        peers = ";".join(f"n{k}-{a['peers'][k]}:{ports['repl'][k]}" for k in range(n))
         conf.update(enableDLegerCommitLog="true", dLegerGroup=group, dLegerPeers=peers,
                     dLegerSelfId=f"n{i}")
     else:
@@ -85,24 +116,41 @@ def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str
                     haHousekeepingInterval="5000")
         if mode == "checkpoint":
             conf.update(enableConsistentCheckpoint="true",
-                        controlNodeAddr=f"127.0.0.1:{ports['control']}")
+                        controlNodeAddr=f"{a['control']}:{ports['control']}")
         if mode == "controller":  # roles come from the controller, not from brokerRole
             del conf["brokerId"], conf["brokerRole"]
             conf.update(enableControllerMode="true", controllerAddr=";".join(
-                f"127.0.0.1:{p}" for p in ports["controllers"]), brokerHeartbeatInterval="200",
+                f"{h}:{p}" for h, p in zip(a["controllers"], ports["controllers"])),
+                brokerHeartbeatInterval="200",
                 haMaxTimeSlaveNotCatchUp="3000")  # acknowledging: the safe default
     conf.update(extra)
     return "".join(f"{k}={v}\n" for k, v in conf.items())
 
 
-def controller_conf(k: int, ports: list[int], d: Path) -> str:
-    peers = ";".join(f"c{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
+def controller_conf(k: int, ports: list[int], d: Path, hosts: list[str] | None = None) -> str:
+    hosts = hosts or ["127.0.0.1"] * len(ports)
+    peers = ";".join(f"c{i}-{h}:{p}" for i, (h, p) in enumerate(zip(hosts, ports)))
     return (f"controllerDLegerPeers={peers}\ncontrollerDLegerSelfId=c{k}\n"
             f"controllerStorePath={d / f'c{k}' / 'data'}\nbrokerNotActiveTimeoutMillis=1000\n")
 
 
+def names(mode: str, replicas: int, groups: int = 1, namesrvs: int = 1,
+          controllers: int = 1) -> dict[str, str]:
+    """Every process `up` starts for this layout, by name, with its role as the chaos
+    schedule names roles: namesrv, controlnode, controller, broker:GROUP."""
+    out = {n: "namesrv" for n in namesrv_names(namesrvs)}
+    if mode == "checkpoint":
+        out["control"] = "controlnode"
+    if mode == "controller":
+        out.update({f"c{k}": "controller" for k in range(controllers)})
+    for g, group in enumerate(group_names(groups)):
+        out.update({node_name(groups, g, i): f"broker:{group}" for i in range(replicas)})
+    return out
+
+
 def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
-       controllers: int = 1, groups: int = 1, namesrvs: int = 1) -> dict:
+       controllers: int = 1, groups: int = 1, namesrvs: int = 1,
+       place: Placement = LOCAL) -> dict:
     """Start K name servers, N replica groups of `mode` (every broker registers with every
     name server) and what the mode needs beside them: one control node (checkpoint) or one
     controller group (controller), shared by every group as RocketMQ shares them."""
@@ -117,7 +165,7 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
         raise RuntimeError(f"a cluster is already running in {d}; `ledgermq cluster down` first")
     started: list[subprocess.Popen] = []
     try:
-        return _up(mode, replicas, d, extra, started, controllers, groups, namesrvs)
+        return _up(mode, replicas, d, extra, started, controllers, groups, namesrvs, place)
     except BaseException:
         for proc in started:  # leave nothing running behind a failed start
             proc.kill()
@@ -125,61 +173,75 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
         raise
 
 
-def _start_all(d: Path, entries: list[dict], started: list) -> list[dict]:
+def _start_all(d: Path, entries: list[dict], started: list, place: Placement = LOCAL
+               ) -> list[dict]:
     """Spawn every entry (name, args, ...) at once, then wait for each one's ready line."""
     procs = []
     for e in entries:
-        procs.append(_spawn(e["args"], d / e["name"]))
+        e["host"] = place.addr(e["name"])
+        procs.append(spawn(e["args"], d / e["name"], e["name"], place))
         started.append(procs[-1])
     for e, proc in zip(entries, procs):
-        _wait_ready(d / e["name"], proc)
+        wait_ready(d / e["name"], proc)
         e["pid"] = proc.pid
     return entries
 
 
 def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
-        started: list, controllers: int, groups: int, namesrvs: int) -> dict:
+        started: list, controllers: int, groups: int, namesrvs: int,
+        place: Placement) -> dict:
     got = iter(free_ports(namesrvs + 1 + controllers + 2 * replicas * groups))
     ports = {"namesrvs": [next(got) for _ in range(namesrvs)], "control": next(got),
              "controllers": [next(got) for _ in range(controllers)]}
+    at = place.addr
+    ns_names = namesrv_names(namesrvs)
+    c_names = [f"c{k}" for k in range(controllers)] if mode == "controller" else []
+    control = at("control") if mode == "checkpoint" else "127.0.0.1"
     procs = _start_all(d, [{"name": name, "kind": "namesrv", "port": port,
-                            "args": ["namesrv", "--port", str(port), "--json"]}
-                           for name, port in zip(namesrv_names(namesrvs), ports["namesrvs"])],
-                       started)
+                            "args": ["namesrv", "--port", str(port), "--bind", at(name),
+                                     "--json"]}
+                           for name, port in zip(ns_names, ports["namesrvs"])],
+                       started, place)
     if mode == "checkpoint":  # one control node serves every group (state per brokerName)
         procs += _start_all(d, [{"name": "control", "kind": "control", "port": ports["control"],
                                  "args": ["controlnode", "--port", str(ports["control"]),
+                                          "--bind", at("control"),
                                           "--dir", str(d / "control" / "data"), "--json"]}],
-                            started)
+                            started, place)
     if mode == "controller":  # one controller group serves every broker group
         entries = []
         for k, port in enumerate(ports["controllers"]):
             (d / f"c{k}").mkdir(parents=True, exist_ok=True)
             (d / f"c{k}" / "controller.conf").write_text(
-                controller_conf(k, ports["controllers"], d))
+                controller_conf(k, ports["controllers"], d, [at(c) for c in c_names]))
             entries.append({"name": f"c{k}", "kind": "controller", "port": port, "args": [
                 "controller", "-c", str(d / f"c{k}" / "controller.conf"), "--json"]})
-        procs += _start_all(d, entries, started)
+        procs += _start_all(d, entries, started, place)
     entries = []
     for g, group in enumerate(group_names(groups)):
         gports = {**ports, "broker": [next(got) for _ in range(replicas)],
                   "repl": [next(got) for _ in range(replicas)]}
+        peers = [at(node_name(groups, g, k)) for k in range(replicas)]
         for i in range(replicas):
             node = node_name(groups, g, i)
             conf = d / node / "broker.conf"
             conf.parent.mkdir(parents=True, exist_ok=True)
-            conf.write_text(broker_conf(mode, i, replicas, gports, d, extra or {}, group, node))
+            addrs = {"self": at(node), "peers": peers, "namesrvs": [at(n) for n in ns_names],
+                     "control": control, "controllers": [at(c) for c in c_names]}
+            conf.write_text(broker_conf(mode, i, replicas, gports, d, extra or {}, group, node,
+                                        addrs))
             entries.append({"name": node, "kind": "broker", "group": group,
                             "port": gports["broker"][i], "replPort": gports["repl"][i],
                             "args": ["broker", "-c", str(conf), "--json"]})
-    procs += _start_all(d, entries, started)
+    procs += _start_all(d, entries, started, place)
     state = {"mode": mode, "groups": group_names(groups),
-             "namesrv": ";".join(f"127.0.0.1:{p}" for p in ports["namesrvs"]),
+             "namesrv": ";".join(f"{at(n)}:{p}" for n, p in zip(ns_names, ports["namesrvs"])),
              "processes": procs}
     if mode == "checkpoint":
-        state["controlNode"] = f"127.0.0.1:{ports['control']}"
+        state["controlNode"] = f"{at('control')}:{ports['control']}"
     if mode == "controller":
-        state["controllerAddr"] = ";".join(f"127.0.0.1:{p}" for p in ports["controllers"])
+        state["controllerAddr"] = ";".join(f"{at(c)}:{p}"
+                                           for c, p in zip(c_names, ports["controllers"]))
     (d / "cluster.json").write_text(json.dumps(state, indent=1))
     return state
 
@@ -204,8 +266,9 @@ def _process(state: dict, d: Path, name: str) -> dict:
     return p
 
 
-def start(d: Path, name: str) -> dict:
-    """Start one process of the cluster again (after a kill or a stop)."""
+def start(d: Path, name: str, place: Placement = LOCAL) -> dict:
+    """Start one process of the cluster again (after a kill or a stop), where `place`
+    puts it (as `up` was given)."""
     state = _state(d)
     p = _process(state, d, name)
     deadline = time.monotonic() + 5  # a process just killed may take a moment to go
@@ -214,8 +277,8 @@ def start(d: Path, name: str) -> dict:
     if _alive(p["pid"]):
         raise RuntimeError(f"{name} (pid {p['pid']}) is still running")
     (d / name / "stdout").unlink(missing_ok=True)
-    proc = _spawn(p["args"], d / name)
-    _wait_ready(d / name, proc)
+    proc = spawn(p["args"], d / name, name, place)
+    wait_ready(d / name, proc)
     p["pid"] = proc.pid
     (d / "cluster.json").write_text(json.dumps(state, indent=1))
     return p
@@ -265,7 +328,7 @@ def status(d: Path) -> dict:
                 if "replPort" not in p or not _alive(p["pid"]):  # brokers only
                     continue
                 try:
-                    info = await a.broker_status(f"127.0.0.1:{p['port']}")
+                    info = await a.broker_status(f"{p.get('host', '127.0.0.1')}:{p['port']}")
                     out[p["name"]] = info
                 except Exception as e:  # noqa: BLE001 - report, don't fail the status
                     out[p["name"]] = {"error": str(e)}

@@ -11,6 +11,9 @@ Nodes are given with a role: `broker` (optionally `broker:GROUP`), `controller`,
 corrupt, disk-full) a broker; partitions and client cuts the servers other than name
 servers. A target of `pick: master` in a window's params means: whichever of `targets`
 (one group's brokers) is the master when the fault starts, as the runner finds it.
+`combined` kills a group's master together with what elects masters: the controller
+leader (`also: controller-leader`, among the targets' controllers) or the control node
+(`also: control`), both restarted when the window ends.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-FAMILIES = ("kill", "pause", "partition", "slow", "lost-writes", "corrupt", "disk-full")
+FAMILIES = ("kill", "pause", "partition", "slow", "lost-writes", "corrupt", "disk-full",
+            "combined")
 SHAPES = ("isolate", "split", "bridge", "ring", "clients")
 ROLES = ("broker", "controller", "controlnode", "namesrv")
 STORE_FAULTS = ("lost-writes", "corrupt", "disk-full")
@@ -138,6 +142,8 @@ class _Chooser:
         if shape == "ring" and len(self.servers) < 4:
             raise ValueError(f"a majorities ring needs at least 4 servers, "
                              f"got {len(self.servers)}")
+        if fam == "combined" and not self._coordinators():
+            raise ValueError("combined needs a controller or a control node among the nodes")
         if shape == "bridge" and len(self.servers) < 3:
             raise ValueError(f"a bridge needs at least 3 servers, got {len(self.servers)}")
 
@@ -161,7 +167,32 @@ class _Chooser:
                 "seed": rnd.getrandbits(31)}
         if fam == "disk-full":
             return (rnd.choice(self.brokers),), {}
+        if fam == "combined":
+            node = rnd.choice(self.brokers)
+            group = tuple(n for n in self.brokers if self.group[n] == self.group[node])
+            coord = self._coordinators()
+            also = "controller-leader" if self.role[coord[0]] == "controller" else coord[0]
+            return tuple(coord) + group, {"signal": "KILL", "restart": True, "pick": "master",
+                                          "also": also}
         return self._partition(shape)
+
+    def _coordinators(self) -> list[str]:
+        """The controllers, else the control node(s): what a combined fault hits."""
+        ctl = [n for n in self.every if self.role[n] == "controller"]
+        return ctl or [n for n in self.every if self.role[n] == "controlnode"]
+
+    def _one_group(self, shape: str, servers: list[str]) -> list[str]:
+        """With several broker groups, a split, bridge or ring among one group's brokers and
+        the coordinators (what that group's replication sees): one over every server cuts
+        mostly pairs from different groups, which never talk. Every server when one group's
+        are too few for the shape."""
+        groups = sorted({g for n in self.brokers if (g := self.group[n])})
+        if len(groups) < 2:
+            return servers
+        g = self.rnd.choice(groups)
+        pool = sorted([n for n in self.brokers if self.group[n] == g] + self._coordinators())
+        least = {"split": 2, "bridge": 3, "ring": 4}[shape]
+        return pool if len(pool) >= least else servers
 
     def _one_or_master(self, pool: list[str], params: dict) -> tuple[tuple[str, ...], dict]:
         node = self.rnd.choice(pool)
@@ -176,6 +207,8 @@ class _Chooser:
             fits = [s for s in SHAPES if not (s == "ring" and len(servers) < 4)
                     and not (s == "bridge" and len(servers) < 3)]
             shape = rnd.choice(fits)
+        if shape in ("split", "bridge", "ring"):
+            servers = self._one_group(shape, servers)
         rnd.shuffle(servers)
         if shape == "isolate":
             return (servers[0],), {"shape": shape}

@@ -9,7 +9,8 @@ import logging
 import os
 import re
 import socket
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..remoting import (
@@ -47,6 +48,13 @@ class TopicRoute:
     queue_datas: list[dict]
     broker_datas: list[dict]
     _write_queues: list[MessageQueue] | None = None
+    fetched: float = field(default_factory=time.monotonic)  # when the name server said so
+
+    def masterless(self) -> list[str]:
+        """Groups with writable queues but no master in this route (mid-failover when it
+        was fetched): their queues are left out of `write_queues`."""
+        return [qd["brokerName"] for qd in self.queue_datas
+                if qd["perm"] & PERM_WRITE and not self.broker_addr(qd["brokerName"])]
 
     def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
         for bd in self.broker_datas:

@@ -61,6 +61,7 @@ _RETRY_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE
 _REROUTE_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
                   ResponseCode.NO_PERMISSION}
 REROUTE_PAUSE_S = 0.1
+MASTERLESS_REFRESH_S = 1.0  # how often a route missing a group's master is fetched again
 COALESCE_MAX_BODY = 64 * 1024  # larger messages are sent alone
 COALESCE_MAX_BYTES = 1 << 20  # a held batch is sent once its bodies reach this size
 
@@ -183,7 +184,14 @@ class Producer:
 
     # ---- routing --------------------------------------------------------------------
     async def queues(self, topic: str) -> list[MessageQueue]:
-        route = self.instance.routes.get(topic) or await self.instance.route(topic)
+        route = self.instance.routes.get(topic)
+        if route is not None and route.masterless() and \
+                time.monotonic() - route.fetched > MASTERLESS_REFRESH_S:
+            # a group had no master when the route was fetched (a failover under way): ask
+            # again for its new master now, not at the 30 s refresh, or its queues stay
+            # unused that long (found by the chaos runner: 22 s after a master was replaced)
+            route = await self.instance.route(topic, refresh=True)
+        route = route or await self.instance.route(topic)
         queues = route.write_queues() if route is not None else None
         if not queues:
             template = await self.instance.route(AUTO_CREATE_TOPIC, refresh=True)

@@ -60,22 +60,37 @@ def test_partition_shapes_fit_the_cut_functions():
     shapes = {w.params["shape"] for w in ws}
     assert shapes == {"isolate", "split", "bridge", "ring", "clients"}
     servers = [n for n, r in NODES.items() if r != "namesrv"]
+    # with several groups: one group's brokers and the controller, the servers that group's
+    # replication sees (a cut between two groups' brokers changes nothing)
+    one_group = [sorted(n for n, r in NODES.items() if r in (f"broker:{g}", "controller"))
+                 for g in ("g0", "g1")]
     for w in ws:
         p = w.params
         if p["shape"] == "split":
             small, big = p["groups"]
-            assert len(small) < len(big) and sorted(small + big) == sorted(servers)
+            assert len(small) < len(big) and sorted(small + big) in one_group
             assert cuts.partition(p["groups"])
         elif p["shape"] == "bridge":
             assert cuts.bridge(p["left"], p["right"], p["middle"])
-            assert sorted(p["left"] + p["right"] + [p["middle"]]) == sorted(servers)
+            assert sorted(p["left"] + p["right"] + [p["middle"]]) in one_group
         elif p["shape"] == "ring":
-            assert sorted(p["ring"]) == sorted(servers) and cuts.majorities_ring(p["ring"])
+            assert sorted(p["ring"]) in one_group and cuts.majorities_ring(p["ring"])
         elif p["shape"] in ("isolate", "clients"):
             assert w.targets and set(w.targets) <= set(servers)
     only_ring = plan(5, ["partition:ring"], NODES, duration=100, interval=5)
     assert {w.params["shape"] for w in only_ring} == {"ring"}
     assert all(w.label == "partition:ring" for w in only_ring)
+
+
+def test_with_one_group_or_too_few_in_a_group_a_partition_spans_every_server():
+    one = {f"b{i}": "broker:g0" for i in range(4)} | {"ns0": "namesrv"}
+    for w in plan(1, ["partition:ring", "partition:split"], one, duration=200, interval=5):
+        nodes = w.params.get("ring") or sum(w.params["groups"], [])
+        assert sorted(nodes) == ["b0", "b1", "b2", "b3"]
+    small = {"a0": "broker:a", "a1": "broker:a", "b0": "broker:b", "b1": "broker:b",
+             "control": "controlnode"}
+    for w in plan(2, ["partition:ring"], small, duration=200, interval=5):
+        assert sorted(w.params["ring"]) == sorted(small)  # 3 per group: too few for a ring
 
 
 def test_slow_links_have_seeded_netem_knobs():

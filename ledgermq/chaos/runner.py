@@ -1,0 +1,214 @@
+"""`ledgermq chaos`: one run against one mode on test hosts. Lays the cluster out (every
+process on its own host), runs the workload from the root side, applies the seeded fault
+windows, heals, waits a quiet period, drains, checks, and writes `history.jsonl`,
+`results.json` and `timeline.png` to the output directory.
+
+A run replays from its seed: the same mode, faults, duration, interval and seed give the same
+windows (what `pick: master` resolves to depends on the cluster at that moment)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import cluster
+from . import layout
+from .checker import check
+from .faults import Injector, check_supported
+from .history import HistoryWriter, load
+from .netns import TestNet, available
+from .schedule import parse_faults, plan
+from .workload import Settings, Workload, create_topic
+
+# What each mode's configuration (as `cluster up` writes it) promises an acknowledged send.
+PROMISES = {
+    "dledger": (True, "SEND_OK once a majority of the Raft group has the entry: no loss "
+                "while a majority survives"),
+    "sync": (True, "SYNC_MASTER: SEND_OK once the slave has it; the master keeps its log "
+             "across a kill (no automatic failover in classic HA)"),
+    "async": (False, "ASYNC_MASTER promises nothing on failover: SEND_OK is the master's "
+              "alone, a slave may lag; lost is reported, not held against it"),
+    "checkpoint": (True, "SEND_OK once on the master's disk and a slave's (consistent "
+                   "checkpoint, PENDING resolved by the control node)"),
+    "controller": (True, "SEND_OK once every in-sync replica has it; the controller elects "
+                   "only from the in-sync set"),
+}
+COORDINATED = {"controller", "checkpoint"}  # modes where `combined` has something to hit
+
+
+def default_faults(mode: str) -> str:
+    return "kill,pause,partition,slow" + (",combined" if mode in COORDINATED else "")
+
+
+class Unavailable(RuntimeError):
+    """This machine cannot run test hosts (not root, no namespaces): the reason."""
+
+
+@dataclass
+class Options:
+    mode: str
+    faults: str
+    duration: float
+    seed: int
+    out: Path
+    groups: int = 2
+    namesrvs: int = 2
+    replicas: int | None = None  # dledger 3, the others 2
+    interval: float = 20.0  # a window lasts half of it to all of it
+    quiet: float | None = None  # the gap after a window (default: interval)
+    final_quiet: float | None = None
+    rate: float = 50.0
+
+
+def run(o: Options, log=print) -> dict:
+    """One run; the results (also in o.out/results.json). Raises Unavailable, NotSupported
+    or ValueError before starting anything when the run cannot be made."""
+    why = available()
+    if why:
+        raise Unavailable(why)
+    if o.mode not in PROMISES:
+        raise ValueError(f"unknown mode {o.mode!r} (known: {', '.join(PROMISES)})")
+    faults = parse_faults(o.faults)
+    check_supported(faults)
+    replicas = o.replicas or (3 if o.mode == "dledger" else 2)
+    controllers = 3 if o.mode == "controller" else 1
+    nodes = layout.hosts(o.mode, replicas, groups=o.groups, namesrvs=o.namesrvs,
+                         controllers=controllers)
+    windows = plan(o.seed, faults, nodes, o.duration, o.interval, quiet=o.quiet,
+                   final_quiet=o.final_quiet)
+    o.out.mkdir(parents=True, exist_ok=True)
+    hist_path = o.out / "history.jsonl"
+    hist_path.unlink(missing_ok=True)
+    evidence: list[dict] = []
+    with TestNet(list(nodes)) as net:
+        place = layout.placement(net)
+        state = layout.up_on(net, o.mode, replicas, o.out / "cluster", groups=o.groups,
+                             namesrvs=o.namesrvs, controllers=controllers)
+        log(f"{o.mode}: {len(state['processes'])} processes on test hosts, "
+            f"name servers {state['namesrv']}")
+        _wait_healthy(o.out / "cluster", 90)
+        with HistoryWriter(hist_path) as h:
+            h.meta(mode=o.mode, seed=o.seed, faults=faults, duration=o.duration,
+                   groups=o.groups, namesrvs=o.namesrvs, replicas=replicas,
+                   schedule=[w.to_json() for w in windows])
+            evidence = _drive(o, net, place, state, h, windows, log)
+    return _results(o, faults, windows, evidence, hist_path, replicas)
+
+
+def _drive(o: Options, net: TestNet, place, state: dict, h: HistoryWriter, windows,
+           log) -> list[dict]:
+    """The workload on its own event-loop thread; the windows applied from here, on time."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="chaos-workload", daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(create_topic(state["namesrv"], 4), loop).result(90)
+        w = Workload(Settings(state["namesrv"], rate=o.rate), h)
+        ready = threading.Event()
+
+        async def start():
+            started = asyncio.Event()
+            task = asyncio.ensure_future(w.run(started))
+            await started.wait()
+            ready.set()
+            return task
+        task = asyncio.run_coroutine_threadsafe(start(), loop).result(90)
+        t0 = time.monotonic()
+        inj, out = Injector(net, o.out / "cluster", place), []
+        for win in windows:
+            _sleep_until(t0 + win.start)
+            a = inj.apply(win)
+            n = h.fault_start(win.label, a.nodes)
+            log(f"  {time.monotonic() - t0:6.1f}s {win.label} on {','.join(a.nodes)} "
+                f"{a.evidence}")
+            _sleep_until(t0 + win.end)
+            after = a.undo()
+            h.fault_end(n)
+            out.append({"window": win.to_json(), "nodes": a.nodes, **a.evidence, **after})
+        _sleep_until(t0 + o.duration)
+        healthy = _wait_healthy(o.out / "cluster", 60, fail=False)
+        w.stop()
+        asyncio.run_coroutine_threadsafe(asyncio.wait_for(task, 60), loop).result(90)
+        drained = asyncio.run_coroutine_threadsafe(w.drain(180), loop).result(240)
+        log(f"  healthy before the drain: {healthy}; drained: {drained}; sent {w.sent}")
+        return out
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def _sleep_until(t: float) -> None:
+    """The schedule's clock: wait until monotonic time `t` (nothing to synchronize with)."""
+    threading.Event().wait(max(0.0, t - time.monotonic()))
+
+
+def _wait_healthy(d: Path, timeout: float, fail: bool = True) -> bool:
+    end, line = time.monotonic() + timeout, ""
+    while time.monotonic() < end:
+        try:
+            ok, line = cluster.health(cluster.status(d))
+        except Exception as e:  # noqa: BLE001 - not up yet
+            ok, line = False, str(e)
+        if ok:
+            return True
+        threading.Event().wait(0.5)
+    if fail:
+        raise RuntimeError(f"the cluster did not become healthy within {timeout:.0f} s: {line}")
+    return False
+
+
+def _group_recovery(h, start: float, groups: set[str]) -> float | None:
+    """Seconds from `start` to the first acknowledgement, from one of `groups`, of a send
+    invoked after it: how long the groups a fault hit took to take writes again (the
+    checker's recovery counts any group's, and another group keeps writing)."""
+    done = [a.completed for a in h.attempts.values() if a.outcome == "ok"
+            and a.broker in groups and a.invoked >= start and a.completed is not None]
+    return round(min(done) - start, 3) if done else None
+
+
+def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: int) -> dict:
+    h = load(hist_path)
+    c = check(h)
+    group_of = {p["name"]: p.get("group") for p in json.loads(
+        (o.out / "cluster" / "cluster.json").read_text())["processes"]}
+    promised, promise = PROMISES[o.mode]
+    broken = []
+    if not c["drained"]:
+        broken.append("the drain did not finish: lost cannot be told")
+    if c["unexpected"]["count"]:
+        broken.append(f"{c['unexpected']['count']} unexpected (read, never sent)")
+    if promised and c["lost"]["count"]:
+        broken.append(f"{c['lost']['count']} lost (acknowledged, never read)")
+    per_window: list[dict] = []
+    for cw, ev in zip(c["windows"], evidence):
+        hit = {group_of[n] for n in ev["nodes"] if group_of.get(n)}
+        if not hit:  # a name server, controller or control node alone: every group
+            hit |= {g for g in group_of.values() if g}
+        per_window.append({**cw, "groups_hit": sorted(hit),
+                           "group_recovery_s": _group_recovery(h, cw["start"], hit),
+                           "applied": {k: v for k, v in ev.items() if k != "nodes"}})
+    res = {
+        "mode": o.mode, "seed": o.seed, "faults": faults, "duration": o.duration,
+        "interval": o.interval, "groups": o.groups, "namesrvs": o.namesrvs,
+        "replicas": replicas, "rate": o.rate,
+        "promise": {"no_loss": promised, "what": promise},
+        "promise_kept": not broken, "broken": broken,
+        "lost": c["lost"]["count"], "unexpected": c["unexpected"]["count"],
+        "duplicates": c["duplicates"]["count"],
+        "indeterminate": c["indeterminate"]["count"],
+        "failed_but_read": c["failed_but_read"]["count"],
+        "max_recovery_s": max((w["group_recovery_s"] or 0 for w in per_window), default=None),
+        "windows": per_window,
+        "check": {k: v for k, v in c.items() if k != "windows"},
+    }
+    (o.out / "results.json").write_text(json.dumps(res, indent=1))
+    try:
+        from .timeline import render
+        render(h, o.out / "timeline.png")
+    except ImportError as e:  # matplotlib is the `chaos` extra
+        res["timeline"] = f"not drawn: {e}"
+        (o.out / "results.json").write_text(json.dumps(res, indent=1))
+    return res
