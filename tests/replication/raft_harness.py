@@ -9,6 +9,7 @@ from ledgermq.replication.raft import Complete, Push, RaftConfig, RaftNode, Role
 CFG = RaftConfig(election_timeout_ms=100, heartbeat_ms=20, max_push_timeout_ms=50,
                  quorum_ack_timeout_ms=500)
 TICK_MS = 10
+MAX_MESSAGES_PER_TICK = 100_000  # more is a livelock: nodes answering each other forever
 
 
 class Harness:
@@ -42,7 +43,11 @@ class Harness:
             for n in self.nodes.values():
                 if n.id not in self.cut:
                     self.apply(n.tick(self.now))
+            delivered = 0
             while self.queue:
+                delivered += 1
+                assert delivered <= MAX_MESSAGES_PER_TICK, \
+                    f"livelock at {self.now} ms: {list(self.queue)[-4:]}"
                 m = self.queue.popleft()
                 self.apply(self.nodes[m.dst].step(m, self.now))
             if until is not None and until():

@@ -99,9 +99,9 @@ class FollowerLog:
         self.pending_appends[m.index] = (m, now)  # a gap: wait for the missing push
 
     def _apply_append(self, m: Push, out: list[Action]) -> None:
-        """Append a push that starts at or before our end + 1: entries we hold must be the
-        leader's (else INCONSISTENT_STATE, or a conflicting uncommitted tail is replaced);
-        an entry at index - 1 of another term means our logs diverge before the push."""
+        """Append a push that starts at or before our end + 1: a conflicting tail is
+        replaced by the leader's entries (committed ones too, see below); an entry at
+        index - 1 of another term means our logs diverge before the push."""
         last = m.index + len(m.entries) - 1
         prev = self.entry(m.index - 1)
         if m.index - 1 >= self.begin and (prev is None or prev.term != m.prev_term):
@@ -115,9 +115,14 @@ class FollowerLog:
             if mine is None:
                 new.append(e)
             elif mine != e:
-                if e.index <= self.commit:  # never rewrite what we committed
+                if e.index <= self.commit and last < self.commit:
+                    # replacing it would leave our log short of our commit: wait for a
+                    # push that reaches it
                     self._respond(m, Code.INCONSISTENT_STATE, out, last)
                     return
+                # A committed entry of ours differs only if our disk damaged it unseen
+                # (a message's body CRC does not cover its topic and properties): the
+                # leader of our term holds every committed entry, so its copy is right.
                 out.append(TruncateAfter(e.index - 1))
                 self.log.truncate_after(e.index - 1)
                 new.append(e)
