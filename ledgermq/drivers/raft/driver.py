@@ -145,6 +145,10 @@ class RaftDriver:
                 self.log.write_entries(a.entries)
                 dirty = True
             elif isinstance(a, TruncateAfter):
+                if a.index < self.raft.commit:
+                    log.warning("raft %s replaces committed entries after %d: they differ "
+                                "from the leader's (damaged on this disk)", self.self_id,
+                                a.index)
                 self.log.cut_after(a.index)
             elif isinstance(a, ResetLog):
                 self.log.write_reset(a.entry)
