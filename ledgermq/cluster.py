@@ -160,7 +160,7 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
     if namesrvs < 1:
         raise ValueError(f"--namesrvs must be at least 1, not {namesrvs}")
     d.mkdir(parents=True, exist_ok=True)
-    if (d / "cluster.json").exists() and any(_alive(p["pid"]) for p in
+    if (d / "cluster.json").exists() and any(pid_alive(p["pid"]) for p in
                                              json.loads((d / "cluster.json").read_text())["processes"]):
         raise RuntimeError(f"a cluster is already running in {d}; `ledgermq cluster down` first")
     started: list[subprocess.Popen] = []
@@ -272,9 +272,9 @@ def start(d: Path, name: str, place: Placement = LOCAL) -> dict:
     state = _state(d)
     p = _process(state, d, name)
     deadline = time.monotonic() + 5  # a process just killed may take a moment to go
-    while _alive(p["pid"]) and time.monotonic() < deadline:
+    while pid_alive(p["pid"]) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _alive(p["pid"]):
+    if pid_alive(p["pid"]):
         raise RuntimeError(f"{name} (pid {p['pid']}) is still running")
     (d / name / "stdout").unlink(missing_ok=True)
     proc = spawn(p["args"], d / name, name, place)
@@ -293,7 +293,8 @@ def stop(d: Path, name: str, sig: int = signal.SIGTERM) -> bool:
     return _stop([p], sig) == [name]
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Is `pid` a running process (a reaped child of ours or anyone's zombie is not)?"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -325,7 +326,7 @@ def status(d: Path) -> dict:
         out = {}
         async with Admin(state["namesrv"]) as a:
             for p in state["processes"]:
-                if "replPort" not in p or not _alive(p["pid"]):  # brokers only
+                if "replPort" not in p or not pid_alive(p["pid"]):  # brokers only
                     continue
                 try:
                     info = await a.broker_status(f"{p.get('host', '127.0.0.1')}:{p['port']}")
@@ -335,7 +336,7 @@ def status(d: Path) -> dict:
         return out
     infos = asyncio.run(roles())
     for p in state["processes"]:
-        p["alive"] = _alive(p["pid"])
+        p["alive"] = pid_alive(p["pid"])
         info = infos.get(p["name"], {})
         if "brokerRole" in info:
             p["role"] = info["brokerRole"]
@@ -441,13 +442,13 @@ def _ours(p: dict) -> bool:
 
 def _stop(procs: list[dict], sig: int) -> list[str]:
     """Signal each live process of ours, wait for it (SIGKILL after 15 s); their names."""
-    mine = [p for p in procs if _alive(p["pid"]) and _ours(p)]
+    mine = [p for p in procs if pid_alive(p["pid"]) and _ours(p)]
     for p in mine:
         os.kill(p["pid"], sig)
     deadline = time.monotonic() + 15
     for p in mine:
-        while _alive(p["pid"]) and time.monotonic() < deadline:
+        while pid_alive(p["pid"]) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if _alive(p["pid"]):
+        if pid_alive(p["pid"]):
             os.kill(p["pid"], signal.SIGKILL)
     return [p["name"] for p in mine]

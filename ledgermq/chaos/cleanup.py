@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Protocol
 
-from .iproute import ip, kill_all_in, links, namespaces, pid_alive
+from ..cluster import pid_alive
+from .iproute import ip, kill_all_in, links, namespaces
 
 PREFIX = "lmq"
 _TAG = re.compile(rf"^({PREFIX}([0-9a-f]+)-[0-9a-f]+)-")  # (tag, creator pid)

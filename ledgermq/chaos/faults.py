@@ -149,10 +149,10 @@ class Injector:
         for pid in pids.values():
             os.kill(pid, signal.SIGKILL)
         end = time.monotonic() + 10
-        while any(cluster._alive(p) for p in pids.values()) and time.monotonic() < end:
+        while any(cluster.pid_alive(p) for p in pids.values()) and time.monotonic() < end:
             time.sleep(0.05)
         a.evidence.update(killed=pids, dead=[n for n, p in pids.items()
-                                             if not cluster._alive(p)])
+                                             if not cluster.pid_alive(p)])
 
         def restart() -> dict:
             out, errors = {}, {}

@@ -66,13 +66,3 @@ def kill_all_in(netns: str) -> list[int]:
         except ProcessLookupError:
             pass
     return pids
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -68,7 +68,7 @@ def test_down_leaves_a_reused_pid_alone(tmp_path):
 
 def test_a_zombie_counts_as_down():
     """A process that exited but whose parent has not reaped it yet is not running."""
-    from ledgermq.cluster import _alive
+    from ledgermq.cluster import pid_alive
     parent = subprocess.Popen([sys.executable, "-c", (
         "import os, sys, time\n"
         "pid = os.fork()\n"
@@ -76,7 +76,7 @@ def test_a_zombie_counts_as_down():
         "print(pid, flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
     try:
         child = int(parent.stdout.readline())
-        wait_until(lambda: not _alive(child), "the unreaped child seen as down", timeout=5)
+        wait_until(lambda: not pid_alive(child), "the unreaped child seen as down", timeout=5)
         assert parent.poll() is None  # its parent is still there, not reaping it
     finally:
         parent.kill()
