@@ -134,3 +134,47 @@ def fill(path: Path, leave: int = 0) -> Path:
 def unfill(path: Path) -> None:
     """Give back the space fill() took."""
     (Path(path) / ".disk-filler").unlink(missing_ok=True)
+
+
+@dataclass
+class Damage:
+    """What damage_flushed did: `length` bytes at log offset `offset` zeroed or flipped."""
+
+    offset: int
+    length: int
+    how: str  # "zero" or "flip"
+    flushed: int
+
+
+def damage_flushed(store_dir: Path, flushed_offset: int, length: int, how: str,
+                   rng: random.Random, *, within: int = 16 << 20,
+                   log_dir: Path | None = None) -> Damage | None:
+    """Zero or flip `length` bytes of what the commit log fsynced, at a random place in its
+    last `within` flushed bytes (a bad sector, a firmware bug: the data was durable and is
+    now wrong). Flipping XORs every byte with a random non-zero value, so each one really
+    changes. Fewer bytes when fewer are flushed; None when none are. Run it on a node that
+    is not running."""
+    log_dir = Path(log_dir) if log_dir is not None else commitlog_dir(store_dir)
+    segs = _segments(log_dir)
+    low = int(segs[0].name) if segs else 0
+    first = max(low, flushed_offset - within)
+    length = min(length, flushed_offset - first)
+    if length <= 0:
+        return None
+    at = rng.randint(first, flushed_offset - length)
+    pos, left = at, length
+    for seg in segs:  # the range may cross into the next segment
+        start, size = int(seg.name), seg.stat().st_size
+        if left == 0 or start + size <= pos:
+            continue
+        n = min(left, start + size - pos)
+        with open(seg, "r+b") as f:
+            f.seek(pos - start)
+            old = f.read(n)
+            new = bytes(n) if how == "zero" else \
+                bytes(b ^ rng.randrange(1, 256) for b in old)
+            f.seek(pos - start)
+            f.write(new)
+            os.fsync(f.fileno())
+        pos, left = pos + n, left - n
+    return Damage(at, length, how, flushed_offset)

@@ -1,14 +1,12 @@
 """Applying a schedule's fault windows to a cluster on test hosts, and undoing them: kill -9
 (restarted when the window ends), SIGSTOP / SIGCONT, partitions and client cuts, slow links,
-and the combined kill of a master with the controller leader or the control node.
+the combined kill of a master with the controller leader or the control node, and the
+store faults of `store_faults` (lost unsynced writes, corrupt flushed bytes, a full disk).
 
 Each window records evidence that the fault really took: the pids killed and the new ones,
 the stopped state read back from /proc, a connection across a cut that did not get through,
 the connect time through a slowed link. A harness that silently failed to apply a fault
-would show it there.
-
-The store faults (lost-writes, corrupt, disk-full) are hooks in `STORE_HOOKS`, filled by
-the store-side work; until a family has one, asking for it is a clear error."""
+would show it there."""
 from __future__ import annotations
 
 import asyncio
@@ -23,32 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import cluster
+from . import store_faults
 from .netns import TestNet
-from .schedule import STORE_FAULTS, Window
+from .schedule import Window
 
-# family -> hook(injector, window) -> evidence; the hook undoes itself via `Applied.undo`
-STORE_HOOKS: dict[str, Callable[[Injector, Window], Applied]] = {}
 PROBE_S = 2.0  # a connection across a cut is given this long to get through (it must not)
 MASTER_WAIT_S = 15.0  # how long to look for a group's master when a fault starts
 
 
 class NotSupported(RuntimeError):
     """A fault family the runner cannot apply yet."""
-
-
-def unsupported(faults: list[str]) -> list[str]:
-    """The families asked for that have no way to be applied yet."""
-    return [f for f in faults if f.partition(":")[0] in STORE_FAULTS
-            and f.partition(":")[0] not in STORE_HOOKS]
-
-
-def check_supported(faults: list[str]) -> None:
-    missing = unsupported(faults)
-    if missing:
-        raise NotSupported(f"fault {', '.join(missing)} is not yet supported by the runner: "
-                           "the store-side part (cutting a log back to its last fsync, "
-                           "corrupting flushed bytes, a full disk) is still being added; "
-                           "leave it out of --faults")
 
 
 @dataclass
@@ -126,14 +108,12 @@ class Injector:
 
     # -- applying -----------------------------------------------------------------------
     def apply(self, w: Window) -> Applied:
-        if w.fault in STORE_FAULTS:
-            if w.fault not in STORE_HOOKS:
-                check_supported([w.fault])
-            return STORE_HOOKS[w.fault](self, w)
         nodes, note = self._pick(w)
         a = Applied(w, nodes, dict(note))
-        if w.fault in ("kill", "combined"):
-            self._kill(a)
+        if w.fault in store_faults.APPLY:
+            store_faults.APPLY[w.fault](self, a)
+        elif w.fault in ("kill", "combined"):
+            self.kill(a)
         elif w.fault == "pause":
             self._pause(a)
         elif w.fault == "partition":
@@ -144,7 +124,8 @@ class Injector:
             raise NotSupported(f"fault {w.fault} has no way to be applied")
         return a
 
-    def _kill(self, a: Applied) -> None:
+    def kill(self, a: Applied) -> None:
+        """kill -9 every node of `a`; undone by restarting them."""
         pids = {n: self._proc(n)["pid"] for n in a.nodes}
         for pid in pids.values():
             os.kill(pid, signal.SIGKILL)

@@ -17,10 +17,11 @@ from pathlib import Path
 from .. import cluster
 from . import layout
 from .checker import check
-from .faults import Injector, check_supported
+from .faults import Injector
 from .history import HistoryWriter, load
 from .netns import TestNet, available
 from .schedule import parse_faults, plan
+from .store_faults import small_disks
 from .workload import Settings, Workload, create_topic
 
 # What each mode's configuration (as `cluster up` writes it) promises an acknowledged send.
@@ -72,7 +73,6 @@ def run(o: Options, log=print) -> dict:
     if o.mode not in PROMISES:
         raise ValueError(f"unknown mode {o.mode!r} (known: {', '.join(PROMISES)})")
     faults = parse_faults(o.faults)
-    check_supported(faults)
     replicas = o.replicas or (3 if o.mode == "dledger" else 2)
     controllers = 3 if o.mode == "controller" else 1
     nodes = layout.hosts(o.mode, replicas, groups=o.groups, namesrvs=o.namesrvs,
@@ -83,7 +83,9 @@ def run(o: Options, log=print) -> dict:
     hist_path = o.out / "history.jsonl"
     hist_path.unlink(missing_ok=True)
     evidence: list[dict] = []
-    with TestNet(list(nodes)) as net:
+    brokers = [n for n, role in nodes.items() if role.startswith("broker")]
+    disks = brokers if any(f.startswith("disk-full") for f in faults) else []
+    with small_disks(o.out / "cluster", disks), TestNet(list(nodes)) as net:
         place = layout.placement(net)
         state = layout.up_on(net, o.mode, replicas, o.out / "cluster", groups=o.groups,
                              namesrvs=o.namesrvs, controllers=controllers)

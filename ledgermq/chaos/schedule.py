@@ -159,8 +159,8 @@ class _Chooser:
                 "delay_ms": delay, "jitter_ms": rnd.randrange(0, delay // 2 + 1),
                 "loss_pct": rnd.choice([0, 0, 1, 5, 20]),
                 "reorder_pct": rnd.choice([0, 0, 5, 25]), "seed": rnd.getrandbits(31)}
-        if fam == "lost-writes":
-            return (rnd.choice(self.brokers),), {}
+        if fam == "lost-writes":  # the master's unsynced tail is the one acks may rest on
+            return self._one_or_master(self.brokers, {"seed": rnd.getrandbits(31)})
         if fam == "corrupt":
             return (rnd.choice(self.brokers),), {
                 "how": rnd.choice(["zero", "flip"]), "bytes": rnd.choice([4096, 262144]),

@@ -19,8 +19,9 @@ MODES = ["dledger", "sync", "async", "checkpoint", "controller"]
               help="Brokers per group (default: 3 for dledger, 2 for the others).")
 @click.option("--faults", default=None,
               help="Fault families, comma-separated: kill, pause, partition[:isolate|split|"
-              "bridge|ring|clients], slow, combined (controller leader or control node + "
-              "master). Default: kill,pause,partition,slow (+combined where it applies).")
+              "bridge|ring|clients], slow, lost-writes (kill -9, then the unsynced tail cut), "
+              "corrupt (kill -9, flushed bytes zeroed or flipped), disk-full (the broker's "
+              "small disk filled), combined (controller leader or control node + master). Default: kill,pause,partition,slow (+combined where it applies).")
 @click.option("--duration", default=120.0, show_default=True, help="Seconds of workload.")
 @click.option("--interval", default=20.0, show_default=True,
               help="Longest fault window, s (each lasts half of it to all of it).")
