@@ -34,10 +34,17 @@ spark-cluster: install
 CHAOS_DURATION ?= 600
 CHAOS_SEED ?= 1
 CHAOS_MODES ?= dledger sync async checkpoint controller
-chaos: install
+CPP_CLIENT := .cache/rocketmq-0.4.4
+$(CPP_CLIENT)/.ready:
+	python3 -m venv --clear $(CPP_CLIENT)
+	$(CPP_CLIENT)/bin/python -m pip install -q rocketmq==0.4.4
+	touch $@
+
+chaos: install $(CPP_CLIENT)/.ready
 	@status=0; for m in $(CHAOS_MODES); do \
 	  $(VENV)/bin/ledgermq chaos --mode $$m --duration $(CHAOS_DURATION) \
-	    --seed $(CHAOS_SEED) --out chaos-results/$$m; rc=$$?; \
+	    --seed $(CHAOS_SEED) --cpp-client $(CPP_CLIENT)/bin/python \
+	    --out chaos-results/$$m; rc=$$?; \
 	  if [ $$rc -eq 3 ]; then exit 0; fi; \
 	  if [ $$rc -ne 0 ]; then status=1; fi; \
 	done; exit $$status

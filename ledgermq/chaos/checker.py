@@ -1,6 +1,9 @@
 """The queue-model check of a history, as Jepsen's total-queue checker makes it:
 
-- lost: acknowledged (`ok`) but never read by any reader when the final drain ended;
+- lost: acknowledged (`ok`) but not read by the final drain, which reads every queue from
+  its first message: the log no longer has it. Jepsen's queue checker counts only messages
+  never read by anyone; a message a consumer read and a damaged disk then destroyed would
+  pass that, so those are lost here too, and counted apart (`read_before`);
 - unexpected: read but never attempted;
 - failed but read: a send the client was told definitely failed, read all the same;
 - duplicates: read more than once by one reader (redelivery; two readers each reading a
@@ -31,7 +34,7 @@ def check(h: History, *, duplicates_allowed: bool = True) -> dict:
     failed = {m for m, a in h.attempts.items() if a.outcome == "fail"}
     info = {m for m, a in h.attempts.items() if a.outcome == "info"}
     read = {r.id for r in h.reads}
-    lost = ok - read
+    lost = lost_ids(h)
     unexpected = read - h.attempts.keys()
     failed_read = failed & read
     dups = _duplicates(h, duplicates_allowed)
@@ -43,7 +46,7 @@ def check(h: History, *, duplicates_allowed: bool = True) -> dict:
                      "info": len(info)},
         "reads": {"total": len(h.reads), "distinct": len(read),
                   "readers": dict(Counter(r.reader for r in h.reads))},
-        "lost": _ids(lost),
+        "lost": {**_ids(lost), "read_before": len(lost & read)},
         "unexpected": _ids(unexpected),
         "failed_but_read": _ids(failed_read),
         "duplicates": dups,
@@ -56,6 +59,19 @@ def check(h: History, *, duplicates_allowed: bool = True) -> dict:
     }
     problems = _problems(res, duplicates_allowed)
     return {"valid": not problems, "problems": problems, **res}
+
+
+def lost_ids(h: History) -> set[str]:
+    """Every acknowledged message the final drain did not read."""
+    return {m for m, a in h.attempts.items() if a.outcome == "ok"} - _drained_ids(h)
+
+
+def _drained_ids(h: History) -> set[str]:
+    """What the final drain read (every read from its start on: the workload has stopped
+    its other readers by then); without a drain, every read."""
+    if h.drain is None or h.drain[0] is None:
+        return {r.id for r in h.reads}
+    return {r.id for r in h.reads if r.at >= h.drain[0]}
 
 
 def _ids(s: set) -> dict:
@@ -73,7 +89,7 @@ def _problems(r: dict, duplicates_allowed: bool) -> list[str]:
             ids = r[name]["ids"][:10]
             more = " ..." if r[name]["count"] > len(ids) else ""
             out.append(f"{r[name]['count']} {what}: {', '.join(ids)}{more}")
-    listed("lost", "lost (acknowledged, never read)")
+    listed("lost", "lost (acknowledged, not in the log at the end)")
     listed("unexpected", "unexpected (read, never sent)")
     listed("failed_but_read", "sends that failed were read anyway")
     d = r["duplicates"]

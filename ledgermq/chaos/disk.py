@@ -152,13 +152,13 @@ def damage_flushed(store_dir: Path, flushed_offset: int, length: int, how: str,
     """Zero or flip `length` bytes of what the commit log fsynced, at a random place in its
     last `within` flushed bytes (a bad sector, a firmware bug: the data was durable and is
     now wrong). Flipping XORs every byte with a random non-zero value, so each one really
-    changes. Fewer bytes when fewer are flushed; None when none are. Run it on a node that
-    is not running."""
+    changes. At most half of the flushed bytes in reach (damage, not a lost disk); None when
+    there are none. Run it on a node that is not running."""
     log_dir = Path(log_dir) if log_dir is not None else commitlog_dir(store_dir)
     segs = _segments(log_dir)
     low = int(segs[0].name) if segs else 0
     first = max(low, flushed_offset - within)
-    length = min(length, flushed_offset - first)
+    length = min(length, (flushed_offset - first) // 2)
     if length <= 0:
         return None
     at = rng.randint(first, flushed_offset - length)

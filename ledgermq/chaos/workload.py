@@ -1,5 +1,6 @@
-"""The chaos workload, on ledgermq's own client from the root side: producers sending unique
-keyed messages at a fixed rate, a push consumer group and a pull reader reading throughout,
+"""The chaos workload, from the root side: producers sending unique keyed messages at a
+fixed rate (ledgermq's client and, given a Python that has it, RocketMQ's C++ client:
+`cpp_producer.py`), a push consumer group and a pull reader reading throughout,
 and after the last heal a drain that reads every queue to its end with a fresh reader.
 Every attempt, completion and read goes to the history.
 
@@ -7,14 +8,19 @@ A send is one request (no client retries, the queue chosen here in turns), so it
 says what became of that one message: SEND_OK = ok; a refusal the broker answers before
 writing (not the master, no permission, busy, no topic) = fail; anything else (timeout,
 lost connection, FLUSH_*_TIMEOUT, SLAVE_NOT_AVAILABLE, a PENDING the control node could not
-settle, SYSTEM_ERROR) = info: it may or may not be in the log."""
+settle, SYSTEM_ERROR) = info: it may or may not be in the log. The C++ client retries
+inside a send, so its failures are all info."""
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
+import os
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..client.admin import Admin
 from ..client.instance import MQClientError
@@ -23,7 +29,7 @@ from ..client.producer import Producer
 from ..client.pull import PullConsumer, PullStatus
 from ..client.push import ConsumeStatus, PushConsumer
 from ..remoting import RemotingError, ResponseCode
-from ..wire.message import PROPERTY_UNIQ_KEY
+from ..wire.message import PROPERTY_KEYS, PROPERTY_UNIQ_KEY
 from .history import HistoryWriter
 
 log = logging.getLogger(__name__)
@@ -44,6 +50,8 @@ class Settings:
     send_timeout: float = 3.0
     max_in_flight: int = 400  # per producer: a stalled broker cannot pile up sends forever
     queues: int = 4  # per broker group
+    cpp_python: str | None = None  # a Python with PyPI rocketmq==0.4.4: a C++ producer too
+    cpp_share: float = 0.25  # of `rate`, when it runs
 
 
 async def create_topic(namesrv: str, queues: int, deadline_s: float = 60) -> list[str]:
@@ -61,7 +69,8 @@ async def create_topic(namesrv: str, queues: int, deadline_s: float = 60) -> lis
 
 
 def _id(m: MessageExt) -> str | None:
-    return m.properties.get(PROPERTY_UNIQ_KEY)
+    """A workload message's id: its key (the C++ client sets its own UNIQ_KEY)."""
+    return m.properties.get(PROPERTY_KEYS) or None
 
 
 class Workload:
@@ -89,15 +98,19 @@ class Workload:
             ready.set()
         try:
             await asyncio.gather(*(self._produce(k, p) for k, p in enumerate(producers)),
-                                 self._pull_reader())
+                                 self._pull_reader(),
+                                 *([self._cpp_produce()] if self.s.cpp_python else []))
         finally:
             for p in producers:
                 await p.shutdown()
             await push.shutdown()
 
     # -- sending ------------------------------------------------------------------------
+    def _own_rate(self) -> float:
+        return self.s.rate * (1 - self.s.cpp_share) if self.s.cpp_python else self.s.rate
+
     async def _produce(self, k: int, p: Producer) -> None:
-        period = self.s.producers / self.s.rate
+        period = self.s.producers / self._own_rate()
         turn = itertools.count()
         in_flight: set[asyncio.Task] = set()
         nxt = time.monotonic()
@@ -136,6 +149,40 @@ class Workload:
         outcome = "ok" if r.status is SendStatus.SEND_OK else "info"
         self.h.complete(mid, outcome, status=r.status.value, broker=r.queue.broker_name,
                         queue=r.queue.queue_id, offset=r.queue_offset)
+
+    async def _cpp_produce(self) -> None:
+        """RocketMQ's C++ client in its own process; its event lines go to the history."""
+        script = Path(__file__).with_name("cpp_producer.py")
+        with tempfile.TemporaryDirectory(prefix="chaos-cpp-") as home:  # its logs go there
+            proc = await asyncio.create_subprocess_exec(
+                self.s.cpp_python, str(script), self.s.namesrv, TOPIC,
+                str(self.s.rate * self.s.cpp_share), "cpp", stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, env={**os.environ, "HOME": home})
+            lines = asyncio.ensure_future(self._cpp_events(proc.stdout))
+            await self._stop.wait()
+            proc.stdin.close()  # it finishes the sends in flight and exits
+            try:
+                await asyncio.wait_for(proc.wait(), self.s.send_timeout * 4)
+            except TimeoutError:
+                log.warning("the C++ producer did not stop; killed")
+                proc.kill()
+                await proc.wait()
+            await lines
+
+    async def _cpp_events(self, out: asyncio.StreamReader) -> None:
+        while line := await out.readline():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # the client library's own chatter
+            if "i" in rec:
+                self.h.invoke(rec["i"], topic=TOPIC, key=rec["i"])
+                self.sent += 1
+            elif "c" in rec:  # SendStatus 0: SEND_OK
+                self.h.complete(rec["c"], "ok" if rec["status"] == 0 else "info",
+                                status=f"cpp:{rec['status']}", offset=rec["offset"])
+            elif "e" in rec:
+                self.h.complete(rec["e"], "info", error=rec["error"])
 
     # -- reading ------------------------------------------------------------------------
     def _on_push(self, msgs: list[MessageExt]) -> ConsumeStatus:

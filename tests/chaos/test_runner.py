@@ -11,7 +11,10 @@ import json
 import pytest
 
 from ledgermq.chaos import available
+from ledgermq.chaos.history import load
 from ledgermq.chaos.runner import Options, run
+
+from ..compat.venv import cpp_client_python
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 
@@ -50,11 +53,14 @@ def _applied(w: dict) -> None:
     assert w["group_recovery_s"] is not None, w  # the hit groups took writes again
 
 
-def _short(tmp_path, mode: str, faults: str, seed: int, duration: float = 28) -> dict:
+def _short(tmp_path, mode: str, faults: str, seed: int, duration: float = 28,
+           cpp: bool = False) -> dict:
     # 4 s warm-up, windows of at most 6 s, gaps of at most 6 s, 4 s final quiet: two fit
     # in 28 s, three in 40
     res = run(Options(mode, faults, duration=duration, seed=seed, out=tmp_path, interval=6,
-                      quiet=4, final_quiet=4, rate=40), log=lambda line: None)
+                      quiet=4, final_quiet=4, rate=40,
+                      cpp_python=str(cpp_client_python()) if cpp else None),
+              log=lambda line: None)
     assert (tmp_path / "history.jsonl").stat().st_size and (tmp_path / "timeline.png").exists()
     assert json.loads((tmp_path / "results.json").read_text())["lost"] == res["lost"]
     assert res["check"]["drained"], res["broken"]
@@ -66,18 +72,23 @@ def _short(tmp_path, mode: str, faults: str, seed: int, duration: float = 28) ->
     assert families == set(faults.split(",")), res["windows"]
     for w in res["windows"]:
         _applied(w)
+    if cpp:  # RocketMQ's C++ client sent a share, acknowledged and read like the rest
+        h = load(tmp_path / "history.jsonl")
+        ok = {k for k, a in h.attempts.items() if k.startswith("cpp-") and a.outcome == "ok"}
+        assert len(ok) > 100 and ok <= {r.id for r in h.reads}, len(ok)
     return res
 
 
-@pytest.mark.parametrize("mode, faults, seed", [
-    ("dledger", "kill,partition", 3),
-    ("controller", "combined,pause", 1),
-    ("sync", "slow,kill", 2),
-    pytest.param("checkpoint", "combined,partition", 4, marks=pytest.mark.slow),
-    pytest.param("async", "pause,partition", 5, marks=pytest.mark.slow),
+@pytest.mark.parametrize("mode, faults, seed, cpp", [
+    ("dledger", "kill,partition", 3, True),
+    ("controller", "combined,pause", 1, False),
+    ("sync", "slow,kill", 2, False),
+    pytest.param("checkpoint", "combined,partition", 4, False, marks=pytest.mark.slow),
+    pytest.param("async", "pause,partition", 5, False, marks=pytest.mark.slow),
 ])
-def test_a_short_run_keeps_the_promise_and_applies_every_fault(tmp_path, mode, faults, seed):
-    _short(tmp_path, mode, faults, seed)
+def test_a_short_run_keeps_the_promise_and_applies_every_fault(tmp_path, mode, faults, seed,
+                                                               cpp):
+    _short(tmp_path, mode, faults, seed, cpp=cpp)
 
 
 def test_store_faults_a_minority_node_loses_nothing(tmp_path):

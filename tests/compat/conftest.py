@@ -1,26 +1,19 @@
-"""A separate venv with RocketMQ's C++ client (PyPI rocketmq==0.4.4), made once and reused."""
+"""Fixtures running RocketMQ's C++ client (PyPI rocketmq==0.4.4) from its own venv."""
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-VENV = Path(os.environ.get("LEDGERMQ_COMPAT_VENV",
-                           Path(__file__).resolve().parents[2] / ".cache" / "rocketmq-0.4.4"))
+from .venv import cpp_client_python
+
 WORKER = Path(__file__).with_name("cpp_client_worker.py")
 
 
 @pytest.fixture(scope="session")
 def cpp_python() -> Path:
-    py = VENV / "bin" / "python"
-    marker = VENV / ".ready"
-    if not marker.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "rocketmq==0.4.4"], check=True)
-        marker.touch()
-    return py
+    return cpp_client_python()
 
 
 @pytest.fixture
