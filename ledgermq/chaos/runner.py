@@ -185,10 +185,12 @@ def _excused(h, evidence: list[dict], group_of: dict, outside: dict) -> set[str]
     by a group before such a fault hit one of its brokers."""
     hits = [(ev["window"]["fault"], group_of.get(n), f.start)  # the history's clock
             for f, ev in zip(h.faults, evidence) for n in ev["nodes"]]
-    out = set()
+    read_in = {r.id: r.broker for r in h.reads if r.broker}  # the C++ producer's sends
+    out = set()                                                # do not say where they went
     for m in lost_ids(h):
         a = h.attempts[m]
-        if any(fam in outside and g == a.broker and a.completed < start
+        group = a.broker or read_in.get(m)
+        if any(fam in outside and g == group and a.completed < start
                for fam, g, start in hits):
             out.add(m)
     return out

@@ -11,6 +11,11 @@ def test_only_acks_before_an_uncovered_fault_on_their_own_group_are_excused():
                             ("early-b", "broker-b", 1.0)]:
         h.invoke(m, topic="T", at=acked - 0.5)
         h.complete(m, "ok", broker=group, at=acked)
+    h.invoke("cpp-read", topic="T", at=0.5)  # no group in its answer: the read says where
+    h.complete("cpp-read", "ok", at=1.0)
+    h.read("cpp-read", topic="T", reader="push", broker="broker-a", at=2.0)
+    h.invoke("cpp-unread", topic="T", at=0.5)  # never read: where it went is unknown
+    h.complete("cpp-unread", "ok", at=1.0)
     h.fault_start("corrupt", ["a-n0"], at=5.0)
     h.fault_end(0, at=8.0)
     h.drain_start(at=10.0)
@@ -18,5 +23,5 @@ def test_only_acks_before_an_uncovered_fault_on_their_own_group_are_excused():
     evidence = [{"window": {"fault": "corrupt", "start": 5.0}, "nodes": ["a-n0"]}]
     groups = {"a-n0": "broker-a", "b-n0": "broker-b"}
     outside = PROMISES["sync"][2]
-    assert _excused(h, evidence, groups, outside) == {"early-a"}
+    assert _excused(h, evidence, groups, outside) == {"early-a", "cpp-read"}
     assert _excused(h, evidence, groups, PROMISES["dledger"][2]) == set()
