@@ -2,11 +2,12 @@
 __version__ = "0.1.0"
 
 from .client import (  # noqa: E402
-    ConsumeStatus, Message, MessageExt, MessageQueue, MQClientError, Producer, PullConsumer,
-    PullResult, PullStatus, PushConsumer, SendResult, SendStatus, SyncProducer,
-    SyncPullConsumer, SyncPushConsumer,
+    ConsumeStatus, LocalTransactionState, Message, MessageExt, MessageQueue, MQClientError,
+    Producer, PullConsumer, PullResult, PullStatus, PushConsumer, SendResult, SendStatus,
+    SyncProducer, SyncPullConsumer, SyncPushConsumer, TransactionProducer,
 )
 
 __all__ = ["ConsumeStatus", "Message", "MessageExt", "MessageQueue", "MQClientError",
            "Producer", "PullConsumer", "PullResult", "PullStatus", "PushConsumer",
-           "SendResult", "SendStatus", "SyncProducer", "SyncPullConsumer", "SyncPushConsumer"]
+           "SendResult", "SendStatus", "SyncProducer", "SyncPullConsumer", "SyncPushConsumer",
+           "LocalTransactionState", "TransactionProducer"]

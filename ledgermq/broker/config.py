@@ -67,6 +67,11 @@ class BrokerConfig:
     messageDelayLevel: str = field(default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m "
                                            "30m 1h 2h", metadata=check(_delay_levels))
     maxReconsumeTimes: int = field(default=16, metadata=check(non_negative))
+    # transactions: a half message undecided this long (ms) is checked back with its
+    # producer group, every transactionCheckInterval ms, at most transactionCheckMax times
+    transactionTimeOut: int = field(default=6000, metadata=check(positive))
+    transactionCheckInterval: int = field(default=60_000, metadata=check(positive))
+    transactionCheckMax: int = field(default=15, metadata=check(positive))
     flushConsumerOffsetInterval: int = field(default=5000, metadata=check(positive))
     maxFrameSize: int = field(default=16 << 20, metadata=check(positive))
     clientChannelMaxIdleTimeSeconds: float = field(default=120.0, metadata=check(positive))

@@ -19,6 +19,10 @@ log = logging.getLogger(__name__)
 
 AUTO_CREATE_TOPIC = "TBW102"  # the template topic of auto-creation
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+# transactions: half messages, the decisions on them, and those never decided
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 
 
 def write_json_atomically(path: Path, doc) -> None:
@@ -63,6 +67,8 @@ class TopicTable:
                 AUTO_CREATE_TOPIC, default_queue_nums, default_queue_nums,
                 PERM_READ | PERM_WRITE | 0x1))
         self.topics.setdefault(SCHEDULE_TOPIC, TopicConfig(SCHEDULE_TOPIC, 18, 18))
+        for name in (TRANS_HALF_TOPIC, TRANS_OP_TOPIC, TRANS_CHECK_MAX_TOPIC):
+            self.topics.setdefault(name, TopicConfig(name, 1, 1))
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)

@@ -211,10 +211,11 @@ class Producer:
 
     # ---- single sends ---------------------------------------------------------------
     def _request(self, code: int, msg_topic: str, queue: MessageQueue, props: str,
-                 body, flag: int, batch: bool) -> RemotingCommand:
+                 body, flag: int, batch: bool, sys_flag: int = 0) -> RemotingCommand:
         return RemotingCommand(code, ext={
             "a": self.group, "b": msg_topic, "c": AUTO_CREATE_TOPIC,
-            "d": str(self.default_topic_queue_nums), "e": str(queue.queue_id), "f": "0",
+            "d": str(self.default_topic_queue_nums), "e": str(queue.queue_id),
+            "f": str(sys_flag),
             "g": str(int(time.time() * 1000)), "h": str(flag), "i": props, "j": "0",
             "k": "false", "m": str(batch).lower()}, body=body)
 

@@ -5,9 +5,10 @@ from .consumer_manage import ConsumerManageProcessor
 from .pull import PullProcessor
 from .query import QueryProcessor
 from .send import SendProcessor
+from .transaction import TransactionProcessor
 
 PROCESSORS = (SendProcessor, PullProcessor, ConsumerManageProcessor, QueryProcessor,
-              AdminProcessor)
+              AdminProcessor, TransactionProcessor)
 
 __all__ = ["PROCESSORS", "AdminProcessor", "ConsumerManageProcessor", "PullProcessor",
-           "QueryProcessor", "SendProcessor"]
+           "QueryProcessor", "SendProcessor", "TransactionProcessor"]

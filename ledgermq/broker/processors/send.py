@@ -12,14 +12,16 @@ from ...store import PutResult, PutStatus, StoreError
 from ...store.mapped_file import DISK_FULL_ERRNOS
 from ...store.store import check_topic
 from ...wire.message import (
-    PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, MessageFormatError, pack_host,
+    PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, SYSFLAG_TRANSACTION_MASK,
+    SYSFLAG_TRANSACTION_PREPARED, MessageFormatError, pack_host,
 )
 from ..modes import Later, Pending
 from ..send_parsing import (
     BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header, props_from_header,
     split_batch_body, tags_of, to_schedule, wants_dedup, with_properties,
 )
-from ..state import SCHEDULE_TOPIC
+from ..state import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from ..transactions import to_half
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -108,6 +110,17 @@ class SendProcessor:
                 else self.config.maxReconsumeTimes
             if h.reconsume_times >= max_times:
                 topic, qid = self.topics.dlq(topic[len(RETRY_PREFIX):])
+        sys_flag = h.sys_flag
+        if sys_flag & SYSFLAG_TRANSACTION_MASK == SYSFLAG_TRANSACTION_PREPARED:
+            if len(batch.bodies) != 1:
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
+                                    "a batch cannot be a transactional (half) message")
+            # invisible until END_TRANSACTION commits it to its real topic and queue
+            batch.props = [to_half(bytes(batch.props[0]), topic, qid)]
+            topic, qid = TRANS_HALF_TOPIC, 0
+            sys_flag &= ~SYSFLAG_TRANSACTION_MASK
+            return self.put(cmd, conn, topic, qid, batch, sys_flag, h.born_timestamp,
+                            h.reconsume_times)
         level = delay_level_of(bytes(batch.props[0])) if len(batch.bodies) == 1 else 0
         if level > 0:
             batch.props = [to_schedule(bytes(batch.props[0]), topic, qid)]
