@@ -118,6 +118,11 @@ class HAPortMode(StandaloneMode):
         ha.appended()
         return result, ha
 
+    def write_internal(self, encoded: EncodedBatch) -> PutResult:
+        """The broker's own writes (due delayed messages, transaction decisions) go to the
+        slaves like a send's: appended alone, they would wait for the next client write."""
+        return self.append_and_push(encoded)[0]
+
     def not_master(self, role: str) -> str:
         return (f"broker {self.host.address} is not the master of {self.config.brokerName} "
                 f"now ({role}): not writable")
