@@ -23,6 +23,7 @@ from .schedule import ScheduleService
 from .send_parsing import BadRequest
 from .state import ConsumerOffsets, TopicTable
 from .topics import Topics
+from .timer import TimerService
 from .transactions import Transactions
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class Broker:
                                         active=lambda: self.mode.is_writable)
         self.consumers = ConsumerManager(config.clientChannelMaxIdleTimeSeconds)
         self.transactions = Transactions(self)
+        self.timer = TimerService(self)
         self.server = RemotingServer(self.handle, config.bindAddress, config.listenPort,
                                      max_frame=config.maxFrameSize,
                                      idle_timeout=config.clientChannelMaxIdleTimeSeconds)
@@ -95,7 +97,7 @@ class Broker:
         await self.mode.start()
         await self.namesrv.register()  # routes exist once start() returns
         loops = [self.namesrv.register_loop(), self.namesrv.sync_loop(), self._housekeeping(),
-                 self.schedule.run(), self.transactions.run()]
+                 self.schedule.run(), self.transactions.run(), self.timer.run()]
         self._tasks = [asyncio.create_task(t) for t in loops]
         log.info("broker %s (%s, %s mode) listening on %s", self.config.brokerName,
                  self.config.brokerRole.value, self.mode.name, self.address)

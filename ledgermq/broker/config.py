@@ -72,6 +72,8 @@ class BrokerConfig:
     transactionTimeOut: int = field(default=6000, metadata=check(positive))
     transactionCheckInterval: int = field(default=60_000, metadata=check(positive))
     transactionCheckMax: int = field(default=15, metadata=check(positive))
+    # timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS): the longest delay
+    timerMaxDelaySec: int = field(default=3 * 24 * 3600, metadata=check(positive))
     flushConsumerOffsetInterval: int = field(default=5000, metadata=check(positive))
     maxFrameSize: int = field(default=16 << 20, metadata=check(positive))
     clientChannelMaxIdleTimeSeconds: float = field(default=120.0, metadata=check(positive))

@@ -39,6 +39,7 @@ class Message:
     properties: dict[str, str] = field(default_factory=dict)
     delay_level: int = 0
     flag: int = 0
+    deliver_time_ms: int = 0  # a timer message: delivered at this time (epoch ms)
 
     def all_properties(self) -> dict[str, str]:
         props = dict(self.properties)
@@ -48,6 +49,8 @@ class Message:
             props[PROPERTY_KEYS] = self.keys if isinstance(self.keys, str) else " ".join(self.keys)
         if self.delay_level > 0:
             props[PROPERTY_DELAY_TIME_LEVEL] = str(self.delay_level)
+        if self.deliver_time_ms:
+            props["TIMER_DELIVER_MS"] = str(self.deliver_time_ms)  # RocketMQ 5's property
         return props
 
 

@@ -68,14 +68,15 @@ COALESCE_MAX_BYTES = 1 << 20  # a held batch is sent once its bodies reach this 
 
 def _coalescible(msg: Message) -> bool:
     """Whether a message may share a SEND_BATCH_MESSAGE request with others: batches
-    cannot carry delayed messages, the broker reads a batch's dedup flag from its first
+    cannot carry delayed or timer messages, the broker reads a batch's dedup flag from its first
     message, and a large body would make its neighbours wait. (Also the checks of
     Producer._check: a message that fails them is sent alone.)"""
     body, topic, props = msg.body, msg.topic, msg.properties
     return (type(body) is bytes and len(body) <= COALESCE_MAX_BODY and not msg.delay_level
-            and topic and topic[0] != "%"
+            and not msg.deliver_time_ms and topic and topic[0] != "%"
             and (not props or (PROPERTY_DELAY_TIME_LEVEL not in props
-                               and PROPERTY_DEDUP not in props)))
+                               and PROPERTY_DEDUP not in props
+                               and not any(k.startswith("TIMER_") for k in props))))
 
 
 class _Held:

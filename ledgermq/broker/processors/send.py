@@ -4,6 +4,7 @@ once the mode's acknowledgement holds (RocketMQ's SendMessageProcessor)."""
 from __future__ import annotations
 
 import random
+import time
 from typing import TYPE_CHECKING
 
 from ...remoting import Connection, RemotingCommand, ReplyWhen, RequestCode, ResponseCode
@@ -13,14 +14,15 @@ from ...store.mapped_file import DISK_FULL_ERRNOS
 from ...store.store import check_topic
 from ...wire.message import (
     PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, SYSFLAG_TRANSACTION_MASK,
-    SYSFLAG_TRANSACTION_PREPARED, MessageFormatError, pack_host,
+    SYSFLAG_TRANSACTION_PREPARED, MessageFormatError, decode_properties, pack_host,
 )
 from ..modes import Later, Pending
 from ..send_parsing import (
     BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header, props_from_header,
     split_batch_body, tags_of, to_schedule, wants_dedup, with_properties,
 )
-from ..state import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from ..state import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
+from ..timer import deliver_time, to_timer
 from ..transactions import to_half
 
 if TYPE_CHECKING:
@@ -121,6 +123,21 @@ class SendProcessor:
             sys_flag &= ~SYSFLAG_TRANSACTION_MASK
             return self.put(cmd, conn, topic, qid, batch, sys_flag, h.born_timestamp,
                             h.reconsume_times)
+        if len(batch.bodies) == 1 and b"TIMER_" in bytes(batch.props[0]):  # cheap test first
+            props = decode_properties(bytes(batch.props[0]))
+            now = int(time.time() * 1000)
+            try:
+                at = deliver_time(props, now)
+            except ValueError as e:
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+            if at is not None and at - now > self.config.timerMaxDelaySec * 1000:
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL, (
+                    f"timer message due in {(at - now) / 1000:.0f} s: the most is "
+                    f"timerMaxDelaySec={self.config.timerMaxDelaySec} s"))
+            if at is not None and at > now:  # waits in the timer topic until due
+                batch.props = [to_timer(props, topic, qid, at)]
+                return self.put(cmd, conn, TIMER_TOPIC, 0, batch, sys_flag, h.born_timestamp,
+                                h.reconsume_times)
         level = delay_level_of(bytes(batch.props[0])) if len(batch.bodies) == 1 else 0
         if level > 0:
             batch.props = [to_schedule(bytes(batch.props[0]), topic, qid)]

@@ -1,0 +1,56 @@
+"""The timer wheel with a clock the test drives: every timer comes out once, never before its
+time and at most one slot (10 ms) after, whether it was added near or far ahead; the low
+mark never passes a pending timer."""
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledgermq.broker.timer import CHUNK, SLOT_MS, TimerWheel, deliver_time
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 20_000), max_size=300), st.integers(1, 400))
+def test_every_timer_once_never_early_at_most_a_slot_late(times, step):
+    w = TimerWheel()
+    now, out = 0, {}
+    pending = list(enumerate(times))
+    random.Random(len(times)).shuffle(pending)
+    for qoff, at in pending[:len(pending) // 2]:  # some added up front ...
+        w.add(at, qoff)
+    later, next_add = pending[len(pending) // 2:], 0
+    while now <= 21_000 or later:
+        while later and now >= next_add:  # ... the rest while time runs
+            qoff, at = later.pop()
+            w.add(max(at, now), qoff)
+            times[qoff] = max(at, now)
+            next_add += 50
+        for qoff in w.due(now):
+            assert qoff not in out
+            out[qoff] = now
+            w.done(qoff)
+        now += step
+    assert sorted(out) == list(range(len(times)))
+    for qoff, at in enumerate(times):
+        assert at <= out[qoff] < at + SLOT_MS + step, (qoff, at, out[qoff])
+    assert len(w) == 0 and w.counts == {}
+
+
+def test_the_low_mark_stays_below_every_pending_timer():
+    w = TimerWheel()
+    for qoff in range(3 * CHUNK):
+        w.add(1000 + qoff, qoff)
+    assert w.low_mark(3 * CHUNK) == 0
+    for qoff in w.due(1000 + CHUNK + 5):
+        w.done(qoff)
+    assert w.low_mark(3 * CHUNK) == CHUNK  # offset CHUNK + 6 on are pending
+    for qoff in w.due(10 ** 9):
+        w.done(qoff)
+    assert w.low_mark(3 * CHUNK) == 3 * CHUNK
+
+
+def test_the_three_timer_properties():
+    assert deliver_time({"TIMER_DELIVER_MS": "5000"}, 1000) == 5000
+    assert deliver_time({"TIMER_DELAY_SEC": "3"}, 1000) == 4000
+    assert deliver_time({"TIMER_DELAY_MS": "250"}, 1000) == 1250
+    assert deliver_time({"KEYS": "k"}, 1000) is None
