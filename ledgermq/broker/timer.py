@@ -228,6 +228,7 @@ class TimerService:
             return True
         if uniq and self._delivered_before(topic, uniq):
             return True
+        self.broker.topics.for_delivery(topic, qid)
         raw = encode_properties(props)
         result = self.broker.mode.write_internal(self.store.encode(
             topic, qid, [msg.body], raw, tags_of(raw), flag=msg.flag, sys_flag=msg.sys_flag,

@@ -49,6 +49,21 @@ class Topics:
         n = max(1, min(queue_nums or template.writeQueueNums, template.writeQueueNums))
         return self.create(TopicConfig(topic, n, n))
 
+    def for_delivery(self, topic: str, queue_id: int) -> TopicConfig:
+        """The topic a broker's own delivery writes to (a due timer or delayed message, a
+        committed transaction). Its config may exist only on a master that died after the
+        message was parked (a new master knows topics only from its log): made here, and
+        grown, so that every queue the log or this delivery uses is served."""
+        tc = self.table.get(topic)
+        if tc is not None and queue_id < min(tc.writeQueueNums, tc.readQueueNums):
+            return tc
+        n = max([queue_id] + self.store.queue_ids(topic)) + 1
+        if tc is not None:
+            n = max(n, tc.writeQueueNums, tc.readQueueNums)
+            return self.create(TopicConfig(topic, n, n, tc.perm, tc.topicFilterType,
+                                           tc.topicSysFlag, tc.order))
+        return self.create(TopicConfig(topic, n, n))
+
     def for_pull(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic) or self.replicated(topic)
 

@@ -100,6 +100,7 @@ class Transactions:
         real_qid = int(props.pop(PROPERTY_REAL_QUEUE_ID, "0"))
         qid = real_qid if qid is None else qid
         props.pop(PROPERTY_TRANSACTION_CHECK_TIMES, None)
+        self.broker.topics.for_delivery(topic, qid)
         raw = encode_properties(props)
         self._write(self.store.encode(
             topic, qid, [msg.body], raw, tags_of(raw), flag=msg.flag,
