@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test sim-long spark-cluster chaos bench clean
+.PHONY: install run test sim-long spark-cluster chaos bench bench-timer clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -51,6 +51,10 @@ chaos: install $(CPP_CLIENT)/.ready
 
 bench: install
 	$(PY) bench/store_bench.py
+
+# timer messages: bytes per pending timer (1,000,000 pending), delivery lateness under load
+bench-timer: install
+	$(PY) bench/timer_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

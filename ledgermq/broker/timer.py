@@ -49,6 +49,7 @@ PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
 SLOT_MS = 10
 NEAR_MS = 2000  # timers due within this long sit in slots
 TICK_S = 0.005
+TICK_MAX = 500  # deliveries per tick: a backlog (after a failover) must not stall the loop
 CHUNK = 4096  # pending counts per this many queue offsets give the low mark
 LOAD_BATCH = 1024
 
@@ -117,14 +118,20 @@ class TimerWheel:
             heapq.heappush(self.slots, s)
         bucket.append(queue_offset)
 
-    def due(self, now_ms: int) -> list[int]:
-        """Queue offsets of every timer due by `now_ms` (taken out of the wheel)."""
+    def due(self, now_ms: int, limit: int = 1 << 62) -> list[int]:
+        """Queue offsets of the timers due by `now_ms`, at most `limit` (taken out of the
+        wheel; the rest stay for the next call)."""
         if now_ms + NEAR_MS // 2 >= self.near_until:
             self._advance(now_ms + NEAR_MS)
         out: list[int] = []
         last = now_ms // SLOT_MS
-        while self.slots and self.slots[0] <= last:
-            out += self.near.pop(heapq.heappop(self.slots))
+        while self.slots and self.slots[0] <= last and len(out) < limit:
+            bucket = self.near[self.slots[0]]
+            take = limit - len(out)
+            out += bucket[:take]
+            del bucket[:take]
+            if not bucket:
+                del self.near[heapq.heappop(self.slots)]
         return out
 
     def _advance(self, until: int) -> None:
@@ -167,7 +174,7 @@ class TimerService:
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(TICK_S)
+            await asyncio.sleep(TICK_S)  # also lets requests in between busy ticks
             if not self.broker.mode.is_writable:
                 self.wheel = None
                 continue
@@ -183,7 +190,7 @@ class TimerService:
             self.loaded_to = self.broker.offsets.query(TIMER_TOPIC, TIMER_GROUP, 0) or 0
         self._load()
         now = self.now_ms()
-        due = self.wheel.due(now)
+        due = self.wheel.due(now, TICK_MAX)
         sent = 0
         for i, qoff in enumerate(due):
             if not self._deliver(qoff, now):
@@ -200,7 +207,7 @@ class TimerService:
 
     def _load(self) -> None:
         store = self.store
-        end = store.max_offset_in_queue(TIMER_TOPIC, 0)
+        end = min(store.max_offset_in_queue(TIMER_TOPIC, 0), self.loaded_to + 4 * LOAD_BATCH)
         at = max(self.loaded_to, store.min_offset_in_queue(TIMER_TOPIC, 0))
         while at < end:
             got = store.get_messages(TIMER_TOPIC, 0, at, max_count=LOAD_BATCH)

@@ -54,3 +54,14 @@ def test_the_three_timer_properties():
     assert deliver_time({"TIMER_DELAY_SEC": "3"}, 1000) == 4000
     assert deliver_time({"TIMER_DELAY_MS": "250"}, 1000) == 1250
     assert deliver_time({"KEYS": "k"}, 1000) is None
+
+
+def test_a_backlog_comes_out_in_limited_rounds_in_time_order():
+    w = TimerWheel()
+    for qoff in range(1000):
+        w.add(qoff, qoff)  # all due by 1000
+    rounds = []
+    while batch := w.due(2000, limit=300):
+        rounds.append(batch)
+    assert [len(r) for r in rounds] == [300, 300, 300, 100]
+    assert sum(rounds, []) == list(range(1000))
