@@ -2,7 +2,8 @@
 __version__ = "0.1.0"
 
 from .client import (  # noqa: E402
-    ConsumeStatus, LocalTransactionState, Message, MessageExt, MessageQueue, MQClientError,
+    ConsumeStatus, LocalTransactionState, Message, MessageExt, MessageQueue, MessageSelector,
+    MQClientError,
     Producer, PullConsumer, PullResult, PullStatus, PushConsumer, SendResult, SendStatus,
     SyncProducer, SyncPullConsumer, SyncPushConsumer, TransactionProducer,
 )
@@ -10,4 +11,4 @@ from .client import (  # noqa: E402
 __all__ = ["ConsumeStatus", "Message", "MessageExt", "MessageQueue", "MQClientError",
            "Producer", "PullConsumer", "PullResult", "PullStatus", "PushConsumer",
            "SendResult", "SendStatus", "SyncProducer", "SyncPullConsumer", "SyncPushConsumer",
-           "LocalTransactionState", "TransactionProducer"]
+           "LocalTransactionState", "MessageSelector", "TransactionProducer"]

@@ -21,6 +21,8 @@ FORBIDDEN = {  # package -> packages it must not import
     "store": {"broker", "client", "drivers", "remoting"},
     "sim": {"broker", "drivers", "store", "remoting"},
     "chaos": {"broker", "store", "drivers", "replication"},
+    # the SQL92 filter: a pure function of an expression and properties
+    "filter": {"broker", "store", "client", "drivers", "remoting", "replication", "cli"},
 }
 # the sans-IO cores: no sockets, clocks, threads, files, event loops
 IO_MODULES = {"socket", "asyncio", "threading", "time", "os", "mmap", "selectors", "subprocess"}

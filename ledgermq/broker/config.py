@@ -69,6 +69,8 @@ class BrokerConfig:
     maxReconsumeTimes: int = field(default=16, metadata=check(non_negative))
     # transactions: a half message undecided this long (ms) is checked back with its
     # producer group, every transactionCheckInterval ms, at most transactionCheckMax times
+    # SQL92 subscriptions (MessageSelector.bySql), evaluated on the broker
+    enablePropertyFilter: bool = False
     transactionTimeOut: int = field(default=6000, metadata=check(positive))
     transactionCheckInterval: int = field(default=60_000, metadata=check(positive))
     transactionCheckMax: int = field(default=15, metadata=check(positive))

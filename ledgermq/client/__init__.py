@@ -2,6 +2,7 @@
 from .consumer import ConsumeStatus, PullConsumer, PullResult, PullStatus, PushConsumer
 from .instance import MQClientError
 from .message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from .pull import MessageSelector
 from .producer import Producer, select_by_hash
 from .sync import SyncProducer, SyncPullConsumer, SyncPushConsumer
 from .transaction import LocalTransactionState, TransactionProducer
@@ -9,4 +10,4 @@ from .transaction import LocalTransactionState, TransactionProducer
 __all__ = ["ConsumeStatus", "PullConsumer", "PullResult", "PullStatus", "PushConsumer",
            "MQClientError", "Message", "MessageExt", "MessageQueue", "SendResult",
            "SendStatus", "Producer", "select_by_hash", "SyncProducer", "SyncPullConsumer",
-           "SyncPushConsumer", "LocalTransactionState", "TransactionProducer"]
+           "SyncPushConsumer", "LocalTransactionState", "TransactionProducer", "MessageSelector"]

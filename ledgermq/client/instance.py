@@ -200,17 +200,22 @@ class ClientInstance:
             (a for r in self.routes.values() if (a := r.read_addr(broker_name))), None)
 
     async def heartbeat(self, producers: list[str], consumers: list[dict]) -> bool:
-        """Tell every known broker about this client; False if one did not hear it."""
+        """Tell every known broker about this client; False if one did not hear it.
+        MQClientError when a broker refuses a subscription (SUBSCRIPTION_PARSE_FAILED)."""
         body = json.dumps({"clientID": self.client_id,
                            "producerDataSet": [{"groupName": g} for g in producers],
                            "consumerDataSet": consumers}).encode()
         ok = True
         for addr in self.broker_addrs():
             try:
-                await self.broker_request(addr, RemotingCommand(RequestCode.HEART_BEAT, body=body))
+                resp = await self.broker_request(addr, RemotingCommand(RequestCode.HEART_BEAT,
+                                                                       body=body))
             except RemotingError as e:
                 ok = False
                 log.debug("heartbeat to %s failed: %s", addr, e)
+                continue
+            if resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:
+                raise MQClientError(resp.code, resp.remark)
         return ok
 
     async def close(self) -> None:

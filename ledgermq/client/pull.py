@@ -35,6 +35,28 @@ class PullResult:
     raw: bytes | None = None  # pull(raw=True): the stored messages, undecoded
 
 
+@dataclass(frozen=True)
+class MessageSelector:
+    """What a subscription selects: tags ("a || b", "*") or an SQL92 expression over the
+    message's properties, evaluated on the broker (enablePropertyFilter=true there)."""
+    type: str
+    expression: str
+
+    @classmethod
+    def by_tag(cls, expression: str = "*") -> "MessageSelector":
+        return cls("TAG", expression or "*")
+
+    @classmethod
+    def by_sql(cls, expression: str) -> "MessageSelector":
+        return cls("SQL92", expression)
+
+
+def as_selector(expression: "str | MessageSelector | None") -> MessageSelector:
+    if isinstance(expression, MessageSelector):
+        return expression
+    return MessageSelector.by_tag(expression or "*")
+
+
 def subscription_tags(expression: str) -> set[str] | None:
     """The tags a TAG expression ("a || b") selects; None for every message ("*")."""
     if not expression or expression.strip() == "*":
@@ -106,17 +128,20 @@ class ConsumerBase:
             raise MQClientError(resp.code, resp.remark)
 
     async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32,
-                   expression: str = "*", *, suspend_ms: int = 0, commit_offset: int = -1,
+                   expression: "str | MessageSelector" = "*", *, suspend_ms: int = 0,
+                   commit_offset: int = -1,
                    timeout: float | None = None, raw: bool = False) -> PullResult:
         """Messages of `mq` from `offset`; with `raw`, the stored bytes as the broker sent
         them (PullResult.raw, back to back) instead of decoded messages."""
         flags = PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_SUSPEND if suspend_ms else 0) | \
             (PULL_FLAG_COMMIT_OFFSET if commit_offset >= 0 else 0)
+        sel = as_selector(expression)
+        expression = sel.expression if sel.type == "TAG" else "*"  # tags filtered here too
         ext = {"consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id),
                "queueOffset": str(offset), "maxMsgNums": str(max_nums), "sysFlag": str(flags),
                "commitOffset": str(commit_offset), "suspendTimeoutMillis": str(suspend_ms),
-               "subscription": expression or "*", "subVersion": str(int(time.time() * 1000)),
-               "expressionType": "TAG"}
+               "subscription": sel.expression, "subVersion": str(int(time.time() * 1000)),
+               "expressionType": sel.type}
         resp = await self._queue_request(mq, RequestCode.PULL_MESSAGE, ext,
                                          timeout or (suspend_ms / 1000 + 5))
         nxt = int(resp.ext.get("nextBeginOffset", offset))

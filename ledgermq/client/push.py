@@ -22,7 +22,7 @@ from ..remoting.codes import RETRY_PREFIX
 from .instance import ClientInstance, MQClientError, periodic
 from .message import MessageExt, MessageQueue
 from .offsets import LocalOffsetStore, RemoteOffsetStore
-from .pull import ConsumerBase, PullStatus, subscription_tags
+from .pull import ConsumerBase, MessageSelector, PullStatus, as_selector, subscription_tags
 from .rebalance import AssignedQueue, QueueRebalance
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
         self.max_reconsume_times = max_reconsume_times
         self.rebalance_interval = rebalance_interval
         self.pull_suspend_ms = pull_suspend_ms
-        self.subscriptions: dict[str, str] = {}
+        self.subscriptions: dict[str, MessageSelector] = {}
         self.listener: Listener | None = None
         self.queues: dict[MessageQueue, AssignedQueue] = {}
         self._sem: asyncio.Semaphore | None = None  # made in start(), on the running loop
@@ -79,8 +79,9 @@ class PushConsumer(QueueRebalance, ConsumerBase):
     def clustering(self) -> bool:
         return self.message_model == "CLUSTERING"
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        self.subscriptions[topic] = expression or "*"
+    def subscribe(self, topic: str, expression: "str | MessageSelector" = "*") -> None:
+        """`expression`: tags ("a || b", "*") or MessageSelector.by_sql("a > 3")."""
+        self.subscriptions[topic] = as_selector(expression)
 
     def register_listener(self, listener: Listener) -> None:
         self.listener = listener
@@ -92,7 +93,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
         self._sem = asyncio.Semaphore(self._concurrency)
         self._rebalance_lock = asyncio.Lock()
         if self.clustering:
-            self.subscriptions.setdefault(RETRY_PREFIX + self.group, "*")
+            self.subscriptions.setdefault(RETRY_PREFIX + self.group, as_selector("*"))
         self.offset_store.load()
         self.running = True
         for topic in self.subscriptions:
@@ -141,9 +142,11 @@ class PushConsumer(QueueRebalance, ConsumerBase):
                             f"consumer does not serve code {cmd.code}")
 
     async def _heartbeat(self) -> None:
-        subs = [{"topic": t, "subString": e, "tagsSet": sorted(subscription_tags(e) or []),
-                 "codeSet": [], "subVersion": int(time.time() * 1000), "expressionType": "TAG",
-                 "classFilterMode": False} for t, e in self.subscriptions.items()]
+        subs = [{"topic": t, "subString": s.expression,
+                 "tagsSet": sorted(subscription_tags(s.expression) or [])
+                 if s.type == "TAG" else [], "codeSet": [],
+                 "subVersion": int(time.time() * 1000), "expressionType": s.type,
+                 "classFilterMode": False} for t, s in self.subscriptions.items()]
         self._heard = await self.instance.heartbeat([], [{
             "groupName": self.group,
             "consumeType": "CONSUME_PASSIVELY", "messageModel": self.message_model,
@@ -163,7 +166,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
     # ---- pulling and consuming -----------------------------------------------------
     async def _pull_loop(self, state: AssignedQueue) -> None:
         mq = state.mq
-        expression = self.subscriptions.get(mq.topic, "*")
+        expression = self.subscriptions.get(mq.topic) or as_selector("*")
         while self.orderly and not state.dropped and \
                 not await self._lock_request(RequestCode.LOCK_BATCH_MQ, [mq]):
             await asyncio.sleep(1)  # another consumer still holds the queue

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from ...filter.sql92 import SqlError, compile_sql
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ..registration import json_body
 
@@ -24,7 +25,7 @@ class ConsumerManageProcessor:
         return {
             RequestCode.HEART_BEAT: self.heartbeat,
             RequestCode.UNREGISTER_CLIENT: self.unregister_client,
-            RequestCode.CHECK_CLIENT_CONFIG: lambda cmd, conn: cmd.response(ResponseCode.SUCCESS),
+            RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
             RequestCode.QUERY_CONSUMER_OFFSET: self.query_offset,
@@ -33,10 +34,36 @@ class ConsumerManageProcessor:
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
         }
 
+    def _bad_subscription(self, subs: list[dict]) -> str | None:
+        """Why one of these subscriptions cannot be served, or None."""
+        for sub in subs:
+            if (sub.get("expressionType") or "TAG") != "SQL92":
+                continue
+            if not self.broker.config.enablePropertyFilter:
+                return ("The broker does not support consumer to filter message by SQL92: set "
+                        "enablePropertyFilter=true in its broker.conf")
+            try:
+                compile_sql(sub.get("subString") or "")
+            except SqlError as e:
+                return str(e)
+        return None
+
+    def check_client_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        data = json.loads(cmd.body or b"{}")
+        why = self._bad_subscription([data.get("subscriptionData") or {}])
+        if why:
+            return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, why)
+        return cmd.response(ResponseCode.SUCCESS)
+
     def heartbeat(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         data = json.loads(cmd.body or b"{}")
         client_id = data.get("clientID", conn.peer)
         conn.attrs["client_id"] = client_id
+        for consumer in data.get("consumerDataSet", []):
+            why = self._bad_subscription(consumer.get("subscriptionDataSet", []))
+            if why:
+                return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                    f"group {consumer.get('groupName')}: {why}")
         for consumer in data.get("consumerDataSet", []):
             self.consumers.register(conn, client_id, consumer)
             if consumer.get("messageModel", "CLUSTERING") == "CLUSTERING":

@@ -10,7 +10,9 @@ from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ...remoting.codes import (
     PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND,
 )
+from ...filter.sql92 import compile_sql
 from ...store import GetStatus
+from ...wire.message import MessageFormatError, decode_message
 from ..consumers import parse_subscription
 
 if TYPE_CHECKING:
@@ -43,12 +45,34 @@ class PullProcessor:
         return {RequestCode.PULL_MESSAGE: self.pull}
 
     def _subscription(self, ext: dict, sys_flag: int, group: str, topic: str):
-        """The tag codes to match: from the request, else from the group's heartbeat."""
+        """(tag codes, SQL92 predicate) to match: from the request, else from the group's
+        heartbeat. ValueError (SqlError) for an expression that does not parse."""
         if sys_flag & PULL_FLAG_SUBSCRIPTION or "subscription" in ext:
-            return parse_subscription(ext.get("subscription"))
-        sub = self.broker.consumers.groups.get(group)
-        sub = sub.subscriptions.get(topic) if sub else None
-        return parse_subscription(sub.get("subString")) if sub else None
+            kind, text = ext.get("expressionType") or "TAG", ext.get("subscription")
+        else:
+            sub = self.broker.consumers.groups.get(group)
+            sub = sub.subscriptions.get(topic) if sub else None
+            if sub is None:
+                return None, None
+            kind, text = sub.get("expressionType") or "TAG", sub.get("subString")
+        if kind == "SQL92":
+            return None, compile_sql(text or "")
+        if kind != "TAG":
+            raise ValueError(f"expression type {kind} is not supported; use TAG or SQL92")
+        return parse_subscription(text), None
+
+    @staticmethod
+    def _matching(got, predicate) -> list:
+        """The found messages the SQL92 predicate selects (properties only decoded)."""
+        out = []
+        for raw in got.messages():
+            try:
+                props = decode_message(raw, check_crc=False).properties
+            except MessageFormatError:
+                continue
+            if predicate(props):
+                out.append(raw)
+        return out
 
     async def pull(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         ext = cmd.ext
@@ -66,13 +90,14 @@ class PullProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
                                 f"queueId[{qid}] is illegal, topic {topic} has {tc.readQueueNums} "
                                 f"read queues")
-        if ext.get("expressionType", "TAG") not in ("TAG", ""):
-            return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                                f"expression type {ext['expressionType']} is not supported; use TAG")
         try:
-            codes = self._subscription(ext, sys_flag, group, topic)
+            codes, predicate = self._subscription(ext, sys_flag, group, topic)
         except ValueError as e:
             return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+        if predicate is not None and not self.config.enablePropertyFilter:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                "The broker does not support consumer to filter message by "
+                                "SQL92: set enablePropertyFilter=true in its broker.conf")
         commit = int(ext.get("commitOffset", -1) or -1)
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and commit >= 0 and self.broker.mode.is_writable:
             self.broker.offsets.commit(topic, group, qid, commit)
@@ -95,6 +120,12 @@ class PullProcessor:
         resp_ext = {"nextBeginOffset": str(got.next_begin_offset),
                     "minOffset": str(got.min_offset), "maxOffset": str(got.max_offset),
                     "suggestWhichBrokerId": "0"}
+        if code == ResponseCode.SUCCESS and predicate is not None:
+            selected = self._matching(got, predicate)
+            if not selected:  # nothing matched: move the consumer past what was looked at
+                return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY,
+                                    "no message matched the SQL92 filter", resp_ext)
+            return cmd.response(code, None, resp_ext, selected)
         if code == ResponseCode.SUCCESS:
             return cmd.response(code, None, resp_ext, list(got.buffers))
         return cmd.response(code, got.status.value, resp_ext)

@@ -1,0 +1,1 @@
+"""Message filters evaluated on the broker (SQL92 over properties); pure: no I/O."""

@@ -1,0 +1,91 @@
+"""SQL92 subscriptions on a real broker: a push consumer gets exactly the messages its
+expression selects, and a queue holding only messages it does not select does not hold it
+back (its offset reaches the queue's end); a bad expression or a broker without
+enablePropertyFilter is refused with a reason."""
+import asyncio
+
+import pytest
+
+from ledgermq import (
+    ConsumeStatus, Message, MessageSelector, MQClientError, Producer, PullConsumer, PullStatus,
+    PushConsumer,
+)
+from ledgermq.remoting import ResponseCode
+
+from ..wait import until
+
+SQL = "n >= 10 AND color = 'red'"
+
+
+def test_a_push_consumer_gets_exactly_what_its_sql_selects(dev):
+    d = dev({"enablePropertyFilter": "true"})
+
+    async def main():
+        async with Producer("sql-p", d.namesrv) as p:
+            queues = await p.queues("Paint")
+            only_other = queues[0]  # every message here fails the filter
+            for i in range(60):
+                await p.send(Message("Paint", b"skip-%d" % i, properties={"n": "1"}),
+                             only_other)
+            want = set()
+            for i in range(40):
+                color = "red" if i % 2 else "blue"
+                body = b"m-%d-%s" % (i, color.encode())
+                await p.send(Message("Paint", body, properties={"n": str(i), "color": color}),
+                             queues[1 + i % (len(queues) - 1)])
+                if i >= 10 and color == "red":
+                    want.add(body)
+        got: list[bytes] = []
+        c = PushConsumer("sql-g", d.namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET")
+        c.subscribe("Paint", MessageSelector.by_sql(SQL))
+        c.register_listener(lambda msgs: got.extend(m.body for m in msgs)
+                            or ConsumeStatus.CONSUME_SUCCESS)
+        await c.start()
+        try:
+            await until(lambda: set(got) == want, "exactly the selected messages", timeout=15)
+            state = c.queues[only_other]
+            await until(lambda: state.next_offset == 60, "past the queue of others", timeout=10)
+            assert sorted(got) == sorted(want)  # each once
+        finally:
+            await c.shutdown()
+    asyncio.run(main())
+
+
+def test_a_pull_that_selects_nothing_moves_past_what_it_looked_at(dev):
+    d = dev({"enablePropertyFilter": "true"})
+
+    async def main():
+        async with Producer("sql-p2", d.namesrv) as p:
+            q = (await p.queues("Few"))[0]
+            for _ in range(25):
+                await p.send(Message("Few", b"no", properties={"n": "0"}), q)
+        async with PullConsumer("sql-pull", d.namesrv) as c:
+            r = await c.pull(q, 0, 32, MessageSelector.by_sql("n > 0"))
+            assert r.status is PullStatus.NO_MATCHED_MSG and r.next_begin_offset == 25
+    asyncio.run(main())
+
+
+def test_bad_expressions_and_a_broker_without_the_filter_are_refused_with_reasons(dev):
+    off, on = dev(), dev({"enablePropertyFilter": "true"})
+
+    async def main():
+        async with Producer("sql-p3", off.namesrv) as p:
+            await p.send(Message("Closed", b"x"))
+        c = PushConsumer("sql-off", off.namesrv)
+        c.subscribe("Closed", MessageSelector.by_sql("a = 1"))
+        c.register_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+        with pytest.raises(MQClientError) as e:
+            await c.start()
+        assert e.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        assert "enablePropertyFilter=true" in str(e.value)
+        await c.shutdown()
+        async with Producer("sql-p4", on.namesrv) as p:
+            await p.send(Message("Open", b"x"))
+        c = PushConsumer("sql-bad", on.namesrv)
+        c.subscribe("Open", MessageSelector.by_sql("a >"))
+        c.register_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+        with pytest.raises(MQClientError) as e:
+            await c.start()
+        assert "at position 4" in str(e.value) and "end of the expression" in str(e.value)
+        await c.shutdown()
+    asyncio.run(main())
