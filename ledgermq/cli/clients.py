@@ -94,16 +94,23 @@ def produce(namesrv, topic, count, body, tags, keys, batch, in_flight, group, as
               "without the name server.")
 @click.option("--tags", "expression", default="*", show_default=True,
               help="Tag filter, e.g. 'a || b'.")
+@click.option("--sql", default=None, help="SQL92 filter over properties, evaluated on the "
+              "broker (enablePropertyFilter), e.g. \"amount > 100 AND region = 'eu'\".")
 @click.option("--from-beginning", is_flag=True, help="Start at each queue's first offset "
               "instead of the group's committed offset.")
 @click.option("--count", default=0, help="Stop after this many messages (0: all there is).")
 @click.option("--commit/--no-commit", default=True, show_default=True,
               help="Commit the group's progress to the broker.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
-def consume(namesrv, topic, group, broker, expression, from_beginning, count, commit, as_json):
+def consume(namesrv, topic, group, broker, expression, sql, from_beginning, count, commit,
+            as_json):
     """Read the messages a topic holds (pulling every queue until it is drained)."""
-    from ..client import MessageQueue, PullConsumer, PullStatus
+    from ..client import MessageQueue, MessageSelector, PullConsumer, PullStatus
     from ..remoting import RemotingCommand, RequestCode
+    if sql is not None:
+        if expression != "*":
+            raise click.BadParameter("give --tags or --sql, not both")
+        expression = MessageSelector.by_sql(sql)
 
     async def queues(c):
         if broker is None:

@@ -101,6 +101,10 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
                                             "listenPort": None if port is None else str(port)})
     if conf is None or not bcfg.namesrvAddr:
         bcfg.namesrvAddr = f"127.0.0.1:{namesrv_port}"
+    if conf is None or "enablePropertyFilter" not in conf.read_text():
+        # a developer's broker serves every subscription type; a production broker.conf
+        # opts in to SQL92 (evaluated per message on the broker), as in RocketMQ
+        bcfg.enablePropertyFilter = True
     namesrv = NameServer(NamesrvConfig(listenPort=namesrv_port))
 
     async def main_(stop):

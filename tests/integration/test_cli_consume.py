@@ -39,3 +39,12 @@ def test_consume_from_beginning_touches_only_the_queues_it_read(dev):
     assert after[read["queueId"]] == read["queueOffset"] + 1  # up to the message shown
     assert {q: o for q, o in after.items() if q != read["queueId"]} == \
         {q: o for q, o in before.items() if q != read["queueId"]}  # the others untouched
+
+
+def test_consume_with_an_sql_filter_shows_only_what_it_selects(dev):
+    ns = ["-n", dev().namesrv]
+    cli("produce", *ns, "-t", "Mixed", "--count", 4, "--body", "a{i}", "--tags", "a")
+    cli("produce", *ns, "-t", "Mixed", "--count", 3, "--body", "b{i}", "--tags", "b")
+    got = bodies(cli("consume", *ns, "-t", "Mixed", "-g", "sql", "--sql", "TAGS = 'b'",
+                     "--json").stdout)
+    assert sorted(got) == ["b0", "b1", "b2"]

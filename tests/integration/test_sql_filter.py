@@ -52,7 +52,7 @@ def test_a_push_consumer_gets_exactly_what_its_sql_selects(dev):
 
 
 def test_a_pull_that_selects_nothing_moves_past_what_it_looked_at(dev):
-    d = dev({"enablePropertyFilter": "true"})
+    d = dev()
 
     async def main():
         async with Producer("sql-p2", d.namesrv) as p:
@@ -66,7 +66,7 @@ def test_a_pull_that_selects_nothing_moves_past_what_it_looked_at(dev):
 
 
 def test_bad_expressions_and_a_broker_without_the_filter_are_refused_with_reasons(dev):
-    off, on = dev(), dev({"enablePropertyFilter": "true"})
+    off, on = dev({"enablePropertyFilter": "false"}), dev()  # dev's default: on
 
     async def main():
         async with Producer("sql-p3", off.namesrv) as p:
