@@ -22,6 +22,7 @@ from .registration import NameServerLink
 from .schedule import ScheduleService
 from .send_parsing import BadRequest
 from .state import ConsumerOffsets, TopicTable
+from .subgroups import SubscriptionGroups
 from .topics import Topics
 from .timer import TimerService
 from .transactions import Transactions
@@ -46,6 +47,9 @@ class Broker:
                              self.store, config.autoCreateTopicEnable,
                              is_slave=lambda: self.mode.is_slave, announce=self.namesrv.announce)
         self.offsets = ConsumerOffsets(root / "consumerOffset.json")
+        self.subgroups = SubscriptionGroups(root / "subscriptionGroup.json",
+                                            config.autoCreateSubscriptionGroup,
+                                            config.maxReconsumeTimes)
         self.schedule = ScheduleService(self.store, config.delay_levels_ms,
                                         root / "delayOffset.json",
                                         append=self.mode.write_internal,

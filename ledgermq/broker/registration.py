@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from .state import TopicConfig
+from .subgroups import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -170,6 +171,12 @@ class NameServerLink:
         if r.code == ResponseCode.SUCCESS:
             for key, queues in json.loads(r.body)["offsetTable"].items():
                 topic, group = key.split("@", 1)
-                for qid, off in queues.items():
-                    if int(off) > (offsets.query(topic, group, int(qid)) or -1):
+                for qid, off in queues.items():  # the master's, also when reset back
+                    if int(off) != offsets.query(topic, group, int(qid)):
                         offsets.commit(topic, group, int(qid), int(off))
+        r = await self.client.invoke(master, RemotingCommand(
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), 3.0)
+        if r.code == ResponseCode.SUCCESS:
+            self.broker.subgroups.replace_all({
+                n: SubscriptionGroupConfig.from_json(c)
+                for n, c in json.loads(r.body)["subscriptionGroupTable"].items()})

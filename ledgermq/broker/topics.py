@@ -84,9 +84,10 @@ class Topics:
         self.table.put(tc)
         return tc
 
-    def retry(self, group: str) -> TopicConfig:
+    def retry(self, group: str, queues: int = 1) -> TopicConfig:
+        """The group's retry topic, with `queues` queues (its retryQueueNums) when new."""
         name = RETRY_PREFIX + group
-        return self.table.get(name) or self.create(TopicConfig(name, 1, 1))
+        return self.table.get(name) or self.create(TopicConfig(name, queues, queues))
 
     def dlq(self, group: str) -> tuple[str, int]:
         """The group's dead-letter topic and its one queue."""

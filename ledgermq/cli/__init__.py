@@ -60,7 +60,7 @@ NAMESRV_OPT = click.option("-n", "--namesrv", default="127.0.0.1:9876", show_def
 
 
 def run() -> None:
-    from . import admin, chaos, clients, cluster, controller_admin, servers, sim  # noqa: F401
+    from . import admin, admin_groups, chaos, clients, cluster, controller_admin, servers, sim  # noqa: F401
     try:
         main()
     except ConfigError as e:

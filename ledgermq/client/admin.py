@@ -72,6 +72,57 @@ class Admin:
                                order=str(order).lower())
         return targets
 
+    # ---- consumer groups -----------------------------------------------------------
+    async def _targets(self, broker: str | None, cluster: str | None) -> list[str]:
+        targets = [broker] if broker else list((await self.master_addrs(cluster)).values())
+        if not targets:
+            raise MQClientError(ResponseCode.SYSTEM_ERROR, "no broker master to ask")
+        return targets
+
+    async def update_sub_group(self, config: dict, *, broker: str | None = None,
+                               cluster: str | None = None) -> list[str]:
+        """Create or update a subscription group (RocketMQ's field names) on one broker or
+        on every master of a cluster."""
+        body = json.dumps(config).encode()
+        targets = await self._targets(broker, cluster)
+        for addr in targets:
+            await self._broker(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body)
+        return targets
+
+    async def delete_sub_group(self, group: str, *, broker: str | None = None,
+                               cluster: str | None = None) -> list[str]:
+        targets = await self._targets(broker, cluster)
+        for addr in targets:
+            await self._broker(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, groupName=group)
+        return targets
+
+    async def sub_groups(self, group: str | None = None) -> dict[str, dict]:
+        """Every master's subscription group configs (or one group's), by broker name."""
+        out = {}
+        for name, addr in (await self.master_addrs()).items():
+            r = await self._broker(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            table = json.loads(r.body)["subscriptionGroupTable"]
+            out[name] = {g: c for g, c in table.items() if group is None or g == group}
+        return out
+
+    async def reset_offset(self, group: str, topic: str, timestamp_ms: int,
+                           force: bool = True) -> list[dict]:
+        """Move `group`'s offsets on `topic` to the first message stored at or after the
+        time (-1: to the end) on every master holding the topic; running push consumers
+        of the group jump too. Without `force`, queues only move back. The new offsets."""
+        route = await self.topic_route(topic)
+        names = {q["brokerName"] for q in route.get("queueDatas", [])}
+        masters = await self.master_addrs()
+        rows = []
+        for name in sorted(names):
+            if name not in masters:
+                raise MQClientError(ResponseCode.SYSTEM_ERROR, f"broker {name} has no master")
+            r = await self._broker(masters[name], RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                                   topic=topic, group=group, timestamp=timestamp_ms,
+                                   isForce=str(force).lower())
+            rows += json.loads(r.body)["offsetTable"]
+        return rows
+
     async def broker_epoch(self, addr: str) -> dict:
         """Controller mode: a broker's role, offsets and EpochFile."""
         r = await self._broker(addr, RequestCode.GET_BROKER_EPOCH_CACHE)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import inspect
+import json
 import logging
 import time
 from pathlib import Path
@@ -45,7 +46,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
                  message_model: str = "CLUSTERING", orderly: bool = False,
                  consume_from: str = "CONSUME_FROM_LAST_OFFSET",
                  consume_timestamp_ms: int | None = None, pull_batch_size: int = 32,
-                 consume_batch_size: int = 1, max_reconsume_times: int = 16,
+                 consume_batch_size: int = 1, max_reconsume_times: int | None = None,
                  concurrency: int = 16, rebalance_interval: float = 20.0,
                  pull_suspend_ms: int = 15_000, offset_dir: str | Path | None = None,
                  instance: ClientInstance | None = None):
@@ -136,10 +137,36 @@ class PushConsumer(QueueRebalance, ConsumerBase):
         if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED and self.running:
             asyncio.get_running_loop().create_task(self.rebalance())
             return None
+        if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET and self.running:
+            try:
+                table = {MessageQueue(e["topic"], e["brokerName"], int(e["queueId"])):
+                         int(e["offset"]) for e in json.loads(cmd.body)["offsetTable"]}
+            except (ValueError, KeyError, TypeError) as e:
+                log.warning("offset reset from %s unreadable: %s", conn.peer, e)
+                return None
+            asyncio.get_running_loop().create_task(self.reset_offsets(table))
+            return None
         if cmd.is_oneway:
             return None
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                             f"consumer does not serve code {cmd.code}")
+
+    async def reset_offsets(self, table: dict[MessageQueue, int]) -> None:
+        """An operator moved the group's offsets (resetOffsetByTime, skipAccumulatedMessage):
+        the queues this client reads start again from there; what was pulled and not yet
+        consumed is not committed over the reset."""
+        async with self._rebalance_lock:
+            for mq, offset in table.items():
+                old = self.queues.get(mq)
+                if old is None:
+                    continue
+                old.dropped = True
+                if old.task:
+                    old.task.cancel()
+                state = AssignedQueue(mq, offset)
+                self.queues[mq] = state
+                state.task = asyncio.create_task(self._pull_loop(state))
+                log.info("%s reset to offset %d", mq, offset)
 
     async def _heartbeat(self) -> None:
         subs = [{"topic": t, "subString": s.expression,
@@ -247,7 +274,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
                     if await self._call_listener(batch):
                         break
                     attempts += 1
-                    if attempts > self.max_reconsume_times and self.clustering:
+                    if attempts > (self.max_reconsume_times or 16) and self.clustering:
                         for m in batch:  # give up: dead-letter it and move on
                             await self._send_back(m, -1)
                         break
@@ -268,7 +295,9 @@ class PushConsumer(QueueRebalance, ConsumerBase):
                     "offset": str(msg.commit_log_offset), "group": self.group,
                     "delayLevel": str(delay_level), "originMsgId": msg.msg_id,
                     "originTopic": msg.topic, "unitMode": "false",
-                    "maxReconsumeTimes": str(self.max_reconsume_times)}))
+                    # none given: the group's retryMaxTimes on the broker decides
+                    **({} if self.max_reconsume_times is None else
+                       {"maxReconsumeTimes": str(self.max_reconsume_times)})}))
             return resp.code == ResponseCode.SUCCESS
         except RemotingError:
             return False

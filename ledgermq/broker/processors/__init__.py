@@ -2,13 +2,14 @@
 request code -> handler, and the broker merges the tables."""
 from .admin import AdminProcessor
 from .consumer_manage import ConsumerManageProcessor
+from .groups import GroupAdminProcessor
 from .pull import PullProcessor
 from .query import QueryProcessor
 from .send import SendProcessor
 from .transaction import TransactionProcessor
 
 PROCESSORS = (SendProcessor, PullProcessor, ConsumerManageProcessor, QueryProcessor,
-              AdminProcessor, TransactionProcessor)
+              AdminProcessor, TransactionProcessor, GroupAdminProcessor)
 
-__all__ = ["PROCESSORS", "AdminProcessor", "ConsumerManageProcessor", "PullProcessor",
+__all__ = ["PROCESSORS", "AdminProcessor", "ConsumerManageProcessor", "GroupAdminProcessor", "PullProcessor",
            "QueryProcessor", "SendProcessor", "TransactionProcessor"]

@@ -67,7 +67,8 @@ class ConsumerManageProcessor:
         for consumer in data.get("consumerDataSet", []):
             self.consumers.register(conn, client_id, consumer)
             if consumer.get("messageModel", "CLUSTERING") == "CLUSTERING":
-                self.broker.topics.retry(consumer["groupName"])
+                sg = self.broker.subgroups.for_consumer(consumer["groupName"])
+                self.broker.topics.retry(consumer["groupName"], sg.retryQueueNums if sg else 1)
         for producer in data.get("producerDataSet", []):
             conn.attrs.setdefault("producer_groups", set()).add(producer.get("groupName"))
         return cmd.response(ResponseCode.SUCCESS)

@@ -61,6 +61,22 @@ class PullProcessor:
             raise ValueError(f"expression type {kind} is not supported; use TAG or SQL92")
         return parse_subscription(text), None
 
+    def _group_refusal(self, group: str) -> tuple[int, str] | None:
+        """Why the group's subscription config forbids this pull, or None."""
+        sg = self.broker.subgroups.for_consumer(group)
+        if sg is None:
+            return (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                    f"subscription group [{group}] does not exist (autoCreateSubscriptionGroup"
+                    f"=false: create it with updateSubGroup)")
+        if not sg.consumeEnable:
+            return ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}"
+        cg = self.broker.consumers.groups.get(group)
+        if cg is not None and cg.message_model == "BROADCASTING" and \
+                not sg.consumeBroadcastEnable:
+            return (ResponseCode.NO_PERMISSION,
+                    f"the consumer group[{group}] can not consume by broadcast way")
+        return None
+
     @staticmethod
     def _matching(got, predicate) -> list:
         """The found messages the SQL92 predicate selects (properties only decoded)."""
@@ -90,6 +106,9 @@ class PullProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
                                 f"queueId[{qid}] is illegal, topic {topic} has {tc.readQueueNums} "
                                 f"read queues")
+        refused = self._group_refusal(group)
+        if refused is not None:
+            return cmd.response(*refused)
         try:
             codes, predicate = self._subscription(ext, sys_flag, group, topic)
         except ValueError as e:

@@ -108,8 +108,9 @@ class SendProcessor:
                 return cmd.response(ResponseCode.SUCCESS, "every message was stored before",
                                     {"msgId": "", "queueId": str(qid), "queueOffset": "-1"})
         if topic.startswith(RETRY_PREFIX):
+            sg = self.broker.subgroups.get(topic[len(RETRY_PREFIX):])
             max_times = h.max_reconsume_times if h.max_reconsume_times is not None \
-                else self.config.maxReconsumeTimes
+                else sg.retryMaxTimes if sg else self.config.maxReconsumeTimes
             if h.reconsume_times >= max_times:
                 topic, qid = self.topics.dlq(topic[len(RETRY_PREFIX):])
         sys_flag = h.sys_flag
@@ -212,7 +213,9 @@ class SendProcessor:
             msg = self.store.message_at(int(ext["offset"]))
         except (StoreError, MessageFormatError) as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed: {e}")
-        max_times = int(ext.get("maxReconsumeTimes") or self.config.maxReconsumeTimes)
+        sg = self.broker.subgroups.for_consumer(group)
+        max_times = int(ext.get("maxReconsumeTimes") or
+                        (sg.retryMaxTimes if sg else self.config.maxReconsumeTimes))
         delay = int(ext.get("delayLevel") or 0)
         props = dict(msg.properties)
         props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
@@ -221,7 +224,7 @@ class SendProcessor:
             topic, qid = self.topics.dlq(group)
             props.pop("DELAY", None)
         else:
-            tc = self.topics.retry(group)
+            tc = self.topics.retry(group, sg.retryQueueNums if sg else 1)
             topic, qid = tc.topicName, random.randrange(tc.writeQueueNums)
             props["DELAY"] = str(delay if delay > 0 else 3 + msg.reconsume_times)
         raw = with_properties(b"", props)

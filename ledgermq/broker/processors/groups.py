@@ -1,0 +1,97 @@
+"""Consumer groups as operators manage them: subscription group configs (create or update,
+list, delete) and offset resets by time or to the end, which running push consumers of
+the group are told about so they jump too (RocketMQ's AdminBrokerProcessor, these
+request codes)."""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ...remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..registration import json_body
+from ..subgroups import SubscriptionGroupConfig
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+TO_END = -1  # resetOffset timestamp: every queue to its end (skipAccumulatedMessage)
+
+
+class GroupAdminProcessor:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.groups = broker.subgroups
+
+    def handlers(self) -> dict:
+        return {
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+        }
+
+    def _refused(self, cmd: RemotingCommand) -> RemotingCommand | None:
+        """Changes go to the group's master (followers copy its table)."""
+        why = self.broker.mode.refuse_write()
+        return None if why is None else cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, why)
+
+    def update(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        if (r := self._refused(cmd)) is not None:
+            return r
+        try:
+            cfg = SubscriptionGroupConfig.from_json(json.loads(cmd.body or b"{}"))
+        except (ValueError, TypeError) as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad subscription group: {e}")
+        self.groups.put(cfg)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_all(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body(self.groups.to_json()))
+
+    def delete(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        if (r := self._refused(cmd)) is not None:
+            return r
+        group = cmd.ext["groupName"]
+        if not self.groups.delete(group):
+            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"subscription group [{group}] does not exist")
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def reset_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """Per queue of the topic: the first message stored at or after `timestamp` (ms;
+        -1: the queue's end). Without `isForce` a queue is only moved back, never past
+        what the group has not consumed yet (RocketMQ's rule)."""
+        if (r := self._refused(cmd)) is not None:
+            return r
+        ext, b = cmd.ext, self.broker
+        topic, group = ext["topic"], ext["group"]
+        ts, force = int(ext["timestamp"]), str(ext.get("isForce", "false")).lower() == "true"
+        tc = b.topics.get(topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        table = []
+        for qid in range(tc.readQueueNums):
+            found = b.store.max_offset_in_queue(topic, qid) if ts == TO_END else \
+                b.store.offset_by_time(topic, qid, ts)
+            committed = b.offsets.query(topic, group, qid)
+            offset = found if force or committed is None or found < committed else committed
+            b.offsets.commit(topic, group, qid, offset)
+            table.append({"topic": topic, "brokerName": b.config.brokerName, "queueId": qid,
+                          "offset": offset})
+        b.offsets.save()
+        self._tell_consumers(group, topic, ts, force, table)
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"offsetTable": table}))
+
+    def _tell_consumers(self, group: str, topic: str, ts: int, force: bool,
+                        table: list[dict]) -> None:
+        g = self.broker.consumers.groups.get(group)
+        body = json_body({"offsetTable": table})
+        for c in list(g.clients) if g else []:
+            if not c.is_open:
+                continue
+            try:
+                c.oneway(RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext={
+                    "topic": topic, "group": group, "timestamp": str(ts),
+                    "isForce": str(force).lower()}, body=body))
+            except RemotingError:
+                pass  # gone: it reads the committed offsets when it comes back
