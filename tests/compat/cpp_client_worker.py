@@ -7,6 +7,7 @@
     python cpp_client_worker.py NAMESRV pull TOPIC GROUP
     python cpp_client_worker.py NAMESRV oneway TOPIC N
     python cpp_client_worker.py NAMESRV delay TOPIC N        (delay level 1)
+    python cpp_client_worker.py NAMESRV timer TOPIC N        (TIMER_DELAY_SEC=2, RocketMQ 5)
     python cpp_client_worker.py NAMESRV pushorderly TOPIC GROUP EXPECTED TIMEOUT_S
     python cpp_client_worker.py NAMESRV retry TOPIC GROUP EXPECTED TIMEOUT_S
         (the first delivery of every message fails, so each comes back once)
@@ -56,7 +57,7 @@ def wait_stored(ns, topic, n):
 def main():
     ns, mode, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     out = {"mode": mode}
-    if mode in ("produce", "orderly", "batch", "oneway", "delay"):
+    if mode in ("produce", "orderly", "batch", "oneway", "delay", "timer"):
         n = int(sys.argv[4])
         p = Producer("PID-compat-" + mode, timeout=5000)
         p.set_namesrv_addr(ns)
@@ -78,6 +79,12 @@ def main():
             for i in range(n):
                 m = message(topic, i, "delayed")
                 m.set_delay_time_level(1)
+                r = p.send_sync(m)
+                results.append([int(r.status), r.msg_id, r.offset, time.time()])
+        elif mode == "timer":
+            for i in range(n):
+                m = message(topic, i, "timed")
+                m.set_property("TIMER_DELAY_SEC", "2")
                 r = p.send_sync(m)
                 results.append([int(r.status), r.msg_id, r.offset, time.time()])
         else:

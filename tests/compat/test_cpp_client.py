@@ -154,3 +154,22 @@ def test_cpp_client_across_a_failover(tmp_path, cpp, mode):
         assert sorted(m["body"] for m in pulled) == sorted(f"body-{i}" for i in range(300))
     finally:
         down(d)
+
+
+def test_cpp_timer_messages_wait_until_due(dev, cpp):
+    """RocketMQ 5's TIMER_DELAY_SEC set by the C++ client (a property it passes through):
+    a fresh group reads nothing before the 2 s are up (they were delivered at once before
+    timers existed), every one after."""
+    import time
+
+    d = dev()
+    sent = cpp(d.namesrv, "timer", "CppTimer", 5)["results"]
+    assert [status for status, *_ in sent] == [0] * 5
+    first_sent = min(t for *_, t in sent)
+
+    def stored():
+        return sum(len(v) for v in asyncio.run(read_all(d.namesrv, topic="CppTimer")).values())
+    if time.time() - first_sent < 1.5:  # still well before the due time: none may be there
+        assert stored() == 0
+    wait_until(lambda: stored() == 5, "the five timer messages delivered", timeout=15)
+    assert time.time() - first_sent >= 2.0
