@@ -168,28 +168,25 @@ class _Compile(Transformer):
         return lambda p: None if (r := _truth(a(p))) is None else not r
 
     def and_(self, *parts: Eval) -> Eval:
-        def f(p):
-            out = True
-            for part in parts:
-                r = _truth(part(p))
-                if r is False:
-                    return False
-                if r is None:
-                    out = None
-            return out
-        return f
+        return _junction(parts, decisive=False)
 
     def or_(self, *parts: Eval) -> Eval:
-        def f(p):
-            out = False
-            for part in parts:
-                r = _truth(part(p))
-                if r is True:
-                    return True
-                if r is None:
-                    out = None
-            return out
-        return f
+        return _junction(parts, decisive=True)
+
+
+def _junction(parts: tuple[Eval, ...], decisive: bool) -> Eval:
+    """AND (a False decides) or OR (a True decides) in Kleene's logic: without a deciding
+    part, unknown if any part is unknown."""
+    def f(p):
+        out = not decisive
+        for part in parts:
+            r = _truth(part(p))
+            if r is decisive:
+                return decisive
+            if r is None:
+                out = None
+        return out
+    return f
 
 
 def _truth(v) -> bool | None:

@@ -152,3 +152,25 @@ def test_retry_max_times_of_the_group_sends_a_failing_message_to_the_dlq(dev, tm
         finally:
             await c.shutdown()
     asyncio.run(main())
+
+
+def test_broadcast_consumption_needs_consume_broadcast_enable(dev, tmp_path):
+    d = dev()
+    ns = ["-n", d.namesrv]
+    cli("admin", "updateSubGroup", *ns, "-g", "fanout", "-c", "DefaultCluster", "-d", "false")
+
+    async def main():
+        await send(d.namesrv, "News", [b"n"], queue=0)
+        got: list[bytes] = []
+        c = push(d.namesrv, "fanout", "News", got, message_model="BROADCASTING",
+                 offset_dir=str(tmp_path))
+        await c.start()
+        try:
+            async with PullConsumer("fanout", d.namesrv) as p:
+                q = (await p.fetch_queues("News"))[0]
+                with pytest.raises(MQClientError) as e:
+                    await p.pull(q, 0, 10)
+            assert "can not consume by broadcast way" in str(e.value) and got == []
+        finally:
+            await c.shutdown()
+    asyncio.run(main())

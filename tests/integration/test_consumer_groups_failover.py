@@ -10,11 +10,11 @@ import pytest
 
 from ledgermq import Message, MQClientError, Producer, PullConsumer
 from ledgermq.client.admin import Admin
-from ledgermq.cluster import down, up
+from ledgermq.cluster import down
 from ledgermq.remoting import ResponseCode
 
 from ..wait import until, wait_until
-from .test_transactions_failover import master
+from .test_transactions_failover import group_up, master
 
 TOPIC = "GroupsFailover"
 
@@ -22,8 +22,8 @@ TOPIC = "GroupsFailover"
 @pytest.mark.parametrize("mode", ["dledger", "controller"])
 def test_group_config_and_a_reset_survive_a_failover(tmp_path, mode):
     d = tmp_path / mode
-    ns = up(mode, 3, d, {"slaveSyncInterval": "300", "flushConsumerOffsetInterval": "300"},
-            **({"controllers": 3} if mode == "controller" else {}))["namesrv"]
+    ns = group_up(mode, d, {"slaveSyncInterval": "300",
+                            "flushConsumerOffsetInterval": "300"})["namesrv"]
     try:
         old = wait_until(lambda: master(d), "a master")
 

@@ -68,24 +68,22 @@ def test_a_pull_that_selects_nothing_moves_past_what_it_looked_at(dev):
 def test_bad_expressions_and_a_broker_without_the_filter_are_refused_with_reasons(dev):
     off, on = dev({"enablePropertyFilter": "false"}), dev()  # dev's default: on
 
-    async def main():
-        async with Producer("sql-p3", off.namesrv) as p:
-            await p.send(Message("Closed", b"x"))
-        c = PushConsumer("sql-off", off.namesrv)
-        c.subscribe("Closed", MessageSelector.by_sql("a = 1"))
+    async def refusal(ns: str, group: str, expression: str) -> str:
+        async with Producer(group + "-p", ns) as p:
+            await p.send(Message("Filtered", b"x"))
+        c = PushConsumer(group, ns)
+        c.subscribe("Filtered", MessageSelector.by_sql(expression))
         c.register_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
-        with pytest.raises(MQClientError) as e:
-            await c.start()
+        try:
+            with pytest.raises(MQClientError) as e:
+                await c.start()
+        finally:
+            await c.shutdown()
         assert e.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
-        assert "enablePropertyFilter=true" in str(e.value)
-        await c.shutdown()
-        async with Producer("sql-p4", on.namesrv) as p:
-            await p.send(Message("Open", b"x"))
-        c = PushConsumer("sql-bad", on.namesrv)
-        c.subscribe("Open", MessageSelector.by_sql("a >"))
-        c.register_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
-        with pytest.raises(MQClientError) as e:
-            await c.start()
-        assert "at position 4" in str(e.value) and "end of the expression" in str(e.value)
-        await c.shutdown()
+        return str(e.value)
+
+    async def main():
+        assert "enablePropertyFilter=true" in await refusal(off.namesrv, "sql-off", "a = 1")
+        why = await refusal(on.namesrv, "sql-bad", "a >")
+        assert "at position 4" in why and "end of the expression" in why
     asyncio.run(main())

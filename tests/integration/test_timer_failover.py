@@ -9,10 +9,10 @@ import time
 import pytest
 
 from ledgermq import Message, Producer, PullConsumer, PullStatus
-from ledgermq.cluster import down, up
+from ledgermq.cluster import down
 
 from ..wait import until, wait_until
-from .test_transactions_failover import master
+from .test_transactions_failover import group_up, master
 
 TOPIC = "FailoverTimers"
 N = 20
@@ -37,7 +37,7 @@ async def delivered(ns: str) -> list:
 @pytest.mark.parametrize("mode", ["dledger", "controller"])
 def test_pending_timers_are_delivered_once_by_the_new_master(tmp_path, mode):
     d = tmp_path / mode
-    ns = up(mode, 3, d, **({"controllers": 3} if mode == "controller" else {}))["namesrv"]
+    ns = group_up(mode, d)["namesrv"]
     try:
         old = wait_until(lambda: master(d), "a master")
 

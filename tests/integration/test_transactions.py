@@ -6,11 +6,10 @@ restart (a decided one is not decided again)."""
 import asyncio
 import time
 
-from ledgermq import (
-    LocalTransactionState, Message, PullConsumer, PullStatus, TransactionProducer,
-)
+from ledgermq import LocalTransactionState, Message, TransactionProducer
 
 from ..wait import until
+from .load import read_all as read_queues
 
 COMMIT, ROLLBACK, UNKNOW = (LocalTransactionState.COMMIT_MESSAGE,
                             LocalTransactionState.ROLLBACK_MESSAGE, LocalTransactionState.UNKNOW)
@@ -19,17 +18,7 @@ FAST_CHECKS = {"transactionTimeOut": "400", "transactionCheckInterval": "200"}
 
 async def read_all(namesrv: str, topic: str) -> list[bytes]:
     """Every body stored in `topic`'s queues, read from the start by a fresh reader."""
-    async with PullConsumer("reader", namesrv) as c:
-        out = []
-        for q in await until(lambda: c.fetch_queues(topic), f"{topic}'s route", interval=0.2):
-            offset = 0
-            while True:
-                r = await c.pull(q, offset, 100)
-                if r.status is not PullStatus.FOUND:
-                    break
-                out += [m.body for m in r.messages]
-                offset = r.next_begin_offset
-        return out
+    return [b for q in (await read_queues(namesrv, topic=topic)).values() for b in q]
 
 
 def test_a_half_message_is_invisible_until_committed_and_gone_when_rolled_back(dev):

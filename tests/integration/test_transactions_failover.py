@@ -12,9 +12,20 @@ from ledgermq.cluster import MASTER_ROLES, down, status, up
 
 from ..wait import until, wait_until
 from .load import read_all
+from .test_controller_mode import full_set
 
 COMMIT, UNKNOW = LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.UNKNOW
 TOPIC = "FailoverTx"
+
+
+def group_up(mode: str, d, extra: dict | None = None) -> dict:
+    """A 3-broker group of `mode`, every broker able to take over: in controller mode the
+    controller elects only from the SyncStateSet, so a master killed before its slaves
+    joined it has no successor."""
+    state = up(mode, 3, d, extra, **({"controllers": 3} if mode == "controller" else {}))
+    if mode == "controller":
+        full_set(state)
+    return state
 
 
 def master(d, not_name=None):
@@ -27,8 +38,8 @@ def master(d, not_name=None):
 def test_an_open_transaction_is_settled_by_the_new_master(tmp_path, mode):
     d = tmp_path / mode
     # the check-back waits past the failover: the old master must not settle it first
-    state = up(mode, 3, d, {"transactionTimeOut": "3000", "transactionCheckInterval": "300"},
-               **({"controllers": 3} if mode == "controller" else {}))
+    state = group_up(mode, d, {"transactionTimeOut": "3000",
+                               "transactionCheckInterval": "300"})
     try:
         ns = state["namesrv"]
         old = wait_until(lambda: master(d), "a master")
