@@ -173,3 +173,36 @@ def test_cpp_timer_messages_wait_until_due(dev, cpp):
         assert stored() == 0
     wait_until(lambda: stored() == 5, "the five timer messages delivered", timeout=15)
     assert time.time() - first_sent >= 2.0
+
+
+def test_a_running_cpp_push_consumer_jumps_back_with_reset_offset_by_time(dev, cpp):
+    """resetOffsetByTime while RocketMQ's C++ push consumer runs: the broker tells it
+    (RESET_CONSUMER_CLIENT_OFFSET, RocketMQ's body for C clients) and it reads again."""
+    import threading
+
+    d = dev()
+
+    async def send():
+        async with Producer("reset-p", d.namesrv) as p:
+            for i in range(5):
+                await p.send(Message("CppReset", b"r%d" % i))
+    asyncio.run(send())
+    out = {}
+    worker = threading.Thread(target=lambda: out.update(
+        cpp(d.namesrv, "push", "CppReset", "cpp-reset", 10, 40)))
+    worker.start()
+
+    async def consumed() -> bool:
+        async with Admin(d.namesrv) as a:
+            rows = await a.consumer_progress("cpp-reset", "CppReset")
+        return sum(max(r["consumerOffset"], 0) for r in rows) == 5
+
+    async def reset():
+        async with Admin(d.namesrv) as a:
+            await a.reset_offset("cpp-reset", "CppReset", 0)
+    wait_until(lambda: asyncio.run(consumed()), "the C++ consumer committed all 5",
+               timeout=30)
+    asyncio.run(reset())
+    worker.join(60)
+    bodies = sorted(m["body"] for m in out["messages"])
+    assert bodies == sorted([f"r{i}" for i in range(5)] * 2), bodies

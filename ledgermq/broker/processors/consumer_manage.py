@@ -59,6 +59,7 @@ class ConsumerManageProcessor:
         data = json.loads(cmd.body or b"{}")
         client_id = data.get("clientID", conn.peer)
         conn.attrs["client_id"] = client_id
+        conn.attrs["language"] = cmd.language  # how it reads what the broker sends it
         for consumer in data.get("consumerDataSet", []):
             why = self._bad_subscription(consumer.get("subscriptionDataSet", []))
             if why:

@@ -17,6 +17,20 @@ if TYPE_CHECKING:
 TO_END = -1  # resetOffset timestamp: every queue to its end (skipAccumulatedMessage)
 
 
+def reset_body(table: list[dict], language: str) -> bytes:
+    """RESET_CONSUMER_CLIENT_OFFSET's body as the client's language reads it: a list of
+    {topic, brokerName, queueId, offset} (RocketMQ's ResetOffsetBodyForC, which C++ and
+    ledgermq's clients read), or for the others (Java) RocketMQ's map keyed by message
+    queue objects, written as fastjson writes it (object keys: not JSON)."""
+    if language in ("CPP", "PYTHON"):
+        return json_body({"offsetTable": table})
+    pairs = ",".join(
+        json.dumps({"brokerName": e["brokerName"], "queueId": e["queueId"],
+                    "topic": e["topic"]}, separators=(",", ":")) + f":{e['offset']}"
+        for e in table)
+    return ('{"offsetTable":{' + pairs + '}}').encode()
+
+
 class GroupAdminProcessor:
     def __init__(self, broker: "Broker"):
         self.broker = broker
@@ -85,10 +99,10 @@ class GroupAdminProcessor:
     def _tell_consumers(self, group: str, topic: str, ts: int, force: bool,
                         table: list[dict]) -> None:
         g = self.broker.consumers.groups.get(group)
-        body = json_body({"offsetTable": table})
         for c in list(g.clients) if g else []:
             if not c.is_open:
                 continue
+            body = reset_body(table, c.attrs.get("language", "JAVA"))
             try:
                 c.oneway(RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext={
                     "topic": topic, "group": group, "timestamp": str(ts),
