@@ -16,6 +16,7 @@ from ..wire.message import pack_host
 from .config import BrokerConfig
 from .consumers import ConsumerManager
 from .long_poll import PullHolds
+from .metrics import BrokerStats, registry_for, serve as serve_metrics
 from .modes import StandaloneMode, mode_class
 from .processors import PROCESSORS
 from .registration import NameServerLink
@@ -61,6 +62,8 @@ class Broker:
                                      max_frame=config.maxFrameSize,
                                      idle_timeout=config.clientChannelMaxIdleTimeSeconds)
         self.holds: PullHolds | None = None
+        self.stats = BrokerStats()
+        self.metrics_server = None  # asyncio.Server while metricsPort is set
         self._tasks: list[asyncio.Task] = []
         self.started_at = time.time()
         self._handlers = {}
@@ -99,6 +102,12 @@ class Broker:
             self.store.store_host = self.store_host = pack_host(self.config.brokerIP1,
                                                                 self.server.port)
         await self.mode.start()
+        port = self.config.metricsPort or self.config.metricsPromExporterPort
+        if port:
+            self.metrics_server = await serve_metrics(registry_for(self),
+                                                      self.config.bindAddress, port)
+            log.info("metrics on http://%s:%d/metrics", self.config.bindAddress,
+                     self.metrics_port)
         await self.namesrv.register()  # routes exist once start() returns
         loops = [self.namesrv.register_loop(), self.namesrv.sync_loop(), self._housekeeping(),
                  self.schedule.run(), self.transactions.run(), self.timer.run()]
@@ -106,7 +115,15 @@ class Broker:
         log.info("broker %s (%s, %s mode) listening on %s", self.config.brokerName,
                  self.config.brokerRole.value, self.mode.name, self.address)
 
+    @property
+    def metrics_port(self) -> int | None:
+        if self.metrics_server is None:
+            return None
+        return self.metrics_server.sockets[0].getsockname()[1]
+
     async def stop(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

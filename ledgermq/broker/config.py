@@ -69,6 +69,10 @@ class BrokerConfig:
     maxReconsumeTimes: int = field(default=16, metadata=check(non_negative))
     # transactions: a half message undecided this long (ms) is checked back with its
     # producer group, every transactionCheckInterval ms, at most transactionCheckMax times
+    # Prometheus metrics over HTTP on this port (0: off); RocketMQ 5's
+    # metricsPromExporterPort is read when metricsPort is not given
+    metricsPort: int = field(default=0, metadata=check(_port))
+    metricsPromExporterPort: int = field(default=0, metadata=check(_port))
     # SQL92 subscriptions (MessageSelector.bySql), evaluated on the broker
     enablePropertyFilter: bool = False
     transactionTimeOut: int = field(default=6000, metadata=check(positive))

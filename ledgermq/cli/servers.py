@@ -11,6 +11,8 @@ import click
 
 from . import main
 
+DEV_METRICS_PORT = 5557  # `ledgermq dev` without -c: metrics on (RocketMQ 5's port)
+
 
 @main.command("store-demo")
 @click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -101,6 +103,8 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
                                             "listenPort": None if port is None else str(port)})
     if conf is None or not bcfg.namesrvAddr:
         bcfg.namesrvAddr = f"127.0.0.1:{namesrv_port}"
+    if conf is None and not bcfg.metricsPort:
+        bcfg.metricsPort = DEV_METRICS_PORT  # `make run`: watch it (RocketMQ 5's port)
     if conf is None or "enablePropertyFilter" not in conf.read_text():
         # a developer's broker serves every subscription type; a production broker.conf
         # opts in to SQL92 (evaluated per message on the broker), as in RocketMQ
@@ -115,6 +119,8 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
                 broker.config.namesrvAddr = namesrv.address
             await broker.start()
             _ready({"namesrv": namesrv.address, "broker": broker.address,
+                    "metrics": f"http://{bcfg.bindAddress}:{broker.metrics_port}/metrics"
+                    if broker.metrics_port else None,
                     "store": str(scfg.root), "unknownKeys": _unknown(unknown)}, as_json)
             await serve_until(stop)
             await broker.stop()

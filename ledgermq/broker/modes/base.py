@@ -111,6 +111,16 @@ class StandaloneMode:
         """The broker's own writes (due delayed messages): no one waits for them."""
         return self.store.append(encoded)
 
+    def metrics(self) -> list[tuple[str, str, dict[str, str], float]]:
+        """Replication figures for Prometheus: (name, help, labels, value)."""
+        store = self.store
+        return [("ledgermq_broker_writable", "1 when this broker takes writes (master, "
+                 "leader).", {}, float(self.is_writable)),
+                ("ledgermq_commitlog_max_offset", "End of this broker's commit log (bytes).",
+                 {}, store.commitlog.max_offset),
+                ("ledgermq_confirm_offset", "Consumers see the log up to here (bytes): what "
+                 "replication confirmed.", {}, store.dispatch_bound)]
+
     def handlers(self) -> dict:
         """Request handlers only this mode serves."""
         return {}

@@ -102,6 +102,14 @@ class CheckpointMode(HAPortMode):
     def handlers(self) -> dict:
         return {RequestCode.CONTROL_PROMOTE: self._promote}
 
+    def metrics(self) -> list[tuple[str, str, dict[str, str], float]]:
+        out = super().metrics() + [("ledgermq_checkpoint_epoch", "The epoch this broker is in.",
+                                    {}, self.replica.epoch)]
+        if self.links.slave is not None:
+            out.append(("ledgermq_checkpoint_offset", "The consistent checkpoint this slave "
+                        "holds (bytes).", {}, self.slave_checkpoint))
+        return out
+
     def runtime_info(self) -> dict[str, str]:
         st = {"role": self.replica.role, "epoch": self.replica.epoch, "slot": self.slot,
               "controlNode": self.config.controlNodeAddr}

@@ -104,6 +104,14 @@ class ControllerMode(HAPortMode):
             "epochs": [{"epoch": e, "startOffset": s} for e, s in self.epochs.entries]},
             separators=(",", ":")).encode())
 
+    def metrics(self) -> list[tuple[str, str, dict[str, str], float]]:
+        return super().metrics() + [
+            ("ledgermq_master_epoch", "The epoch of the master this broker leads or follows.",
+             {}, self.master_epoch),
+            ("ledgermq_sync_state_set_size", "Brokers in the group's SyncStateSet, as this "
+             "broker last heard it.", {}, len(self.view.get("syncStateSet") or ())),
+            ("ledgermq_controller_role", "1 for this broker's role.", {"role": self.role}, 1)]
+
     def runtime_info(self) -> dict[str, str]:
         st = {"brokerId": self.controller_id, "role": self.role,
               "masterEpoch": self.master_epoch, "epochs": self.epochs.entries,

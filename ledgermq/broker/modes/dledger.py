@@ -73,6 +73,13 @@ class DLedgerMode(StandaloneMode):
             result.status = PutStatus.SERVICE_NOT_AVAILABLE
         return result
 
+    def metrics(self) -> list[tuple[str, str, dict[str, str], float]]:
+        st = self.driver.status()
+        return super().metrics() + [
+            ("ledgermq_raft_term", "Raft term this node is in.", {}, st["term"]),
+            ("ledgermq_raft_commit_index", "Highest committed Raft index.", {}, st["commit"]),
+            ("ledgermq_raft_role", "1 for this node's Raft role.", {"role": st["role"]}, 1)]
+
     def runtime_info(self) -> dict[str, str]:
         return {"brokerRole": "LEADER" if self.is_writable else "FOLLOWER",
                 "brokerId": str(self.broker_id), "dledger": json.dumps(self.driver.status())}

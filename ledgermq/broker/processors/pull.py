@@ -144,7 +144,9 @@ class PullProcessor:
             if not selected:  # nothing matched: move the consumer past what was looked at
                 return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY,
                                     "no message matched the SQL92 filter", resp_ext)
+            self.broker.stats.pulled(topic, group, len(selected), sum(map(len, selected)))
             return cmd.response(code, None, resp_ext, selected)
         if code == ResponseCode.SUCCESS:
+            self.broker.stats.pulled(topic, group, got.message_count, got.total_bytes)
             return cmd.response(code, None, resp_ext, list(got.buffers))
         return cmd.response(code, got.status.value, resp_ext)

@@ -165,6 +165,8 @@ class SendProcessor:
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         outcome = self.broker.mode.write(encoded)
+        if type(outcome) is Later or getattr(outcome, "status", None) in _STORED:
+            self.broker.stats.put(topic, len(batch.bodies), len(encoded.buf))
         if type(outcome) is Later:
             settle = outcome.settle
             return ReplyWhen(outcome.future,
