@@ -192,17 +192,19 @@ def _start_all(d: Path, entries: list[dict], started: list, place: Placement = L
 def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
         started: list, controllers: int, groups: int, namesrvs: int,
         place: Placement) -> dict:
-    got = iter(free_ports(namesrvs + 1 + controllers + 3 * replicas * groups))
-    ports = {"namesrvs": [next(got) for _ in range(namesrvs)], "control": next(got),
+    got = iter(free_ports(2 * namesrvs + 1 + controllers + 3 * replicas * groups))
+    ports = {"namesrvs": [next(got) for _ in range(namesrvs)],
+             "namesrv_metrics": [next(got) for _ in range(namesrvs)], "control": next(got),
              "controllers": [next(got) for _ in range(controllers)]}
     at = place.addr
     ns_names = namesrv_names(namesrvs)
     c_names = [f"c{k}" for k in range(controllers)] if mode == "controller" else []
     control = at("control") if mode == "checkpoint" else "127.0.0.1"
-    procs = _start_all(d, [{"name": name, "kind": "namesrv", "port": port,
+    procs = _start_all(d, [{"name": name, "kind": "namesrv", "port": port, "metricsPort": mport,
                             "args": ["namesrv", "--port", str(port), "--bind", at(name),
-                                     "--json"]}
-                           for name, port in zip(ns_names, ports["namesrvs"])],
+                                     "--metrics-port", str(mport), "--json"]}
+                           for name, port, mport in zip(ns_names, ports["namesrvs"],
+                                                        ports["namesrv_metrics"])],
                        started, place)
     if mode == "checkpoint":  # one control node serves every group (state per brokerName)
         procs += _start_all(d, [{"name": "control", "kind": "control", "port": ports["control"],

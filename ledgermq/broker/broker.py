@@ -16,7 +16,8 @@ from ..wire.message import pack_host
 from .config import BrokerConfig
 from .consumers import ConsumerManager
 from .long_poll import PullHolds
-from .metrics import BrokerStats, registry_for, serve as serve_metrics
+from ..metrics_http import port_of, serve as serve_metrics
+from .metrics import BrokerStats, registry_for
 from .modes import StandaloneMode, mode_class
 from .processors import PROCESSORS
 from .registration import NameServerLink
@@ -117,9 +118,7 @@ class Broker:
 
     @property
     def metrics_port(self) -> int | None:
-        if self.metrics_server is None:
-            return None
-        return self.metrics_server.sockets[0].getsockname()[1]
+        return port_of(self.metrics_server)
 
     async def stop(self) -> None:
         if self.metrics_server is not None:

@@ -7,23 +7,20 @@ mode it is in).
 Counting is per request (a batch of 100 is one addition of 100) into plain dicts; every
 figure is turned into Prometheus families only when scraped, by a collector reading the
 broker's state on its own event loop (no thread reads it while it changes). Served over
-HTTP on `metricsPort` by a small asyncio handler on the broker's loop."""
+HTTP on `metricsPort` by `metrics_http.serve` on the broker's loop."""
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..metrics_http import gauge
+
 if TYPE_CHECKING:
     from .broker import Broker
-
-log = logging.getLogger(__name__)
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class BrokerStats:
@@ -76,45 +73,14 @@ class BrokerCollector(Collector):
                 lag.add_metric([cluster, node, topic, group, str(qid)], max(0, behind))
         yield lag
         cl = b.store.commitlog
-        yield _gauge("rocketmq_storage_size", "Bytes the commit log holds.", base,
+        yield gauge("rocketmq_storage_size", "Bytes the commit log holds.", base,
                      [cluster, node], cl.max_offset - cl.min_offset)
         for name, doc, labels, value in b.mode.metrics():
-            yield _gauge(name, doc, base + list(labels), [cluster, node, *labels.values()],
+            yield gauge(name, doc, base + list(labels), [cluster, node, *labels.values()],
                          value)
-
-
-def _gauge(name: str, doc: str, labels: list[str], values: list[str], value: float):
-    fam = GaugeMetricFamily(name, doc, labels=labels)
-    fam.add_metric(values, value)
-    return fam
 
 
 def registry_for(broker: "Broker") -> CollectorRegistry:
     reg = CollectorRegistry(auto_describe=False)
     reg.register(BrokerCollector(broker))
     return reg
-
-
-async def serve(registry: CollectorRegistry, host: str, port: int) -> asyncio.Server:
-    """GET (any path) -> the metrics in Prometheus' text format; anything else: 405."""
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-            if request.split(b" ", 1)[0] != b"GET":
-                writer.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n"
-                             b"Connection: close\r\n\r\n")
-            else:
-                body = generate_latest(registry)
-                writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\n"
-                             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-                             .encode() + body)
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
-                ConnectionError):
-            pass  # a scraper that went away or sent no request: nothing to answer
-        except Exception:  # noqa: BLE001 - a collector failed: say so, keep serving
-            log.exception("metrics scrape failed")
-            writer.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
-        finally:
-            writer.close()
-    return await asyncio.start_server(handle, host, port)

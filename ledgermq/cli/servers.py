@@ -137,16 +137,20 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
                                                          path_type=Path),
               help="A namesrv.conf; with enableControllerInNamesrv=true it also runs a "
                    "controller (controller.conf keys in the same file).")
+@click.option("--metrics-port", default=None, type=int, help="metricsPort: Prometheus metrics "
+              "over HTTP (default 0: off).")
 @click.option("--json", "as_json", is_flag=True)
-def namesrv(port: int | None, bind: str | None, conf: Path | None, as_json: bool) -> None:
+def namesrv(port: int | None, bind: str | None, conf: Path | None, metrics_port: int | None,
+            as_json: bool) -> None:
     """Run a name server (and, if configured, an embedded controller)."""
     from ..config import build, read_properties
+    from ..metrics_http import port_of
     from ..namesrv import NamesrvConfig, NameServer
     from ..server import run, serve_until
 
     values = read_properties(conf) if conf else {}
-    values.update({k: str(v) for k, v in (("listenPort", port), ("bindAddress", bind))
-                   if v is not None})
+    values.update({k: str(v) for k, v in (("listenPort", port), ("bindAddress", bind),
+                                          ("metricsPort", metrics_port)) if v is not None})
     ncfg, rest = build(NamesrvConfig, values)
     ns = NameServer(ncfg)
     ready = {}
@@ -161,6 +165,8 @@ def namesrv(port: int | None, bind: str | None, conf: Path | None, as_json: bool
 
     async def main_(stop):
         await ns.start()
+        if ns.metrics_server is not None:
+            ready["metrics"] = f"http://{ncfg.bindAddress}:{port_of(ns.metrics_server)}/metrics"
         _ready({"namesrv": ns.address, **ready}, as_json)
         await serve_until(stop)
         await ns.stop()

@@ -7,7 +7,11 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
+
 from ..config import check, positive
+from ..metrics_http import gauge, serve as serve_metrics
 from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from .routes import RouteTable
 
@@ -23,10 +27,28 @@ class NamesrvConfig:
     scanNotActiveBrokerInterval: float = field(default=5.0, metadata=check(positive))  # s
     maxFrameSize: int = field(default=16 << 20, metadata=check(positive))
     clientChannelMaxIdleTimeSeconds: float = field(default=120.0, metadata=check(positive))
+    metricsPort: int = field(default=0, metadata=check(lambda v: None if 0 <= v < 65536
+                                                        else "must be a TCP port"))
 
 
 def json_body(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class NamesrvCollector(Collector):
+    """What a name server knows, at scrape time."""
+
+    def __init__(self, ns: "NameServer"):
+        self.ns = ns
+
+    def collect(self):
+        r = self.ns.routes
+        addrs = sum(len(bd.brokerAddrs) for bd in r.brokers.values())
+        yield gauge("ledgermq_namesrv_broker_groups", "Broker groups (brokerName) registered.",
+                    [], [], len(r.brokers))
+        yield gauge("ledgermq_namesrv_brokers", "Broker addresses registered.", [], [], addrs)
+        yield gauge("ledgermq_namesrv_topics", "Topics with a route.", [], [],
+                    len(r.topic_queues))
 
 
 class NameServer:
@@ -38,6 +60,7 @@ class NameServer:
                                      self.config.listenPort, max_frame=self.config.maxFrameSize,
                                      idle_timeout=self.config.clientChannelMaxIdleTimeSeconds)
         self._scanner: asyncio.Task | None = None
+        self.metrics_server: asyncio.Server | None = None
         self.controller = None  # enableControllerInNamesrv: serves the controller's codes
         self._handlers = {
             RequestCode.REGISTER_BROKER: self._register_broker,
@@ -61,10 +84,17 @@ class NameServer:
         if self.controller is not None:
             await self.controller.start()
         await self.server.start()
+        if self.config.metricsPort:
+            reg = CollectorRegistry(auto_describe=False)
+            reg.register(NamesrvCollector(self))
+            self.metrics_server = await serve_metrics(reg, self.config.bindAddress,
+                                                      self.config.metricsPort)
         self._scanner = asyncio.create_task(self._scan_brokers())
         log.info("name server listening on %s", self.address)
 
     async def stop(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         if self._scanner:
             self._scanner.cancel()
         await self.server.stop()

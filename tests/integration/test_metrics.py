@@ -72,7 +72,10 @@ def test_dledger_roles_and_terms_follow_a_failover(tmp_path):
     d = tmp_path / "dl"
     up("dledger", 3, d, {})
     try:
-        st = status(d)  # `cluster up` gives every broker a metrics port
+        st = status(d)  # `cluster up` gives every server a metrics port
+        ns_port = next(p["metricsPort"] for p in st["processes"] if p["kind"] == "namesrv")
+        wait_until(lambda: value(scrape(ns_port), "ledgermq_namesrv_brokers") == 3,
+                   "the name server's metrics count the 3 brokers")
         mports = {p["name"]: p.get("metricsPort") for p in st["processes"] if p.get("kind") == "broker"}
         assert all(mports.values()), mports
 
