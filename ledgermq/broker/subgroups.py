@@ -66,7 +66,10 @@ class SubscriptionGroups:
         """The group's config, made on first use when allowed; None: unknown group."""
         cfg = self.table.get(group)
         if cfg is None and self.auto_create:
-            cfg = self.put(SubscriptionGroupConfig(group, retryMaxTimes=self.default_retry_max))
+            # the defaults, kept in memory (saved with the next change): a read must not
+            # need the disk, which may be full
+            cfg = self.table[group] = SubscriptionGroupConfig(
+                group, retryMaxTimes=self.default_retry_max)
         return cfg
 
     def put(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
