@@ -129,11 +129,13 @@ def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str
     return "".join(f"{k}={v}\n" for k, v in conf.items())
 
 
-def controller_conf(k: int, ports: list[int], d: Path, hosts: list[str] | None = None) -> str:
+def controller_conf(k: int, ports: list[int], d: Path, hosts: list[str] | None = None,
+                    metrics_port: int = 0) -> str:
     hosts = hosts or ["127.0.0.1"] * len(ports)
     peers = ";".join(f"c{i}-{h}:{p}" for i, (h, p) in enumerate(zip(hosts, ports)))
     return (f"controllerDLegerPeers={peers}\ncontrollerDLegerSelfId=c{k}\n"
-            f"controllerStorePath={d / f'c{k}' / 'data'}\nbrokerNotActiveTimeoutMillis=1000\n")
+            f"controllerStorePath={d / f'c{k}' / 'data'}\nbrokerNotActiveTimeoutMillis=1000\n"
+            f"metricsPort={metrics_port}\n")
 
 
 def names(mode: str, replicas: int, groups: int = 1, namesrvs: int = 1,
@@ -192,10 +194,11 @@ def _start_all(d: Path, entries: list[dict], started: list, place: Placement = L
 def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
         started: list, controllers: int, groups: int, namesrvs: int,
         place: Placement) -> dict:
-    got = iter(free_ports(2 * namesrvs + 1 + controllers + 3 * replicas * groups))
+    got = iter(free_ports(2 * namesrvs + 1 + 2 * controllers + 3 * replicas * groups))
     ports = {"namesrvs": [next(got) for _ in range(namesrvs)],
              "namesrv_metrics": [next(got) for _ in range(namesrvs)], "control": next(got),
-             "controllers": [next(got) for _ in range(controllers)]}
+             "controllers": [next(got) for _ in range(controllers)],
+             "controller_metrics": [next(got) for _ in range(controllers)]}
     at = place.addr
     ns_names = namesrv_names(namesrvs)
     c_names = [f"c{k}" for k in range(controllers)] if mode == "controller" else []
@@ -217,9 +220,12 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
         for k, port in enumerate(ports["controllers"]):
             (d / f"c{k}").mkdir(parents=True, exist_ok=True)
             (d / f"c{k}" / "controller.conf").write_text(
-                controller_conf(k, ports["controllers"], d, [at(c) for c in c_names]))
-            entries.append({"name": f"c{k}", "kind": "controller", "port": port, "args": [
-                "controller", "-c", str(d / f"c{k}" / "controller.conf"), "--json"]})
+                controller_conf(k, ports["controllers"], d, [at(c) for c in c_names],
+                                ports["controller_metrics"][k]))
+            entries.append({"name": f"c{k}", "kind": "controller", "port": port,
+                            "metricsPort": ports["controller_metrics"][k], "args": [
+                                "controller", "-c", str(d / f"c{k}" / "controller.conf"),
+                                "--json"]})
         procs += _start_all(d, entries, started, place)
     entries = []
     for g, group in enumerate(group_names(groups)):

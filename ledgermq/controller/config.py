@@ -24,6 +24,8 @@ class ControllerConfig:
     electionTimeoutMs: int = field(default=300, metadata=check(positive))
     heartbeatIntervalMs: int = field(default=100, metadata=check(positive))
     enableControllerInNamesrv: bool = False
+    metricsPort: int = field(default=0, metadata=check(lambda v: None if 0 <= v < 65536
+                                                        else "must be a TCP port"))  # 0: off
 
     def __post_init__(self) -> None:
         try:

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..drivers.raft import RAFT_MESSAGE, FileRaftLog, RaftDriver, RaftMeta
 from ..clock import now_ms
 from ..files import DirectoryLock
+from ..metrics_http import gauge, serve as serve_metrics
 from ..remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ..replication.raft import RaftConfig
 from .config import ControllerConfig
@@ -50,6 +51,7 @@ class ControllerServer(RaftDriver):
             heartbeat_timeout_ms=config.brokerNotActiveTimeoutMillis,
             unclean=config.enableElectUncleanMaster)
         self.raft = self.core.raft
+        self.metrics_server: asyncio.Server | None = None
         self._handlers = {
             RequestCode.CONTROLLER_REGISTER_BROKER: self._register,
             RequestCode.BROKER_HEARTBEAT: self._heartbeat,
@@ -75,8 +77,16 @@ class ControllerServer(RaftDriver):
                         "enableElectUncleanMaster=true lets a broker outside the SyncStateSet "
                         "become master, without what the set acknowledged")
         await super().start()
+        if self.config.metricsPort:
+            from prometheus_client import CollectorRegistry
+            reg = CollectorRegistry(auto_describe=False)
+            reg.register(_Collector(self))
+            host = self.address.rsplit(":", 1)[0]
+            self.metrics_server = await serve_metrics(reg, host, self.config.metricsPort)
 
     async def stop(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         await super().stop()
         self._dir_lock.release()
 
@@ -219,6 +229,25 @@ class ControllerServer(RaftDriver):
                 "leaderAddress": self.peers.get(r.leader) if r.leader else None,
                 "isLeader": self.is_leader, "role": r.role.value, "term": r.term,
                 "commitIndex": r.commit, "appliedIndex": self.core.applied}
+
+
+class _Collector:
+    """The controller node's figures for Prometheus, read at scrape time."""
+
+    def __init__(self, server: ControllerServer):
+        self.server = server
+
+    def collect(self):
+        m, labels = self.server.metadata_info(), ["controller_id"]
+        me = [str(m["controllerId"])]
+        yield gauge("ledgermq_controller_is_leader", "1 on the controller group's leader.",
+                    labels, me, float(m["isLeader"]))
+        yield gauge("ledgermq_controller_term", "Raft term of the controller group.", labels,
+                    me, m["term"])
+        yield gauge("ledgermq_controller_commit_index", "Committed index of the metadata log.",
+                    labels, me, m["commitIndex"])
+        yield gauge("ledgermq_controller_broker_groups", "Broker groups the metadata knows.",
+                    labels, me, len(self.server.core.metadata.groups))
 
 
 def _json(obj) -> bytes:

@@ -103,3 +103,24 @@ def test_dledger_roles_and_terms_follow_a_failover(tmp_path):
         assert new != old and after[new][1] > old_term
     finally:
         down(d)
+
+
+def test_controller_mode_leader_and_sync_state_set_in_the_metrics(tmp_path):
+    d = tmp_path / "ctl"
+    up("controller", 3, d, {}, controllers=3)
+    try:
+        procs = status(d)["processes"]
+        ctl = [p["metricsPort"] for p in procs if p["kind"] == "controller"]
+        brokers = [p["metricsPort"] for p in procs if p.get("kind") == "broker"]
+        wait_until(lambda: sum(value(scrape(p), "ledgermq_controller_is_leader") or 0
+                               for p in ctl) == 1, "one controller leader in the metrics")
+        assert all(value(scrape(p), "ledgermq_controller_broker_groups") is not None
+                   for p in ctl)
+        # the master sees the whole group in its SyncStateSet once the slaves caught up
+        wait_until(lambda: any(value(m := scrape(p), "ledgermq_controller_role",
+                                     role="MASTER") and
+                               value(m, "ledgermq_sync_state_set_size") == 3
+                               for p in brokers), "a master with a SyncStateSet of 3",
+                   timeout=30)
+    finally:
+        down(d)
