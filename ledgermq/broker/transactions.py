@@ -54,7 +54,10 @@ class Transactions:
         self.store = broker.store
         self.config = broker.config
         self.clock = clock
-        self.decided: set[int] = set()  # half queue offsets with a decision
+        # half queue offsets with a decision, at or above `floor`: below it every one is
+        # decided (the check-back's progress), so the set stays as small as what is open
+        self.decided: set[int] = set()
+        self.floor = 0
         self._op_read = 0  # the op queue is read up to here into `decided`
         self.checks_sent = 0
 
@@ -86,7 +89,8 @@ class Transactions:
         A decision already taken is kept (a second END_TRANSACTION changes nothing)."""
         msg = self.half_at(phys)
         self.refresh_decided()
-        if msg.queue_offset in self.decided:
+        floor = max(self.floor, self.broker.offsets.query(TRANS_HALF_TOPIC, CHECK_GROUP, 0) or 0)
+        if msg.queue_offset < floor or msg.queue_offset in self.decided:
             return "already decided"
         if commit:
             self._write_real(msg)
@@ -158,6 +162,9 @@ class Transactions:
                 if progress == msg.queue_offset:
                     progress = at
         offsets.commit(TRANS_HALF_TOPIC, CHECK_GROUP, 0, progress)
+        if progress > self.floor:
+            self.floor = progress
+            self.decided = {o for o in self.decided if o >= progress}
         return checked
 
     def _due(self, msg: StoredMessage, now_ms: int) -> bool:

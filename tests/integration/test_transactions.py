@@ -121,3 +121,28 @@ def test_open_and_decided_transactions_survive_a_restart(dev, tmp_path):
 
 async def _has(namesrv: str, topic: str, n: int) -> bool:
     return len(await read_all(namesrv, topic)) >= n
+
+
+def test_a_late_second_decision_changes_nothing(dev):
+    """END_TRANSACTION again (a retried one-way, a check answered twice) for a transaction
+    committed long ago, after the check-back moved past it: no second copy."""
+    from ledgermq.remoting import RemotingCommand, RequestCode
+    from ledgermq.wire.message import decode_offset_msg_id
+
+    d = dev(FAST_CHECKS)
+
+    async def main():
+        async with TransactionProducer("tx-late", d.namesrv) as p:
+            r, _ = await p.send_in_transaction(Message("Once", b"one"), lambda m, a: COMMIT)
+            await until(lambda: read_all(d.namesrv, "Once"), "the commit")
+            await asyncio.sleep(1.0)  # check rounds pass over the decided half message
+            phys = decode_offset_msg_id(r.offset_msg_id)[2]
+            resp = await p.instance.broker_request(d.broker, RemotingCommand(
+                RequestCode.END_TRANSACTION, ext={
+                    "producerGroup": "tx-late", "tranStateTableOffset": str(r.queue_offset),
+                    "commitLogOffset": str(phys), "commitOrRollback": "8",
+                    "fromTransactionCheck": "true", "msgId": r.msg_id,
+                    "transactionId": r.msg_id}))
+            assert "already decided" in resp.remark
+            assert await read_all(d.namesrv, "Once") == [b"one"]
+    asyncio.run(main())
