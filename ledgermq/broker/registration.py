@@ -88,6 +88,13 @@ class NameServerLink:
         self._announcing.add(task)
         task.add_done_callback(self._announcing.discard)
 
+    async def announced(self, timeout_s: float = 2.0) -> None:
+        """Until every registration announced so far is done, or `timeout_s` (a hung name
+        server): an admin's topic change is answered once the name servers route it, as
+        RocketMQ registers before it answers."""
+        if self._announcing:
+            await asyncio.wait(list(self._announcing), timeout=timeout_s)
+
     async def unregister(self) -> None:
         for addr in self.namesrvs:
             try:

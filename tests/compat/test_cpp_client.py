@@ -116,7 +116,8 @@ def test_cpp_oneway_delay_orderly_and_retry(dev, cpp):
                                  read_queues=1, write_queues=1)
     asyncio.run(retry_topic())
     retried = cpp(d.namesrv, "retry", "CppRetry", "RetryGroup", 10, 30)["messages"]
-    assert retried and all(m["reconsume_times"] == 1 for m in retried)
+    assert {m["body"] for m in retried} == {f"body-{i}" for i in range(10)}
+    assert all(m["reconsume_times"] == 1 for m in retried), [m["reconsume_times"] for m in retried]
 
     async def sent_back():  # every failed delivery came back to the broker for retry
         async with PullConsumer("check-retry", d.namesrv) as c:

@@ -10,6 +10,7 @@ import time
 
 from ledgermq import Message, Producer, PushConsumer
 from ledgermq.client.admin import Admin
+from ledgermq.client.instance import MQClientError
 from ledgermq.cluster import down, start, stop, up
 from ledgermq.remoting import RemotingCommand, RequestCode
 
@@ -25,6 +26,23 @@ def procs(d):
 async def read_every_queue(namesrv, topic) -> dict[tuple[str, int], list[bytes]]:
     """{(broker name, queue id): bodies in queue order} of every queue of `topic`."""
     return await read_all(namesrv, topic=topic, by_broker=True)
+
+
+async def routed_at_once(names: list[str]) -> list[list[str]]:
+    """Topics created one after another, each looked up on every name server as soon as
+    the creation was answered: the groups each name server routes it to."""
+    seen = []
+    async with Admin(";".join(names)) as admin:
+        for i in range(10):
+            await admin.update_topic(f"AtOnce{i}", read_queues=1, write_queues=1)
+            for ns in names:
+                async with Admin(ns) as one:
+                    try:
+                        route = await one.topic_route(f"AtOnce{i}")
+                    except MQClientError:  # TOPIC_NOT_EXIST: not routed yet
+                        route = {"queueDatas": []}
+                seen.append(sorted(q["brokerName"] for q in route["queueDatas"]))
+    return seen
 
 
 def status(d):
@@ -51,6 +69,7 @@ def test_cluster_up_with_two_groups_and_two_name_servers(tmp_path):
         route = json.loads(cli("admin", "topicRoute", "-n", both, "-t", "Spread",
                                "--json").stdout)
         assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-a", "broker-b"]
+        assert asyncio.run(routed_at_once(names)) == [["broker-a", "broker-b"]] * 20
         code, st = wait_until(lambda: (lambda r: r if r[0] == 0 else None)(status(d)),
                               "both groups healthy")
         assert st["health"] == "broker-a: master a-n0, 1/1 up; broker-b: master b-n0, 1/1 up"

@@ -38,7 +38,7 @@ class AdminProcessor:
             RequestCode.GET_BROKER_EPOCH_CACHE: not_in_mode("controller"),
         }
 
-    def update_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    async def update_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         ext = cmd.ext
         topic = ext["topic"]
         try:
@@ -53,10 +53,12 @@ class AdminProcessor:
                                        ext.get("topicFilterType", "SINGLE_TAG"),
                                        int(ext.get("topicSysFlag", 0)),
                                        str(ext.get("order", "false")).lower() == "true"))
+        await self.broker.namesrv.announced()
         return cmd.response(ResponseCode.SUCCESS)
 
-    def delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    async def delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         self.topics.delete(cmd.ext["topic"])
+        await self.broker.namesrv.announced()
         return cmd.response(ResponseCode.SUCCESS)
 
     def all_topic_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
