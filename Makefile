@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test sim-long spark-cluster chaos bench bench-timer clean
+.PHONY: install run test sim-long spark-cluster chaos bench bench-timer proto clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -55,6 +55,13 @@ bench: install
 # timer messages: bytes per pending timer (1,000,000 pending), delivery lateness under load
 bench-timer: install
 	$(PY) bench/timer_bench.py
+
+# the gRPC API's Python modules (committed) from ledgermq/apis/*.proto
+proto: install
+	$(PY) -m pip install -q grpcio-tools==1.85.1
+	$(PY) -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. \
+		ledgermq/apis/definition.proto ledgermq/apis/service.proto
+	rm -f ledgermq/apis/definition_pb2_grpc.py  # it has no services
 
 clean:
 	rm -rf $(VENV) build *.egg-info

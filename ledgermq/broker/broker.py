@@ -18,7 +18,9 @@ from .consumers import ConsumerManager
 from .long_poll import PullHolds
 from ..metrics_http import port_of, serve as serve_metrics
 from .metrics import BrokerStats, registry_for
+from .grpc.server import GrpcEndpoint
 from .modes import StandaloneMode, mode_class
+from .pop_service import PopService
 from .processors import PROCESSORS
 from .registration import NameServerLink
 from .schedule import ScheduleService
@@ -59,6 +61,8 @@ class Broker:
         self.consumers = ConsumerManager(config.clientChannelMaxIdleTimeSeconds)
         self.transactions = Transactions(self)
         self.timer = TimerService(self)
+        self.pop = PopService(self)
+        self.grpc = GrpcEndpoint(self) if config.grpcServerPort >= 0 else None
         self.server = RemotingServer(self.handle, config.bindAddress, config.listenPort,
                                      max_frame=config.maxFrameSize,
                                      idle_timeout=config.clientChannelMaxIdleTimeSeconds)
@@ -76,8 +80,22 @@ class Broker:
     def address(self) -> str:
         return f"{self.config.brokerIP1}:{self.server.port}"
 
+    @property
+    def grpc_port(self) -> int | None:
+        return self.grpc.port if self.grpc is not None else None
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{self.config.brokerIP1}:{self.grpc_port}"
+
+    def client_connections(self) -> list:
+        """Every client connected now: remoting connections and RocketMQ 5 (gRPC) ones."""
+        grpc = self.grpc.service.connections() if self.grpc is not None else []
+        return list(self.server.connections) + grpc
+
     # ---- what the mode asks of its host ---------------------------------------------
     async def role_changed(self) -> None:
+        self.pop.reset()  # a new master starts from the committed offsets
         if self.mode.is_writable:  # a new master serves every topic its log holds
             self.topics.adopt_stored()
         await self.namesrv.reregister()
@@ -109,9 +127,13 @@ class Broker:
                                                       self.config.bindAddress, port)
             log.info("metrics on http://%s:%d/metrics", self.config.bindAddress,
                      self.metrics_port)
+        if self.grpc is not None:
+            port = await self.grpc.start(self.config.bindAddress, self.config.grpcServerPort)
+            log.info("gRPC (RocketMQ 5 clients) on %s:%d", self.config.bindAddress, port)
         await self.namesrv.register()  # routes exist once start() returns
         loops = [self.namesrv.register_loop(), self.namesrv.sync_loop(), self._housekeeping(),
-                 self.schedule.run(), self.transactions.run(), self.timer.run()]
+                 self.schedule.run(), self.transactions.run(), self.timer.run(),
+                 self.pop.run()]
         self._tasks = [asyncio.create_task(t) for t in loops]
         log.info("broker %s (%s, %s mode) listening on %s", self.config.brokerName,
                  self.config.brokerRole.value, self.mode.name, self.address)
@@ -127,6 +149,8 @@ class Broker:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.namesrv.unregister()
+        if self.grpc is not None:
+            await self.grpc.stop()
         await self.server.stop()
         await self.mode.stop()
         await self.namesrv.close()

@@ -73,6 +73,9 @@ class BrokerConfig:
     # metricsPromExporterPort is read when metricsPort is not given
     metricsPort: int = field(default=0, metadata=check(_port))
     metricsPromExporterPort: int = field(default=0, metadata=check(_port))
+    # RocketMQ 5 clients (gRPC MessagingService) on this port: -1 off, 0 any free port
+    grpcServerPort: int = field(default=-1, metadata=check(
+        lambda v: None if -1 <= v < 65536 else "must be -1 (off) or a TCP port (0-65535)"))
     # SQL92 subscriptions (MessageSelector.bySql), evaluated on the broker
     enablePropertyFilter: bool = False
     transactionTimeOut: int = field(default=6000, metadata=check(positive))

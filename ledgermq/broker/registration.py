@@ -53,6 +53,8 @@ class NameServerLink:
         body = {"topicConfigSerializeWrapper": b.topics.table.to_json(), "filterServerList": []}
         ext = {**self._identity(), "compressed": "false",
                "haServerAddr": f"{self.config.brokerIP1}:{b.mode.ha_port}"}
+        if b.grpc_port:
+            ext["grpcServerAddr"] = f"{self.config.brokerIP1}:{b.grpc_port}"
         # with every name server at once: one that hangs does not hold up the others (the
         # first inline: a consumer whose heartbeat just created its retry topic looks up
         # its route at once, and finds it when this request went out first)

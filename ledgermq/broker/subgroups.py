@@ -22,6 +22,7 @@ class SubscriptionGroupConfig:
     brokerId: int = 0
     whichBrokerWhenConsumeSlowly: int = 1
     notifyConsumerIdsChangedEnable: bool = True
+    consumeMessageOrderly: bool = False  # RocketMQ 5: a FIFO group (POP in order)
 
     @classmethod
     def from_json(cls, doc: dict) -> "SubscriptionGroupConfig":

@@ -201,7 +201,7 @@ class Transactions:
                   result.queue_offset, msg.properties.get(PROPERTY_UNIQ_KEY, ""))
 
     def _ask(self, group: str, phys: int, queue_offset: int, uniq: str) -> None:
-        conns = [c for c in self.broker.server.connections
+        conns = [c for c in self.broker.client_connections()
                  if c.is_open and group in c.attrs.get("producer_groups", ())]
         if not conns:
             log.info("transaction %s: no producer of group %s online to check with", uniq,

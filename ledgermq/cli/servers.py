@@ -12,6 +12,7 @@ import click
 from . import main
 
 DEV_METRICS_PORT = 5557  # `ledgermq dev` without -c: metrics on (RocketMQ 5's port)
+DEV_GRPC_PORT = 8081  # `ledgermq dev` without -c: RocketMQ 5 clients (its proxy's port)
 
 
 @main.command("store-demo")
@@ -105,6 +106,8 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
         bcfg.namesrvAddr = f"127.0.0.1:{namesrv_port}"
     if conf is None and not bcfg.metricsPort:
         bcfg.metricsPort = DEV_METRICS_PORT  # `make run`: watch it (RocketMQ 5's port)
+    if conf is None and bcfg.grpcServerPort < 0:
+        bcfg.grpcServerPort = DEV_GRPC_PORT
     if conf is None or "enablePropertyFilter" not in conf.read_text():
         # a developer's broker serves every subscription type; a production broker.conf
         # opts in to SQL92 (evaluated per message on the broker), as in RocketMQ
@@ -121,6 +124,7 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
             _ready({"namesrv": namesrv.address, "broker": broker.address,
                     "metrics": f"http://{bcfg.bindAddress}:{broker.metrics_port}/metrics"
                     if broker.metrics_port else None,
+                    "grpc": broker.grpc_address if broker.grpc_port else None,
                     "store": str(scfg.root), "unknownKeys": _unknown(unknown)}, as_json)
             await serve_until(stop)
             await broker.stop()

@@ -44,6 +44,7 @@ class LiveBroker:
     cluster: str
     broker_name: str
     broker_id: int
+    grpc_addr: str = ""  # its RocketMQ 5 (gRPC) endpoint, when it serves one
 
 
 class RouteTable:
@@ -56,7 +57,7 @@ class RouteTable:
 
     def register(self, *, cluster: str, broker_name: str, broker_addr: str, broker_id: int,
                  ha_server_addr: str, topics: dict[str, dict], data_version: dict,
-                 now: float) -> dict:
+                 now: float, grpc_addr: str = "") -> dict:
         """A broker's registration or heartbeat; returns what the broker should learn
         (its master's address and HA address, for slaves)."""
         self.clusters.setdefault(cluster, set()).add(broker_name)
@@ -69,7 +70,7 @@ class RouteTable:
                 del bd.brokerAddrs[bid]
         bd.brokerAddrs[broker_id] = broker_addr
         self.live[broker_addr] = LiveBroker(now, data_version, ha_server_addr, cluster,
-                                            broker_name, broker_id)
+                                            broker_name, broker_id, grpc_addr)
         if broker_id == MASTER_ID:
             self._replace_topics(broker_name, topics)
         out = {"masterAddr": "", "haServerAddr": ""}
@@ -129,11 +130,20 @@ class RouteTable:
         queues = self.topic_queues.get(topic)
         if not queues:
             return None
-        brokers = [self.brokers[name].to_json() for name in sorted(queues)
+        brokers = [self._with_grpc(self.brokers[name].to_json()) for name in sorted(queues)
                    if name in self.brokers]
         return {"orderTopicConf": None,
                 "queueDatas": [q.to_json() for _, q in sorted(queues.items())],
                 "brokerDatas": brokers, "filterServerTable": {}}
+
+    def _with_grpc(self, bd: dict) -> dict:
+        """A broker data entry with the gRPC endpoints of its brokers ("grpcAddrs", by id:
+        ledgermq's own field, which RocketMQ's remoting clients ignore)."""
+        grpc = {bid: self.live[addr].grpc_addr for bid, addr in bd["brokerAddrs"].items()
+                if addr in self.live and self.live[addr].grpc_addr}
+        if grpc:
+            bd["grpcAddrs"] = grpc
+        return bd
 
     def cluster_info(self) -> dict:
         return {"brokerAddrTable": {n: b.to_json() for n, b in sorted(self.brokers.items())},

@@ -130,7 +130,8 @@ class NameServer:
             cluster=ext["clusterName"], broker_name=ext["brokerName"], broker_addr=addr,
             broker_id=int(ext["brokerId"]), ha_server_addr=ext.get("haServerAddr", ""),
             topics=wrapper.get("topicConfigTable", {}),
-            data_version=wrapper.get("dataVersion", {}), now=time.monotonic())
+            data_version=wrapper.get("dataVersion", {}), now=time.monotonic(),
+            grpc_addr=ext.get("grpcServerAddr", ""))
         conn.attrs.setdefault("brokers", set()).add(addr)
         if not conn.attrs.get("watched"):
             conn.attrs["watched"] = True

@@ -1,0 +1,64 @@
+"""A RocketMQ 5 client as the broker's processors see a connection: the gRPC endpoint turns
+each call into the remoting request the broker already serves (RocketMQ's proxy in local
+mode does the same), on behalf of one of these. What the broker sends a client on its own
+(a transaction check-back) goes out on the client's telemetry stream."""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+
+from ...apis import definition_pb2 as pb
+from ...apis import service_pb2 as svc
+from ...remoting import RemotingCommand, RemotingError, ReplyWhen, RequestCode
+from ...wire.message import MessageFormatError, decode_message
+from .convert import to_grpc
+
+log = logging.getLogger(__name__)
+
+
+class ClientChannel:
+    def __init__(self, client_id: str, peer: str):
+        self.client_id = client_id
+        self.peer = peer
+        self.attrs: dict = {}
+        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.settings: pb.Settings | None = None
+        self.outbox: asyncio.Queue | None = None  # the telemetry stream, while open
+
+    @property
+    def is_open(self) -> bool:
+        return self.outbox is not None
+
+    def oneway(self, cmd: RemotingCommand) -> None:
+        """A request from the broker: a check-back becomes RecoverOrphanedTransaction."""
+        if self.outbox is None:
+            raise RemotingError(f"client {self.client_id} has no telemetry stream open")
+        if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
+            return  # nothing else has a telemetry form (rebalance hints: POP needs none)
+        try:
+            msg = decode_message(cmd.body, check_crc=False)
+        except MessageFormatError as e:
+            log.warning("check-back for %s not sent: %s", self.client_id, e)
+            return
+        self.outbox.put_nowait(svc.TelemetryCommand(
+            recover_orphaned_transaction_command=svc.RecoverOrphanedTransactionCommand(
+                message=to_grpc(msg), transaction_id=cmd.ext["commitLogOffset"])))
+
+    def close(self) -> None:
+        self.outbox = None
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+async def call(broker, cmd: RemotingCommand, channel: ClientChannel) -> RemotingCommand:
+    """The broker's answer to `cmd`, however its handler gives it (now, later, when a
+    replication future settles)."""
+    result = broker.handle(cmd, channel)
+    if type(result) is ReplyWhen:
+        return result.respond(await result.future)
+    if inspect.isawaitable(result):
+        result = await result
+        if type(result) is ReplyWhen:
+            return result.respond(await result.future)
+    return result

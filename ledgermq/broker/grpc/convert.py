@@ -1,0 +1,146 @@
+"""Messages between RocketMQ 5's gRPC form and the stored form: system properties map to
+RocketMQ's message properties (what a remoting client reads and writes), so the two kinds
+of clients share topics both ways."""
+from __future__ import annotations
+
+import zlib
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from ...apis import definition_pb2 as pb
+from ...wire.message import (
+    PROPERTY_KEYS, PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_PRODUCER_GROUP, PROPERTY_RETRY_TOPIC,
+    PROPERTY_TAGS, PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_KEY, StoredMessage,
+    encode_properties,
+)
+
+# RocketMQ's property names for what only RocketMQ 5 messages carry
+PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
+PROPERTY_BORN_HOST = "__BORNHOST"  # ledgermq's: the client's own idea of its address
+SYSTEM_PROPERTIES = {PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, PROPERTY_MESSAGE_GROUP,
+                     PROPERTY_TIMER_DELIVER_MS, PROPERTY_TRANSACTION_PREPARED,
+                     PROPERTY_PRODUCER_GROUP, PROPERTY_RETRY_TOPIC, PROPERTY_ORIGIN_MESSAGE_ID,
+                     PROPERTY_TRACE_CONTEXT, PROPERTY_BORN_HOST, "REAL_TOPIC", "REAL_QID",
+                     "TRANSACTION_CHECK_TIMES", "RECONSUME_TIME", "MAX_RECONSUME_TIMES",
+                     "WAIT", "DELAY", "MSG_REGION", "TRACE_ON", "CLUSTER", "MIN_OFFSET",
+                     "MAX_OFFSET", "POP_CK", "1ST_POP_TIME", "CORRECTION_FLAG"}
+MAX_PROPERTY_BYTES = 16 * 1024  # RocketMQ's limit on a message's properties
+
+
+class BadMessage(ValueError):
+    """A message the API refuses: `kind` names the status (see service.py)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def transaction_group(topic: str) -> str:
+    """The producer group a gRPC transactional message is checked back through: RocketMQ 5
+    producers have no group, so the topic's publishers stand for one."""
+    return f"%GRPC_PRODUCER%{topic}"
+
+
+def properties_of(m: pb.Message) -> dict[str, str]:
+    """The stored properties of a message a RocketMQ 5 producer sent; BadMessage for what
+    RocketMQ refuses too (system property names used by the user, a tag with '|', ...)."""
+    sp = m.system_properties
+    props: dict[str, str] = {}
+    for k, v in m.user_properties.items():
+        if not k or k in SYSTEM_PROPERTIES:
+            raise BadMessage("property", f"property key {k!r} is reserved for the system")
+        props[k] = v
+    if sp.HasField("tag"):
+        if not sp.tag.strip() or "|" in sp.tag:
+            raise BadMessage("tag", f"tag {sp.tag!r} is not allowed (empty or with '|')")
+        props[PROPERTY_TAGS] = sp.tag
+    if sp.keys:
+        if any(not k.strip() or " " in k for k in sp.keys):
+            raise BadMessage("key", "a message key is empty or holds a space")
+        props[PROPERTY_KEYS] = " ".join(sp.keys)
+    if not sp.message_id:
+        raise BadMessage("id", "the message has no message_id")
+    props[PROPERTY_UNIQ_KEY] = sp.message_id
+    if sp.HasField("message_group"):
+        if not sp.message_group:
+            raise BadMessage("group", "the message group is empty")
+        props[PROPERTY_MESSAGE_GROUP] = sp.message_group
+    if sp.HasField("delivery_timestamp"):
+        props[PROPERTY_TIMER_DELIVER_MS] = str(to_ms(sp.delivery_timestamp))
+    if sp.HasField("trace_context"):
+        props[PROPERTY_TRACE_CONTEXT] = sp.trace_context
+    if sp.born_host:
+        props[PROPERTY_BORN_HOST] = sp.born_host
+    if sp.message_type == pb.TRANSACTION:
+        props[PROPERTY_TRANSACTION_PREPARED] = "true"
+        props[PROPERTY_PRODUCER_GROUP] = transaction_group(m.topic.name)
+        if sp.HasField("orphaned_transaction_recovery_duration"):
+            d = sp.orphaned_transaction_recovery_duration
+            props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(max(1, d.seconds))
+    if len(encode_properties(props)) > MAX_PROPERTY_BYTES:
+        raise BadMessage("properties", f"the message's properties exceed {MAX_PROPERTY_BYTES} B")
+    return props
+
+
+def message_type_of(props: dict[str, str]) -> int:
+    if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+        return pb.TRANSACTION
+    if PROPERTY_MESSAGE_GROUP in props:
+        return pb.FIFO
+    if PROPERTY_TIMER_DELIVER_MS in props or "DELAY" in props:
+        return pb.DELAY
+    return pb.NORMAL
+
+
+def to_ms(ts: Timestamp) -> int:
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def timestamp(ms: int) -> Timestamp:
+    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def duration(ms: int) -> Duration:
+    return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def host_text(packed: bytes) -> str:
+    if len(packed) >= 8:
+        return f"{'.'.join(str(b) for b in packed[:4])}:{int.from_bytes(packed[4:8], 'big')}"
+    return ""
+
+
+def to_grpc(m: StoredMessage, *, receipt_handle: str | None = None, attempt: int = 0,
+            invisible_ms: int | None = None) -> pb.Message:
+    """A stored message as a RocketMQ 5 consumer reads it (a redelivered one under its
+    original topic, as RocketMQ's proxy shows it)."""
+    props = m.properties
+    topic = props.get(PROPERTY_RETRY_TOPIC) or m.topic
+    sp = pb.SystemProperties(
+        message_id=props.get(PROPERTY_UNIQ_KEY) or m.msg_id,
+        body_digest=pb.Digest(type=pb.CRC32, checksum=format(zlib.crc32(m.body), "08X")),
+        body_encoding=pb.IDENTITY, message_type=message_type_of(props),
+        born_timestamp=timestamp(m.born_timestamp),
+        born_host=props.get(PROPERTY_BORN_HOST) or host_text(m.born_host),
+        store_timestamp=timestamp(m.store_timestamp), store_host=host_text(m.store_host),
+        queue_id=m.queue_id, queue_offset=m.queue_offset)
+    if PROPERTY_TAGS in props:
+        sp.tag = props[PROPERTY_TAGS]
+    if props.get(PROPERTY_KEYS):
+        sp.keys.extend(k for k in props[PROPERTY_KEYS].split(" ") if k)
+    if PROPERTY_MESSAGE_GROUP in props:
+        sp.message_group = props[PROPERTY_MESSAGE_GROUP]
+    if PROPERTY_TIMER_DELIVER_MS in props:
+        sp.delivery_timestamp.CopyFrom(timestamp(int(props[PROPERTY_TIMER_DELIVER_MS])))
+    if PROPERTY_TRACE_CONTEXT in props:
+        sp.trace_context = props[PROPERTY_TRACE_CONTEXT]
+    if receipt_handle is not None:
+        sp.receipt_handle = receipt_handle
+        sp.delivery_attempt = attempt
+        sp.invisible_duration.CopyFrom(duration(invisible_ms or 0))
+    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTIES}
+    return pb.Message(topic=pb.Resource(name=topic), user_properties=user,
+                      system_properties=sp, body=m.body)

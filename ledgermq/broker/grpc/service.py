@@ -1,0 +1,404 @@
+"""apache.rocketmq.v2.MessagingService on the broker: RocketMQ 5 clients (every official
+one speaks only this) send, receive by POP, ack and end transactions here. Each call
+becomes what the broker already does for remoting clients (a send is a SEND_MESSAGE
+through the same processor and replication mode), so both kinds of clients share topics
+and every guarantee."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import zlib
+from typing import TYPE_CHECKING
+
+import grpc
+
+from ...apis import definition_pb2 as pb
+from ...apis import service_pb2 as svc
+from ...apis import service_pb2_grpc as svc_grpc
+from ...filter.sql92 import SqlError, compile_sql
+from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ...remoting.codes import PERM_READ, PERM_WRITE
+from ...wire.message import (
+    SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK,
+    encode_properties,
+)
+from ..consumers import parse_subscription
+from ..pop_service import PopError
+from .channel import ClientChannel, call
+from .convert import (
+    PROPERTY_MESSAGE_GROUP, BadMessage, duration, properties_of, to_grpc, transaction_group,
+)
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger(__name__)
+
+ALL_TYPES = [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]
+DEFAULT_INVISIBLE_MS = 30_000
+DEFAULT_POLL_MS = 20_000
+POLL_SLICE_S = 0.5  # a waiting receive looks again at least this often (revived messages)
+
+# the broker's remoting answers in the API's terms
+_SEND_STATUS = {
+    ResponseCode.SUCCESS: pb.OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
+    ResponseCode.TOPIC_NOT_EXIST: pb.TOPIC_NOT_FOUND,
+    ResponseCode.NO_PERMISSION: pb.FORBIDDEN,
+    ResponseCode.MESSAGE_ILLEGAL: pb.BAD_REQUEST,
+}
+_POP_STATUS = {"handle": pb.INVALID_RECEIPT_HANDLE, "invisible": pb.ILLEGAL_INVISIBLE_TIME,
+               "topic": pb.TOPIC_NOT_FOUND, "write": pb.INTERNAL_SERVER_ERROR}
+_BAD_MESSAGE_STATUS = {"tag": pb.ILLEGAL_MESSAGE_TAG, "key": pb.ILLEGAL_MESSAGE_KEY,
+                       "group": pb.ILLEGAL_MESSAGE_GROUP, "id": pb.ILLEGAL_MESSAGE_ID,
+                       "property": pb.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                       "properties": pb.MESSAGE_PROPERTIES_TOO_LARGE}
+_PERMISSION = {PERM_READ | PERM_WRITE: pb.READ_WRITE, PERM_READ: pb.READ, PERM_WRITE: pb.WRITE}
+
+
+def status(code: int, message: str = "OK") -> pb.Status:
+    return pb.Status(code=code, message=message)
+
+
+def ms_of(d, default: int) -> int:
+    ms = d.seconds * 1000 + d.nanos // 1_000_000
+    return ms if ms > 0 else default
+
+
+class MessagingService(svc_grpc.MessagingServiceServicer):
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.channels: dict[str, ClientChannel] = {}
+        self._sends = itertools.count()  # spreads sends over the queues
+
+    # ---- clients --------------------------------------------------------------------
+    def _client(self, context) -> ClientChannel | None:
+        meta = dict(context.invocation_metadata() or ())
+        client_id = meta.get("x-mq-client-id")
+        if not client_id:
+            return None
+        ch = self.channels.get(client_id)
+        if ch is None:
+            ch = self.channels[client_id] = ClientChannel(client_id, context.peer())
+        return ch
+
+    def connections(self) -> list[ClientChannel]:
+        return [c for c in self.channels.values() if c.is_open]
+
+    def _server_settings(self, ch: ClientChannel, theirs: pb.Settings) -> pb.Settings:
+        cfg = self.broker.config
+        out = pb.Settings()
+        out.CopyFrom(theirs)
+        out.metric.CopyFrom(pb.Metric(on=False))
+        if theirs.WhichOneof("pub_sub") == "publishing":
+            out.publishing.max_body_size = self.broker.store.config.maxMessageSize
+            out.publishing.validate_message_type = False
+            out.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=3, exponential_backoff=
+                                                       pb.ExponentialBackoff(
+                                                           initial=duration(100),
+                                                           max=duration(2000), multiplier=2)))
+            ch.attrs["producer_groups"] = {transaction_group(t.name)
+                                           for t in theirs.publishing.topics}
+        elif theirs.WhichOneof("pub_sub") == "subscription":
+            group = theirs.subscription.group.name
+            sg = self.broker.subgroups.for_consumer(group)
+            attempts = (sg.retryMaxTimes if sg else cfg.maxReconsumeTimes) + 1
+            out.subscription.fifo = bool(sg and getattr(sg, "consumeMessageOrderly", False))
+            out.subscription.receive_batch_size = 32
+            if not theirs.subscription.HasField("long_polling_timeout"):
+                out.subscription.long_polling_timeout.CopyFrom(duration(DEFAULT_POLL_MS))
+            out.backoff_policy.CopyFrom(pb.RetryPolicy(
+                max_attempts=attempts, customized_backoff=pb.CustomizedBackoff(
+                    next=[duration(ms) for ms in cfg.delay_levels_ms[2:]] or [duration(1000)])))
+        return out
+
+    async def Telemetry(self, request_iterator, context):
+        ch = self._client(context)
+        if ch is None:
+            yield svc.TelemetryCommand(status=status(pb.CLIENT_ID_REQUIRED,
+                                                     "x-mq-client-id metadata is missing"))
+            return
+        outbox: asyncio.Queue = asyncio.Queue()
+        ch.outbox = outbox
+
+        async def read():
+            try:
+                async for cmd in request_iterator:
+                    if cmd.WhichOneof("command") == "settings":
+                        ch.settings = cmd.settings
+                        outbox.put_nowait(svc.TelemetryCommand(
+                            status=status(pb.OK),
+                            settings=self._server_settings(ch, cmd.settings)))
+            except (asyncio.CancelledError, grpc.RpcError):
+                pass
+            finally:
+                outbox.put_nowait(None)
+        reader = asyncio.ensure_future(read())
+        try:
+            while (item := await outbox.get()) is not None:
+                yield item
+        finally:
+            reader.cancel()
+            if ch.outbox is outbox:
+                ch.outbox = None
+
+    async def Heartbeat(self, request, context):
+        if self._client(context) is None:
+            return svc.HeartbeatResponse(status=status(pb.CLIENT_ID_REQUIRED,
+                                                       "x-mq-client-id metadata is missing"))
+        return svc.HeartbeatResponse(status=status(pb.OK))
+
+    async def NotifyClientTermination(self, request, context):
+        ch = self._client(context)
+        if ch is not None:
+            ch.close()
+            self.channels.pop(ch.client_id, None)
+        return svc.NotifyClientTerminationResponse(status=status(pb.OK))
+
+    # ---- routes ---------------------------------------------------------------------
+    async def _route_doc(self, topic: str) -> dict | None:
+        link = self.broker.namesrv
+        last: Exception | None = None
+        for addr in link.namesrvs:
+            try:
+                r = await link.client.invoke(addr, RemotingCommand(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, ext={"topic": topic}), 3.0)
+            except RemotingError as e:
+                last = e
+                continue
+            if r.code == ResponseCode.TOPIC_NOT_EXIST:
+                return None
+            if r.code == ResponseCode.SUCCESS:
+                return json.loads(r.body)
+        raise RemotingError(f"no name server answered: {last}")
+
+    def _local_route(self, topic: str) -> dict | None:
+        """Without a name server (or before it knows): this broker's own queues."""
+        tc = self.broker.topics.get(topic)
+        if tc is None:
+            return None
+        return {"queueDatas": [{"brokerName": self.broker.config.brokerName,
+                                "readQueueNums": tc.readQueueNums,
+                                "writeQueueNums": tc.writeQueueNums, "perm": tc.perm}],
+                "brokerDatas": [{"brokerName": self.broker.config.brokerName,
+                                 "grpcAddrs": {"0": self.broker.grpc_address}}]}
+
+    async def QueryRoute(self, request, context):
+        topic = request.topic.name
+        try:
+            doc = await self._route_doc(topic) if self.broker.namesrv.namesrvs else None
+        except RemotingError as e:
+            return svc.QueryRouteResponse(status=status(pb.INTERNAL_SERVER_ERROR, str(e)))
+        doc = doc or self._local_route(topic)
+        if doc is None:
+            return svc.QueryRouteResponse(status=status(
+                pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist: create it first "
+                "(ledgermq admin updateTopic)"))
+        out = svc.QueryRouteResponse(status=status(pb.OK))
+        grpc_of = {bd["brokerName"]: (bd.get("grpcAddrs") or {}).get("0")
+                   for bd in doc.get("brokerDatas", [])}
+        for qd in doc.get("queueDatas", []):
+            addr = grpc_of.get(qd["brokerName"])
+            if not addr:
+                continue  # no master serving gRPC in that group now
+            host, port = addr.rsplit(":", 1)
+            broker = pb.Broker(name=qd["brokerName"], id=0, endpoints=pb.Endpoints(
+                scheme=pb.IPv4, addresses=[pb.Address(host=host, port=int(port))]))
+            r, w = int(qd["readQueueNums"]), int(qd["writeQueueNums"])
+            perm = int(qd.get("perm", PERM_READ | PERM_WRITE))
+            for qid in range(max(r, w)):
+                bits = perm & ((PERM_READ if qid < r else 0) | (PERM_WRITE if qid < w else 0))
+                out.message_queues.add(topic=pb.Resource(name=topic), id=qid,
+                                       permission=_PERMISSION.get(bits, pb.NONE),
+                                       broker=broker, accept_message_types=ALL_TYPES)
+        if not out.message_queues:
+            out.status.CopyFrom(status(pb.NOT_FOUND, f"topic {topic}: no group has a master "
+                                       "serving gRPC now"))
+        return out
+
+    async def QueryAssignment(self, request, context):
+        """POP needs no queue ownership: one assignment per group's master, any queue."""
+        route = await self.QueryRoute(svc.QueryRouteRequest(topic=request.topic), context)
+        if route.status.code != pb.OK:
+            return svc.QueryAssignmentResponse(status=route.status)
+        out = svc.QueryAssignmentResponse(status=status(pb.OK))
+        seen = set()
+        for q in route.message_queues:
+            if q.broker.name in seen or q.permission not in (pb.READ, pb.READ_WRITE):
+                continue
+            seen.add(q.broker.name)
+            mq = pb.MessageQueue()
+            mq.CopyFrom(q)
+            mq.id = -1
+            out.assignments.add(message_queue=mq)
+        return out
+
+    # ---- send -----------------------------------------------------------------------
+    async def SendMessage(self, request, context):
+        ch = self._client(context)
+        if ch is None:
+            return svc.SendMessageResponse(status=status(pb.CLIENT_ID_REQUIRED,
+                                                         "x-mq-client-id metadata is missing"))
+        if not request.messages:
+            return svc.SendMessageResponse(status=status(pb.BAD_REQUEST, "no message to send"))
+        entries = [await self._send_one(m, ch) for m in request.messages]
+        out = svc.SendMessageResponse(entries=entries)
+        codes = {e.status.code for e in entries}
+        out.status.CopyFrom(entries[0].status if len(codes) == 1 else
+                            status(pb.MULTIPLE_RESULTS, "see each entry"))
+        return out
+
+    async def _send_one(self, m: pb.Message, ch: ClientChannel) -> svc.SendResultEntry:
+        topic = m.topic.name
+        try:
+            props = properties_of(m)
+        except BadMessage as e:
+            return svc.SendResultEntry(status=status(_BAD_MESSAGE_STATUS[e.kind], str(e)))
+        if not m.body:
+            return svc.SendResultEntry(status=status(pb.MESSAGE_BODY_EMPTY,
+                                                     "the message body is empty"))
+        if len(m.body) > self.broker.store.config.maxMessageSize:
+            return svc.SendResultEntry(status=status(
+                pb.MESSAGE_BODY_TOO_LARGE, f"the body is {len(m.body)} B, more than "
+                f"maxMessageSize={self.broker.store.config.maxMessageSize}"))
+        tc = self.broker.topics.get(topic)
+        if tc is None:
+            return svc.SendResultEntry(status=status(
+                pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist on "
+                f"{self.broker.config.brokerName}"))
+        group = props.get(PROPERTY_MESSAGE_GROUP)
+        # a FIFO message group always lands in one queue: its order is that queue's
+        qid = (zlib.crc32(group.encode()) if group else next(self._sends)) \
+            % tc.writeQueueNums
+        transactional = m.system_properties.message_type == pb.TRANSACTION
+        ext = {"producerGroup": transaction_group(topic), "topic": topic,
+               "defaultTopic": "TBW102", "defaultTopicQueueNums": "4", "queueId": str(qid),
+               "sysFlag": str(SYSFLAG_TRANSACTION_PREPARED if transactional else 0),
+               "bornTimestamp": str(m.system_properties.born_timestamp.seconds * 1000 +
+                                    m.system_properties.born_timestamp.nanos // 1_000_000),
+               "flag": "0", "properties": encode_properties(props).decode(),
+               "reconsumeTimes": "0"}
+        resp = await call(self.broker, RemotingCommand(RequestCode.SEND_MESSAGE, ext=ext,
+                                                       body=m.body, language="JAVA"), ch)
+        code = _SEND_STATUS.get(resp.code, pb.INTERNAL_SERVER_ERROR)
+        if code != pb.OK:
+            return svc.SendResultEntry(status=status(code, resp.remark or "send failed"))
+        offset_id = (resp.ext.get("msgId") or "").split(",")[0]
+        return svc.SendResultEntry(
+            status=status(pb.OK), message_id=m.system_properties.message_id,
+            transaction_id=str(int(offset_id[16:32], 16)) if transactional else "",
+            offset=int(resp.ext.get("queueOffset", "0")))
+
+    async def EndTransaction(self, request, context):
+        ch = self._client(context)
+        if ch is None:
+            return svc.EndTransactionResponse(status=status(pb.CLIENT_ID_REQUIRED,
+                                                            "x-mq-client-id metadata is missing"))
+        if not request.transaction_id.isdigit():
+            return svc.EndTransactionResponse(status=status(
+                pb.INVALID_TRANSACTION_ID, f"transaction id {request.transaction_id!r} was "
+                "not issued by ledgermq"))
+        kind = {pb.COMMIT: SYSFLAG_TRANSACTION_COMMIT,
+                pb.ROLLBACK: SYSFLAG_TRANSACTION_ROLLBACK}.get(request.resolution, 0)
+        resp = await call(self.broker, RemotingCommand(RequestCode.END_TRANSACTION, ext={
+            "producerGroup": transaction_group(request.topic.name),
+            "commitLogOffset": request.transaction_id, "commitOrRollback": str(kind),
+            "transactionId": request.message_id,
+            "fromTransactionCheck": str(request.source == pb.SOURCE_SERVER_CHECK).lower()},
+            language="JAVA"), ch)
+        if resp.code != ResponseCode.SUCCESS:
+            return svc.EndTransactionResponse(status=status(pb.INTERNAL_SERVER_ERROR,
+                                                            resp.remark or "not ended"))
+        return svc.EndTransactionResponse(status=status(pb.OK, resp.remark or "OK"))
+
+    # ---- receive (POP) --------------------------------------------------------------
+    def _filter(self, expr: pb.FilterExpression):
+        """(tag codes, SQL92 predicate); ValueError for an expression that does not parse."""
+        if expr.type == pb.SQL:
+            if not self.broker.config.enablePropertyFilter:
+                raise ValueError("SQL92 filtering is off on this broker: set "
+                                 "enablePropertyFilter=true in its broker.conf")
+            return None, compile_sql(expr.expression)
+        return parse_subscription(expr.expression or "*"), None
+
+    async def ReceiveMessage(self, request, context):
+        group, topic = request.group.name, request.message_queue.topic.name
+        if self._client(context) is None:
+            yield svc.ReceiveMessageResponse(status=status(pb.CLIENT_ID_REQUIRED,
+                                                           "x-mq-client-id metadata is missing"))
+            return
+        if not self.broker.mode.is_writable:
+            yield svc.ReceiveMessageResponse(status=status(
+                pb.NOT_FOUND, f"{self.broker.address} is not the master of "
+                f"{self.broker.config.brokerName} now: receive from the route's broker"))
+            return
+        try:
+            codes, predicate = self._filter(request.filter_expression)
+        except (ValueError, SqlError) as e:
+            yield svc.ReceiveMessageResponse(status=status(pb.ILLEGAL_FILTER_EXPRESSION, str(e)))
+            return
+        sg = self.broker.subgroups.for_consumer(group)
+        fifo = bool(sg and getattr(sg, "consumeMessageOrderly", False))
+        invisible = ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS)
+        poll_s = ms_of(request.long_polling_timeout, DEFAULT_POLL_MS) / 1000
+        if context.time_remaining() is not None:  # answer before the client gives up
+            poll_s = min(poll_s, max(0.0, context.time_remaining() - 1.0))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + poll_s
+        batch = max(1, min(request.batch_size or 32, 32))
+        while True:
+            try:
+                popped = self.broker.pop.pop(group, topic, batch, invisible, fifo, codes,
+                                             predicate)
+            except PopError as e:
+                yield svc.ReceiveMessageResponse(status=status(_POP_STATUS[e.kind], str(e)))
+                return
+            if popped:
+                break
+            left = deadline - loop.time()
+            if left <= 0:
+                yield svc.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND,
+                                                               "no new message"))
+                return
+            await self.broker.pop.wait(group, topic, min(left, POLL_SLICE_S))
+        for p in popped:
+            yield svc.ReceiveMessageResponse(message=to_grpc(
+                p.message, receipt_handle=p.handle.encode(), attempt=p.attempt,
+                invisible_ms=p.invisible_ms))
+        yield svc.ReceiveMessageResponse(status=status(pb.OK))
+
+    async def AckMessage(self, request, context):
+        out = svc.AckMessageResponse()
+        for e in request.entries:
+            try:
+                self.broker.pop.ack(request.group.name, e.receipt_handle)
+                st = status(pb.OK)
+            except PopError as err:
+                st = status(_POP_STATUS[err.kind], str(err))
+            out.entries.add(message_id=e.message_id, receipt_handle=e.receipt_handle, status=st)
+        codes = {e.status.code for e in out.entries}
+        out.status.CopyFrom(out.entries[0].status if len(codes) == 1 else
+                            status(pb.MULTIPLE_RESULTS, "see each entry"))
+        return out
+
+    async def ChangeInvisibleDuration(self, request, context):
+        try:
+            h = self.broker.pop.change_invisible(
+                request.group.name, request.receipt_handle,
+                ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS))
+        except PopError as e:
+            return svc.ChangeInvisibleDurationResponse(status=status(_POP_STATUS[e.kind], str(e)))
+        return svc.ChangeInvisibleDurationResponse(status=status(pb.OK),
+                                                   receipt_handle=h.encode())
+
+    async def ForwardMessageToDeadLetterQueue(self, request, context):
+        try:
+            self.broker.pop.dead_letter(request.group.name, request.receipt_handle)
+        except PopError as e:
+            return svc.ForwardMessageToDeadLetterQueueResponse(
+                status=status(_POP_STATUS[e.kind], str(e)))
+        return svc.ForwardMessageToDeadLetterQueueResponse(status=status(pb.OK))

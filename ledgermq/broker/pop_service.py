@@ -1,0 +1,270 @@
+"""The broker's POP service: hands out messages of a topic (and of the group's retry topic)
+across all its queues on this master, takes acks and invisibility changes, and revives
+deliveries not acked in time (pop.py has the bookkeeping and its rules).
+
+What replicates: the group's consumer offsets (`committed`), saved and copied to followers
+like any, and every revived message (a write to the retry topic through the mode). A new
+master starts from the committed offsets: what was received and not acked before a
+failover is delivered again."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from ..remoting.codes import PERM_READ, RETRY_PREFIX
+from ..store import GetStatus
+from ..wire.message import (
+    PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, MessageFormatError, StoredMessage,
+    decode_message, encode_properties,
+)
+from .pop import Deadlines, Handle, PopQueue
+from .send_parsing import index_keys, tags_of
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+REVIVE_EVERY_S = 0.1
+MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 1_000, 12 * 3600 * 1000  # RocketMQ's bounds
+
+
+class PopError(Exception):
+    """A request the service refuses: `kind` names the API status (see grpc/service.py)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class Popped:
+    message: StoredMessage
+    handle: Handle
+    attempt: int          # 1 for a first delivery
+    invisible_ms: int
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PopService:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.store = broker.store
+        self.queues: dict[tuple[str, str, int], PopQueue] = {}
+        self.fifo_groups: set[str] = set()
+        self.deadlines = Deadlines()
+        self._last_stamp = 0
+        self._rotation = 0
+
+    # ---- state ----------------------------------------------------------------------
+    def reset(self) -> None:
+        """The role changed: whatever was out is unknown to a new master; start again
+        from the committed offsets (what was out is delivered again)."""
+        self.queues.clear()
+        self.deadlines = Deadlines()
+
+    def _stamp(self) -> int:
+        self._last_stamp = max(now_ms(), self._last_stamp + 1)
+        return self._last_stamp
+
+    def _queue(self, group: str, topic: str, qid: int) -> PopQueue:
+        key = (group, topic, qid)
+        pq = self.queues.get(key)
+        if pq is None:
+            committed = self.broker.offsets.query(topic, group, qid)
+            if committed is None or committed < 0:
+                # a new group reads what the queue still holds (RocketMQ's first
+                # subscription of a queue never trimmed starts at its beginning)
+                committed = self.store.min_offset_in_queue(topic, qid)
+            pq = self.queues[key] = PopQueue(committed)
+        return pq
+
+    def _commit(self, group: str, topic: str, qid: int, pq: PopQueue) -> None:
+        if self.broker.offsets.query(topic, group, qid) != pq.committed:
+            self.broker.offsets.commit(topic, group, qid, pq.committed)
+
+    def _queues_of(self, group: str, topic: str) -> list[tuple[str, int]]:
+        """The queues a pop for `topic` reads: the topic's, then the group's retry topic's."""
+        out = []
+        for name in (topic, RETRY_PREFIX + group):
+            tc = self.broker.topics.for_pull(name)
+            if tc is not None and tc.perm & PERM_READ:
+                out += [(name, q) for q in range(tc.readQueueNums)]
+        return out
+
+    # ---- pop ------------------------------------------------------------------------
+    def pop(self, group: str, topic: str, max_count: int, invisible_ms: int, fifo: bool,
+            tag_codes, predicate: Callable[[dict], bool] | None) -> list[Popped]:
+        """Up to `max_count` messages out now (nothing to wait for here)."""
+        if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
+            raise PopError("invisible", f"invisible duration {invisible_ms} ms is out of "
+                           f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
+        if self.broker.topics.for_pull(topic) is None:
+            raise PopError("topic", f"topic {topic} does not exist on "
+                           f"{self.broker.config.brokerName}")
+        if fifo:
+            self.fifo_groups.add(group)
+        queues = self._queues_of(group, topic)
+        self._rotation += 1
+        start = self._rotation % max(1, len(queues))
+        out: list[Popped] = []
+        for name, qid in queues[start:] + queues[:start]:
+            if len(out) >= max_count:
+                break
+            out += self._pop_queue(group, name, qid, max_count - len(out), invisible_ms, fifo,
+                                   tag_codes, predicate)
+        return out
+
+    def _pop_queue(self, group, topic, qid, max_count, invisible_ms, fifo, tag_codes,
+                   predicate) -> list[Popped]:
+        pq = self._queue(group, topic, qid)
+        if fifo and pq.blocked():
+            return []
+        got = self.store.get_messages(topic, qid, pq.cursor, max_count,
+                                      self.broker.config.pullBatchMaxBytes, tag_codes)
+        if got.status == GetStatus.OFFSET_TOO_SMALL:  # trimmed away: start at what is left
+            pq.cursor = pq.committed = got.next_begin_offset
+            got = self.store.get_messages(topic, qid, pq.cursor, max_count,
+                                          self.broker.config.pullBatchMaxBytes, tag_codes)
+        if got.status not in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE):
+            return []
+        msgs = []
+        for raw in got.messages():
+            try:
+                m = decode_message(raw, check_crc=False)
+            except MessageFormatError:
+                log.warning("pop: unreadable message in %s/%d skipped", topic, qid)
+                continue
+            if predicate is None or predicate(m.properties):
+                msgs.append(m)
+        stamp, now = self._stamp(), now_ms()
+        handed = pq.hand_out([m.queue_offset for m in msgs], got.next_begin_offset, now,
+                             invisible_ms, stamp)
+        self._commit(group, topic, qid, pq)
+        out = []
+        broker = self.broker.config.brokerName
+        for m, (off, attempt) in zip(msgs, handed):
+            self.deadlines.add(now + invisible_ms, (group, topic, qid), off, stamp)
+            out.append(Popped(m, Handle(broker, topic, qid, off, stamp),
+                              m.reconsume_times + attempt, invisible_ms))
+        return out
+
+    async def wait(self, group: str, topic: str, timeout_s: float) -> None:
+        """Until a queue `pop` reads may have grown, or `timeout_s`."""
+        waits = [asyncio.ensure_future(self.broker.holds.wait(
+            name, qid, self._queue(group, name, qid).cursor, timeout_s))
+            for name, qid in self._queues_of(group, topic)]
+        if not waits:
+            await asyncio.sleep(timeout_s)
+            return
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+
+    # ---- acks -----------------------------------------------------------------------
+    def _delivered(self, group: str, handle: str) -> tuple[Handle, PopQueue]:
+        try:
+            h = Handle.decode(handle)
+        except ValueError as e:
+            raise PopError("handle", str(e)) from None
+        if h.broker != self.broker.config.brokerName:
+            raise PopError("handle", f"receipt handle of broker {h.broker}, not of "
+                           f"{self.broker.config.brokerName}")
+        return h, self._queue(group, h.topic, h.queue_id)
+
+    def ack(self, group: str, handle: str) -> None:
+        h, pq = self._delivered(group, handle)
+        if not pq.ack(h.offset, h.stamp):
+            raise PopError("handle", "the receipt handle expired: the message was delivered "
+                           "again since (ack the newer delivery)")
+        self._commit(group, h.topic, h.queue_id, pq)
+
+    def change_invisible(self, group: str, handle: str, invisible_ms: int) -> Handle:
+        if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
+            raise PopError("invisible", f"invisible duration {invisible_ms} ms is out of "
+                           f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
+        h, pq = self._delivered(group, handle)
+        stamp = self._stamp()
+        deadline = now_ms() + invisible_ms
+        if not pq.change_invisible(h.offset, h.stamp, deadline, stamp):
+            raise PopError("handle", "the receipt handle expired: the message was delivered "
+                           "again since, or acked")
+        self.deadlines.add(deadline, (group, h.topic, h.queue_id), h.offset, stamp)
+        return Handle(h.broker, h.topic, h.queue_id, h.offset, stamp)
+
+    def dead_letter(self, group: str, handle: str) -> None:
+        """The consumer gave up on this delivery (its attempts ran out): to the group's
+        dead-letter queue, done here."""
+        h, pq = self._delivered(group, handle)
+        d = pq.inflight.get(h.offset)
+        if d is None or d.stamp != h.stamp:
+            raise PopError("handle", "the receipt handle expired: the message was delivered "
+                           "again since, or acked")
+        if not self._send_to_retry(group, h.topic, h.queue_id, h.offset, dead=True):
+            raise PopError("write", "the dead-letter queue did not take the message")
+        pq.revived(h.offset)
+        self._commit(group, h.topic, h.queue_id, pq)
+
+    # ---- revive ---------------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(REVIVE_EVERY_S)
+            if not self.broker.mode.is_writable:
+                continue
+            try:
+                self.revive(now_ms())
+            except Exception:
+                log.exception("pop revive failed")
+
+    def revive(self, now: int) -> None:
+        """Deliveries past their deadline: FIFO groups get them again in place, the others
+        through the retry topic (or the dead-letter queue after retryMaxTimes)."""
+        for key, offset, stamp in self.deadlines.due(now):
+            pq = self.queues.get(key)
+            d = pq.inflight.get(offset) if pq else None
+            if d is None or d.stamp != stamp:
+                continue  # acked, or extended since
+            group, topic, qid = key
+            if group in self.fifo_groups:
+                pq.rewind(offset)
+                self.broker.holds.notify(topic, qid, offset + 1)
+                continue
+            if not self._send_to_retry(group, topic, qid, offset):
+                pq.inflight[offset].deadline = now + 1000  # the write failed: try again
+                self.deadlines.add(now + 1000, key, offset, stamp)
+                continue
+            pq.revived(offset)
+            self._commit(group, topic, qid, pq)
+
+    def _send_to_retry(self, group: str, topic: str, qid: int, offset: int,
+                       dead: bool = False) -> bool:
+        got = self.store.get_messages(topic, qid, offset, 1)
+        if got.status != GetStatus.FOUND:
+            return True  # gone (trimmed): nothing to deliver again
+        m = decode_message(got.messages()[0], check_crc=False)
+        sg = self.broker.subgroups.for_consumer(group)
+        max_times = sg.retryMaxTimes if sg else self.broker.config.maxReconsumeTimes
+        props = dict(m.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, m.topic)
+        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, props.get("UNIQ_KEY") or m.msg_id)
+        if dead or m.reconsume_times >= max_times:
+            dest, dqid = self.broker.topics.dlq(group)
+        else:
+            tc = self.broker.topics.retry(group, sg.retryQueueNums if sg else 1)
+            dest, dqid = tc.topicName, offset % tc.writeQueueNums
+        raw = encode_properties(props)
+        encoded = self.store.encode(dest, dqid, [m.body], [raw], [tags_of(raw)], flag=m.flag,
+                                    sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
+                                    born_host=m.born_host,
+                                    reconsume_times=m.reconsume_times + 1,
+                                    index_keys=[index_keys(raw)])
+        result = self.broker.mode.write_internal(encoded)
+        if not result.ok:
+            log.warning("pop: %s/%d@%d not revived: %s", topic, qid, offset, result.error)
+        return result.ok
