@@ -29,19 +29,23 @@ class Handle:
     queue_id: int
     offset: int
     stamp: int   # the delivery's pop time (ms), unique per offset
+    invisible_ms: int
+
+    def expired(self, now_ms: int) -> bool:
+        return now_ms >= self.stamp + self.invisible_ms
 
     def encode(self) -> str:
         return " ".join((HANDLE_VERSION, self.broker, self.topic, str(self.queue_id),
-                         str(self.offset), str(self.stamp)))
+                         str(self.offset), str(self.stamp), str(self.invisible_ms)))
 
     @classmethod
     def decode(cls, text: str) -> "Handle":
         """ValueError for anything this broker did not hand out."""
         parts = text.split(" ")
-        if len(parts) != 6 or parts[0] != HANDLE_VERSION:
+        if len(parts) != 7 or parts[0] != HANDLE_VERSION:
             raise ValueError(f"receipt handle {text[:80]!r} was not issued by ledgermq")
         try:
-            return cls(parts[1], parts[2], int(parts[3]), int(parts[4]), int(parts[5]))
+            return cls(parts[1], parts[2], *map(int, parts[3:]))
         except ValueError:
             raise ValueError(f"receipt handle {text[:80]!r} is malformed") from None
 
@@ -87,11 +91,12 @@ class PopQueue:
         self._advance()
         return out
 
-    def ack(self, offset: int, stamp: int) -> bool:
-        """False when this delivery is no longer the one out (redelivered since)."""
+    def ack(self, offset: int, stamp: int, expired: bool) -> bool:
+        """False when this delivery is no longer the one out: redelivered since, or
+        `expired` (its invisible time is over) and revived already."""
         d = self.inflight.get(offset)
         if d is None:
-            return offset < self.committed or offset in self.done
+            return not expired and (offset < self.committed or offset in self.done)
         if d.stamp != stamp:
             return False
         del self.inflight[offset]

@@ -141,6 +141,8 @@ class PopService:
             except MessageFormatError:
                 log.warning("pop: unreadable message in %s/%d skipped", topic, qid)
                 continue
+            if m.queue_offset in pq.done:
+                continue  # acked before a FIFO queue was rewound: not again
             if predicate is None or predicate(m.properties):
                 msgs.append(m)
         stamp, now = self._stamp(), now_ms()
@@ -151,7 +153,7 @@ class PopService:
         broker = self.broker.config.brokerName
         for m, (off, attempt) in zip(msgs, handed):
             self.deadlines.add(now + invisible_ms, (group, topic, qid), off, stamp)
-            out.append(Popped(m, Handle(broker, topic, qid, off, stamp),
+            out.append(Popped(m, Handle(broker, topic, qid, off, stamp, invisible_ms),
                               m.reconsume_times + attempt, invisible_ms))
         return out
 
@@ -180,7 +182,7 @@ class PopService:
 
     def ack(self, group: str, handle: str) -> None:
         h, pq = self._delivered(group, handle)
-        if not pq.ack(h.offset, h.stamp):
+        if not pq.ack(h.offset, h.stamp, h.expired(now_ms())):
             raise PopError("handle", "the receipt handle expired: the message was delivered "
                            "again since (ack the newer delivery)")
         self._commit(group, h.topic, h.queue_id, pq)
@@ -196,7 +198,7 @@ class PopService:
             raise PopError("handle", "the receipt handle expired: the message was delivered "
                            "again since, or acked")
         self.deadlines.add(deadline, (group, h.topic, h.queue_id), h.offset, stamp)
-        return Handle(h.broker, h.topic, h.queue_id, h.offset, stamp)
+        return Handle(h.broker, h.topic, h.queue_id, h.offset, stamp, invisible_ms)
 
     def dead_letter(self, group: str, handle: str) -> None:
         """The consumer gave up on this delivery (its attempts ran out): to the group's

@@ -9,6 +9,7 @@ import asyncio
 import itertools
 import json
 import logging
+import time
 import zlib
 from typing import TYPE_CHECKING
 
@@ -265,6 +266,9 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             return svc.SendResultEntry(status=status(
                 pb.MESSAGE_BODY_TOO_LARGE, f"the body is {len(m.body)} B, more than "
                 f"maxMessageSize={self.broker.store.config.maxMessageSize}"))
+        refused = self._delivery_time_refusal(m)
+        if refused is not None:
+            return svc.SendResultEntry(status=status(pb.ILLEGAL_DELIVERY_TIME, refused))
         tc = self.broker.topics.get(topic)
         if tc is None:
             return svc.SendResultEntry(status=status(
@@ -292,6 +296,19 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             status=status(pb.OK), message_id=m.system_properties.message_id,
             transaction_id=str(int(offset_id[16:32], 16)) if transactional else "",
             offset=int(resp.ext.get("queueOffset", "0")))
+
+    def _delivery_time_refusal(self, m: pb.Message) -> str | None:
+        sp = m.system_properties
+        if not sp.HasField("delivery_timestamp"):
+            return None
+        at_s = sp.delivery_timestamp.seconds
+        most = self.broker.config.timerMaxDelaySec
+        if at_s - time.time() > most:
+            hint = " (it reads as milliseconds put in the seconds field)" \
+                if at_s > 10 ** 12 else ""
+            return (f"delivery timestamp {at_s} s is more than timerMaxDelaySec={most} s "
+                    f"away{hint}")
+        return None
 
     async def EndTransaction(self, request, context):
         ch = self._client(context)

@@ -1,0 +1,124 @@
+"""RocketMQ 5's official Python client (rocketmq-python-client==5.1.2, gRPC only) against a
+ledgermq broker: producer (normal, FIFO, delay, transactional with check-back),
+SimpleConsumer (receive, ack, invisible duration, redelivery), PushConsumer; and topics
+shared with remoting clients both ways."""
+import asyncio
+import time
+
+import pytest
+
+from ledgermq import Message, Producer, PullConsumer
+from ledgermq.client.admin import Admin
+
+from ..dev_process import DevProcess
+from ..integration.load import read_all
+
+
+@pytest.fixture
+def broker(tmp_path):
+    d = DevProcess(tmp_path / "dev", {"grpcServerPort": "0", "transactionTimeOut": "1000",
+                                      "transactionCheckInterval": "500"}).start()
+    yield d
+    d.stop()
+
+
+def create(d, topic, queues=4):
+    async def go():
+        async with Admin(d.namesrv) as a:
+            await a.update_topic(topic, read_queues=queues, write_queues=queues)
+    asyncio.run(go())
+
+
+def test_v5_producer_and_simple_consumer_share_topics_with_remoting_clients(broker, v5):
+    d, grpc = broker, broker.ready["grpc"]
+    create(d, "V5Normal")
+    sent = v5(grpc, "produce", "V5Normal", 20, "normal")["receipts"]
+    assert len({r["id"] for r in sent}) == 20
+    got = v5(grpc, "consume", "V5Group", "V5Normal", 20, 30)["messages"]
+    assert sorted(m["body"] for m in got) == sorted(f"normal-{i}" for i in range(20))
+    one = next(m for m in got if m["body"] == "normal-3")
+    assert one["tag"] == "TagA" and one["keys"] == ["key-3"] and one["attempt"] == 1
+    assert one["properties"] == {"color": "red"}
+    assert {m["id"] for m in got} == {r["id"] for r in sent}
+
+    # what a RocketMQ 5 producer wrote, a remoting consumer reads (properties mapped)
+    stored = [m for q in asyncio.run(read_all(d.namesrv, topic="V5Normal")).values() for m in q]
+    assert sorted(stored) == sorted(f"normal-{i}".encode() for i in range(20))
+
+    # and the other way round: a remoting producer's messages reach a gRPC consumer
+    async def remoting_send():
+        async with Producer("remoting-side", d.namesrv) as p:
+            for i in range(5):
+                m = Message("V5Normal", f"remoting-{i}".encode(), tags="TagB", keys=f"rk{i}")
+                assert (await p.send(m)).status.value == "SEND_OK"
+    asyncio.run(remoting_send())
+    back = v5(grpc, "consume", "V5Group", "V5Normal", 5, 30, "TagB")["messages"]
+    assert sorted(m["body"] for m in back) == [f"remoting-{i}" for i in range(5)]
+    assert all(m["tag"] == "TagB" for m in back)
+
+
+def test_v5_simple_consumer_redelivery_after_the_invisible_duration(broker, v5):
+    d, grpc = broker, broker.ready["grpc"]
+    create(d, "V5Redeliver", 1)
+    v5(grpc, "produce", "V5Redeliver", 1, "normal")
+    out = v5(grpc, "redeliver", "V5RedeliverGroup", "V5Redeliver")
+    first, again = out["first"], out["again"]
+    assert first["body"] == again["body"] == "normal-0"
+    assert first["id"] == again["id"]  # the same message, delivered again
+    assert (first["attempt"], again["attempt"]) == (1, 2)
+    assert again["at"] - first["at"] >= 2.0 - 0.2  # not before its invisible duration
+    assert "INVALID_RECEIPT_HANDLE" in out["stale_ack"] or "40013" in out["stale_ack"]
+    assert out["after_change"] == []  # the extended delivery stayed invisible
+    # acked at last: nothing left for the group
+    assert v5(grpc, "consume", "V5RedeliverGroup", "V5Redeliver", 1, 4)["messages"] == []
+
+
+def test_v5_delay_messages_wait_for_their_delivery_time(broker, v5):
+    d, grpc = broker, broker.ready["grpc"]
+    create(d, "V5Delay", 2)
+    sent = v5(grpc, "produce", "V5Delay", 3, "delay")["receipts"]
+    got = v5(grpc, "consume", "V5DelayGroup", "V5Delay", 3, 30)["messages"]
+    assert sorted(m["body"] for m in got) == [f"delay-{i}" for i in range(3)]
+    due = min(r["due"] for r in sent)  # whole seconds, as the client sends it
+    assert min(m["at"] for m in got) >= due - 0.05  # never early
+
+
+def test_v5_fifo_group_gets_each_message_group_in_order(broker, v5):
+    d, grpc = broker, broker.ready["grpc"]
+    create(d, "V5Fifo", 4)
+
+    async def fifo_group():
+        async with Admin(d.namesrv) as a:
+            await a.update_sub_group({"groupName": "V5FifoGroup", "consumeMessageOrderly": True})
+    asyncio.run(fifo_group())
+    v5(grpc, "produce", "V5Fifo", 10, "fifo")
+    order = v5(grpc, "fifo", "V5FifoGroup", "V5Fifo")["order"]
+    held = order[0]
+    assert len({m["body"] for m in order}) == 10
+    for g in ("g0", "g1"):  # each message group in the order it was sent
+        bodies = [int(m["body"].split("-")[1]) for m in order if m["group"] == g]
+        assert bodies == sorted(bodies), f"group {g} out of order: {bodies}"
+    # the held message came again (attempt 2), and nothing of its group came in between
+    again = next(i for i, m in enumerate(order) if i and m["body"] == held["body"])
+    assert order[again]["attempt"] == 2
+    assert all(m["group"] != held["group"] for m in order[1:again])
+    assert order[again]["at"] - held["at"] >= 3.0 - 0.2
+
+
+def test_v5_transactions_commit_rollback_and_check_back(broker, v5):
+    d, grpc = broker, broker.ready["grpc"]
+    create(d, "V5Tx", 2)
+    out = v5(grpc, "transaction", "V5Tx")
+    assert [a["id"] for a in out["asked"]] == [out["open"]]  # only the open one is asked
+    assert out["asked"][0]["at"] - out["open_sent_at"] >= 1.0 - 0.2  # transactionTimeOut
+    got = v5(grpc, "consume", "V5TxGroup", "V5Tx", 2, 20)["messages"]
+    assert sorted(m["body"] for m in got) == ["commit", "open"]  # rollback never shows
+
+
+def test_v5_push_consumer_gets_a_failed_message_again(broker, v5):
+    d, grpc = broker, broker.ready["grpc"]
+    create(d, "V5Push", 2)
+    v5(grpc, "produce", "V5Push", 6, "normal")
+    got = v5(grpc, "push", "V5PushGroup", "V5Push", 6, 60)["messages"]
+    assert sorted(m["body"] for m in got) == sorted(f"normal-{i}" for i in range(6))
+    assert all(m["attempt"] == 2 for m in got)  # failed once, then delivered again
