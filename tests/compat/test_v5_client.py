@@ -3,11 +3,10 @@ ledgermq broker: producer (normal, FIFO, delay, transactional with check-back),
 SimpleConsumer (receive, ack, invisible duration, redelivery), PushConsumer; and topics
 shared with remoting clients both ways."""
 import asyncio
-import time
 
 import pytest
 
-from ledgermq import Message, Producer, PullConsumer
+from ledgermq import Message, Producer
 from ledgermq.client.admin import Admin
 
 from ..dev_process import DevProcess

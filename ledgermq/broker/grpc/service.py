@@ -29,7 +29,8 @@ from ..consumers import parse_subscription
 from ..pop_service import PopError
 from .channel import ClientChannel, call
 from .convert import (
-    PROPERTY_MESSAGE_GROUP, BadMessage, duration, properties_of, to_grpc, transaction_group,
+    PROPERTY_MESSAGE_GROUP, BadMessage, duration, properties_of, timestamp, to_grpc,
+    transaction_group,
 )
 
 if TYPE_CHECKING:
@@ -114,7 +115,10 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
                 out.subscription.long_polling_timeout.CopyFrom(duration(DEFAULT_POLL_MS))
             out.backoff_policy.CopyFrom(pb.RetryPolicy(
                 max_attempts=attempts, customized_backoff=pb.CustomizedBackoff(
-                    next=[duration(ms) for ms in cfg.delay_levels_ms[2:]] or [duration(1000)])))
+                    # whole seconds (clients read only those), at least the 1 s an
+                    # invisibility change may ask for
+                    next=[duration(max(1000, -(-ms // 1000) * 1000))
+                          for ms in cfg.delay_levels_ms[2:]] or [duration(1000)])))
         return out
 
     async def Telemetry(self, request_iterator, context):
@@ -382,6 +386,8 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
                                                                "no new message"))
                 return
             await self.broker.pop.wait(group, topic, min(left, POLL_SLICE_S))
+        # when the batch left the broker: clients measure delivery latency from it
+        yield svc.ReceiveMessageResponse(delivery_timestamp=timestamp(int(time.time() * 1000)))
         for p in popped:
             yield svc.ReceiveMessageResponse(message=to_grpc(
                 p.message, receipt_handle=p.handle.encode(), attempt=p.attempt,
