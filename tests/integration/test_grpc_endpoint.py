@@ -1,0 +1,121 @@
+"""The broker's gRPC endpoint spoken to directly (our generated stubs, no SDK): each bad
+request gets the API's status code and a reason a person can act on, and the broker keeps
+serving."""
+import asyncio
+import time
+import uuid
+
+import grpc
+import pytest
+
+from ledgermq.apis import definition_pb2 as pb
+from ledgermq.apis import service_pb2 as svc
+from ledgermq.apis import service_pb2_grpc as svc_grpc
+from ledgermq.client.admin import Admin
+
+from ..dev_process import DevProcess
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    d = DevProcess(tmp_path_factory.mktemp("grpc"), {"grpcServerPort": "0"}).start()
+
+    async def topic():
+        async with Admin(d.namesrv) as a:
+            await a.update_topic("GrpcTopic", read_queues=2, write_queues=2)
+    asyncio.run(topic())
+    yield d
+    d.stop()
+
+
+def stub(d, client_id="test-client"):
+    channel = grpc.insecure_channel(d.ready["grpc"])
+    meta = [("x-mq-client-id", client_id)] if client_id else []
+    return svc_grpc.MessagingServiceStub(channel), meta
+
+
+def message(topic="GrpcTopic", body=b"x", **sysprops):
+    sp = pb.SystemProperties(message_id=uuid.uuid4().hex, message_type=pb.NORMAL,
+                             **sysprops)
+    return pb.Message(topic=pb.Resource(name=topic), system_properties=sp, body=body)
+
+
+def send(d, *msgs, client_id="test-client"):
+    s, meta = stub(d, client_id)
+    return s.SendMessage(svc.SendMessageRequest(messages=list(msgs)), metadata=meta,
+                         timeout=10)
+
+
+def test_route_of_a_topic_lists_its_queues_with_this_brokers_grpc_endpoint(broker):
+    s, meta = stub(broker)
+    r = s.QueryRoute(svc.QueryRouteRequest(topic=pb.Resource(name="GrpcTopic")),
+                     metadata=meta, timeout=10)
+    assert r.status.code == pb.OK
+    assert [(q.id, q.permission) for q in r.message_queues] == [(0, pb.READ_WRITE),
+                                                                (1, pb.READ_WRITE)]
+    addr = r.message_queues[0].broker.endpoints.addresses[0]
+    assert f"{addr.host}:{addr.port}" == broker.ready["grpc"]
+    missing = s.QueryRoute(svc.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic")),
+                           metadata=meta, timeout=10)
+    assert missing.status.code == pb.TOPIC_NOT_FOUND and "updateTopic" in missing.status.message
+
+
+def test_bad_sends_get_the_apis_codes_and_reasons(broker):
+    cases = [
+        (message(topic="NoSuchTopic"), pb.TOPIC_NOT_FOUND, "does not exist"),
+        (message(body=b""), pb.MESSAGE_BODY_EMPTY, "empty"),
+        (message(body=b"x" * (4 * 1024 * 1024 + 1)), pb.MESSAGE_BODY_TOO_LARGE, "maxMessageSize"),
+        (message(tag="a|b"), pb.ILLEGAL_MESSAGE_TAG, "'|'"),
+        (message(keys=["has space"]), pb.ILLEGAL_MESSAGE_KEY, "space"),
+        (message(delivery_timestamp={"seconds": 1_700_000_000_000}), pb.ILLEGAL_DELIVERY_TIME,
+         "milliseconds"),
+    ]
+    for msg, code, reason in cases:
+        r = send(broker, msg)
+        assert (r.status.code, reason in r.status.message) == (code, True), r.status
+    sys_key = message()
+    sys_key.user_properties["UNIQ_KEY"] = "mine"
+    r = send(broker, sys_key)
+    assert r.status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
+    assert send(broker, message(), client_id=None).status.code == pb.CLIENT_ID_REQUIRED
+    ok = send(broker, message(body=b"fine"))  # and the broker still serves
+    assert ok.status.code == pb.OK and ok.entries[0].offset >= 0
+
+
+def test_bad_acks_and_receives_get_the_apis_codes(broker):
+    s, meta = stub(broker)
+    group, topic = pb.Resource(name="GrpcGroup"), pb.Resource(name="GrpcTopic")
+    r = s.AckMessage(svc.AckMessageRequest(group=group, topic=topic, entries=[
+        svc.AckMessageEntry(message_id="m", receipt_handle="not a handle")]),
+        metadata=meta, timeout=10)
+    assert r.status.code == pb.INVALID_RECEIPT_HANDLE and "not issued by" in r.status.message
+    r = s.ChangeInvisibleDuration(svc.ChangeInvisibleDurationRequest(
+        group=group, topic=topic, receipt_handle="L1 broker-a GrpcTopic 0 0 1 1000",
+        invisible_duration={"seconds": 60}), metadata=meta, timeout=10)
+    assert r.status.code == pb.INVALID_RECEIPT_HANDLE  # never handed out: nothing out
+    recv = list(s.ReceiveMessage(svc.ReceiveMessageRequest(
+        group=group, message_queue=pb.MessageQueue(topic=topic), batch_size=1,
+        invisible_duration={"seconds": 100_000}, long_polling_timeout={"seconds": 1}),
+        metadata=meta, timeout=10))
+    assert [x.status.code for x in recv] == [pb.ILLEGAL_INVISIBLE_TIME]
+    recv = list(s.ReceiveMessage(svc.ReceiveMessageRequest(
+        group=group, message_queue=pb.MessageQueue(topic=topic), batch_size=1,
+        filter_expression=pb.FilterExpression(type=pb.SQL, expression="a >"),
+        long_polling_timeout={"seconds": 1}), metadata=meta, timeout=10))
+    assert [x.status.code for x in recv] == [pb.ILLEGAL_FILTER_EXPRESSION]
+    recv = list(s.ReceiveMessage(svc.ReceiveMessageRequest(
+        group=group, message_queue=pb.MessageQueue(topic=pb.Resource(name="NoSuchTopic")),
+        batch_size=1, long_polling_timeout={"seconds": 1}), metadata=meta, timeout=10))
+    assert [x.status.code for x in recv] == [pb.TOPIC_NOT_FOUND]
+
+
+def test_a_receive_with_nothing_to_get_waits_its_polling_time_then_says_so(broker):
+    s, meta = stub(broker)
+    start = time.monotonic()
+    recv = list(s.ReceiveMessage(svc.ReceiveMessageRequest(
+        group=pb.Resource(name="EmptyGroup"),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcTopic")), batch_size=1,
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="NoSuchTag"),
+        long_polling_timeout={"seconds": 2}), metadata=meta, timeout=10))
+    assert [x.status.code for x in recv] == [pb.MESSAGE_NOT_FOUND]
+    assert 2.0 - 0.1 <= time.monotonic() - start < 5.0
