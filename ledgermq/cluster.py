@@ -105,6 +105,8 @@ def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str
             "maxIndexNum": "400000"}
     if "metrics" in ports:  # Prometheus, each broker on its own port
         conf["metricsPort"] = ports["metrics"][i]
+    if "grpc" in ports:  # RocketMQ 5 clients, each broker on its own port
+        conf["grpcServerPort"] = ports["grpc"][i]
     if a["self"] != "127.0.0.1":  # listen on, and advertise, the host's own address
         conf.update(brokerIP1=a["self"], bindAddress=a["self"])
     if mode == "dledger":
@@ -194,7 +196,7 @@ def _start_all(d: Path, entries: list[dict], started: list, place: Placement = L
 def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
         started: list, controllers: int, groups: int, namesrvs: int,
         place: Placement) -> dict:
-    got = iter(free_ports(2 * namesrvs + 1 + 2 * controllers + 3 * replicas * groups))
+    got = iter(free_ports(2 * namesrvs + 1 + 2 * controllers + 4 * replicas * groups))
     ports = {"namesrvs": [next(got) for _ in range(namesrvs)],
              "namesrv_metrics": [next(got) for _ in range(namesrvs)], "control": next(got),
              "controllers": [next(got) for _ in range(controllers)],
@@ -231,7 +233,8 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     for g, group in enumerate(group_names(groups)):
         gports = {**ports, "broker": [next(got) for _ in range(replicas)],
                   "repl": [next(got) for _ in range(replicas)],
-                  "metrics": [next(got) for _ in range(replicas)]}
+                  "metrics": [next(got) for _ in range(replicas)],
+                  "grpc": [next(got) for _ in range(replicas)]}
         peers = [at(node_name(groups, g, k)) for k in range(replicas)]
         for i in range(replicas):
             node = node_name(groups, g, i)
@@ -244,6 +247,7 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
             entries.append({"name": node, "kind": "broker", "group": group,
                             "port": gports["broker"][i], "replPort": gports["repl"][i],
                             "metricsPort": gports["metrics"][i],
+                            "grpcPort": gports["grpc"][i],
                             "args": ["broker", "-c", str(conf), "--json"]})
     procs += _start_all(d, entries, started, place)
     state = {"mode": mode, "groups": group_names(groups),

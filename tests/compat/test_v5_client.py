@@ -3,6 +3,11 @@ ledgermq broker: producer (normal, FIFO, delay, transactional with check-back),
 SimpleConsumer (receive, ack, invisible duration, redelivery), PushConsumer; and topics
 shared with remoting clients both ways."""
 import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
 
 import pytest
 
@@ -11,6 +16,7 @@ from ledgermq.client.admin import Admin
 
 from ..dev_process import DevProcess
 from ..integration.load import read_all
+from ..wait import wait_until
 
 
 @pytest.fixture
@@ -121,3 +127,52 @@ def test_v5_push_consumer_gets_a_failed_message_again(broker, v5):
     got = v5(grpc, "push", "V5PushGroup", "V5Push", 6, 60)["messages"]
     assert sorted(m["body"] for m in got) == sorted(f"normal-{i}" for i in range(6))
     assert all(m["attempt"] == 2 for m in got)  # failed once, then delivered again
+
+
+def test_v5_clients_keep_going_across_a_dledger_failover_without_loss(tmp_path, v5_python):
+    """A producer and a SimpleConsumer given every broker's gRPC endpoint; the leader is
+    killed under load: every send the producer had acknowledged is received, sends and
+    receives resume on the new leader (the clients refresh routes every 30 s)."""
+    from ledgermq.cluster import down, status, up
+    from .conftest import V5_WORKER
+
+    d = tmp_path / "dledger"
+    state = up("dledger", 3, d)
+    try:
+        def leader():
+            alive = [p for p in status(d)["processes"]
+                     if p.get("alive") and p.get("role") in ("MASTER", "LEADER")]
+            return alive[0] if len(alive) == 1 else None
+        old = wait_until(leader, "a leader", 30)
+
+        async def topic():
+            async with Admin(state["namesrv"]) as a:
+                await a.update_topic("V5Failover", read_queues=2, write_queues=2)
+        asyncio.run(topic())
+        brokers = [p for p in state["processes"] if p["kind"] == "broker"]
+        endpoints = ";".join(f"127.0.0.1:{p['grpcPort']}" for p in brokers)
+        progress = tmp_path / "progress"
+        (tmp_path / "home").mkdir()
+        worker = subprocess.Popen(
+            [str(v5_python), str(V5_WORKER), endpoints, "failover", "V5FailGroup",
+             "V5Failover", "45", str(progress)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path / "home")})
+        try:
+            wait_until(lambda: progress.exists() and progress.read_text().strip().isdigit()
+                       and int(progress.read_text()) >= 50, "50 acknowledged sends", 60)
+            killed_at = time.time()
+            os.kill(old["pid"], signal.SIGKILL)
+            out, err = worker.communicate(timeout=180)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+        assert worker.returncode == 0, err[-3000:]
+        result = json.loads(out.strip().splitlines()[-1])
+    finally:
+        down(d)
+    acked = {a["body"] for a in result["acked"]}
+    received = {r["body"] for r in result["received"]}
+    assert acked - received == set(), f"acknowledged but never received: {acked - received}"
+    assert any(a["at"] > killed_at + 1 for a in result["acked"]), "no send after the failover"
+    assert any(r["at"] > killed_at + 1 for r in result["received"]), "no receive after it"

@@ -7,6 +7,7 @@ gRPC); does one scenario's client side and prints one JSON document of what it s
     python v5_client_worker.py ENDPOINT fifo GROUP TOPIC
     python v5_client_worker.py ENDPOINT transaction TOPIC
     python v5_client_worker.py ENDPOINT push GROUP TOPIC N TIMEOUT_S
+    python v5_client_worker.py ENDPOINTS failover GROUP TOPIC SECONDS PROGRESS_FILE
 """
 import json
 import sys
@@ -184,6 +185,61 @@ def push(endpoint, group, topic, n, timeout):
     return {"messages": got}
 
 
+def failover(endpoints, group, topic, seconds, progress):
+    """Send one by one and receive-and-ack at once for `seconds` (a broker is killed
+    meanwhile: errors are expected, counted and outlived), then receive until every
+    acknowledged send came back. PROGRESS_FILE holds the number of acknowledged sends."""
+    acked, received, errors = [], [], {"send": 0, "receive": 0}
+    stop_sending = threading.Event()
+    done = threading.Event()
+
+    def produce_loop():
+        p = Producer(config(endpoints), (topic,))
+        p.startup()
+        i = 0
+        try:
+            while not stop_sending.is_set():
+                body = "f-%d" % i
+                i += 1
+                try:
+                    p.send(message(topic, body))
+                    acked.append({"body": body, "at": time.time()})
+                    with open(progress, "w") as f:
+                        f.write(str(len(acked)))
+                except Exception:  # noqa: BLE001 - not acknowledged: may or may not be stored
+                    errors["send"] += 1
+                    time.sleep(0.2)
+                time.sleep(0.02)
+        finally:
+            p.shutdown()
+
+    def consume_loop():
+        c = simple(endpoints, group, topic)
+        try:
+            while not done.is_set():
+                try:
+                    for m in c.receive(16, 10):
+                        received.append({"body": m.body.decode(), "at": time.time()})
+                        c.ack(m)
+                except Exception:  # noqa: BLE001 - the master is gone: try again
+                    errors["receive"] += 1
+                    time.sleep(0.2)
+        finally:
+            c.shutdown()
+    threads = [threading.Thread(target=produce_loop), threading.Thread(target=consume_loop)]
+    for t in threads:
+        t.start()
+    time.sleep(float(seconds))
+    stop_sending.set()
+    threads[0].join()
+    end = time.time() + 60
+    while time.time() < end and not {a["body"] for a in acked} <= {r["body"] for r in received}:
+        time.sleep(0.2)
+    done.set()
+    threads[1].join()
+    return {"acked": acked, "received": received, "errors": errors}
+
+
 def wait_for(fn, timeout):
     end = time.time() + timeout
     while time.time() < end:
@@ -197,7 +253,7 @@ def wait_for(fn, timeout):
 def main():
     endpoint, mode, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     fn = {"produce": produce, "consume": consume, "redeliver": redeliver, "fifo": fifo,
-          "transaction": transaction, "push": push}[mode]
+          "transaction": transaction, "push": push, "failover": failover}[mode]
     print(json.dumps(fn(endpoint, *args)))
 
 
