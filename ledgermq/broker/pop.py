@@ -105,6 +105,11 @@ class PopQueue:
         self._advance()
         return True
 
+    def acked_before(self, offsets) -> None:
+        """Acks logged by an earlier master: done, not delivered again."""
+        self.done.update(o for o in offsets if o >= self.committed)
+        self._advance()
+
     def change_invisible(self, offset: int, stamp: int, deadline: int, new_stamp: int) -> bool:
         d = self.inflight.get(offset)
         if d is None or d.stamp != stamp:

@@ -2,10 +2,13 @@
 across all its queues on this master, takes acks and invisibility changes, and revives
 deliveries not acked in time (pop.py has the bookkeeping and its rules).
 
-What replicates: the group's consumer offsets (`committed`), saved and copied to followers
-like any, and every revived message (a write to the retry topic through the mode). A new
-master starts from the committed offsets: what was received and not acked before a
-failover is delivered again."""
+What replicates: every ack, written to the commit log (rmq_sys_POP_ACK) and answered once
+the mode acknowledges that write (flushed, copied to a slave, committed by a quorum: the
+mode's own promise); every revived message (a write to the retry topic, then a record of
+the offset done); and the group's consumer offsets (`committed`), saved and copied to
+followers like any. A new master starts from its committed offsets and the acks logged in
+the last MAX_INVISIBLE_MS: what was received and not acked before a failover is delivered
+again, what was acked is not."""
 from __future__ import annotations
 
 import asyncio
@@ -15,13 +18,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from ..remoting.codes import PERM_READ, RETRY_PREFIX
-from ..store import GetStatus
+from ..store import GetStatus, PutStatus
 from ..wire.message import (
     PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, MessageFormatError, StoredMessage,
     decode_message, encode_properties,
 )
+from .modes import Later, Pending
 from .pop import Deadlines, Handle, PopQueue
 from .send_parsing import index_keys, tags_of
+from .state import POP_ACK_TOPIC
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -30,6 +35,21 @@ log = logging.getLogger(__name__)
 
 REVIVE_EVERY_S = 0.1
 MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 1_000, 12 * 3600 * 1000  # RocketMQ's bounds
+# an ack older than the longest invisible time is within its queue's committed offset:
+# past every gap below it (each gap was acked or revived by then), copied to followers
+ACK_REPLAY_WINDOW_MS = MAX_INVISIBLE_MS + 60_000
+
+Key = tuple[str, str, int]  # (group, topic, queue id)
+
+
+def ack_record(key: Key, offsets: list[int]) -> bytes:
+    group, topic, qid = key
+    return f"{group}\n{topic}\n{qid}\n{','.join(map(str, offsets))}".encode()
+
+
+def parse_ack_record(body: bytes) -> tuple[Key, list[int]]:
+    group, topic, qid, offsets = body.decode().split("\n")
+    return (group, topic, int(qid)), [int(o) for o in offsets.split(",") if o]
 
 
 class PopError(Exception):
@@ -56,7 +76,8 @@ class PopService:
     def __init__(self, broker: "Broker"):
         self.broker = broker
         self.store = broker.store
-        self.queues: dict[tuple[str, str, int], PopQueue] = {}
+        self.queues: dict[Key, PopQueue] = {}
+        self._logged_acks: dict[Key, set[int]] | None = None  # replayed, on first use
         self.fifo_groups: set[str] = set()
         self.deadlines = Deadlines()
         self._last_stamp = 0
@@ -68,6 +89,7 @@ class PopService:
         from the committed offsets (what was out is delivered again)."""
         self.queues.clear()
         self.deadlines = Deadlines()
+        self._logged_acks = None
 
     def _stamp(self) -> int:
         self._last_stamp = max(now_ms(), self._last_stamp + 1)
@@ -83,7 +105,28 @@ class PopService:
                 # subscription of a queue never trimmed starts at its beginning)
                 committed = self.store.min_offset_in_queue(topic, qid)
             pq = self.queues[key] = PopQueue(committed)
+            pq.acked_before(self._replayed_acks().get(key, ()))
         return pq
+
+    def _replayed_acks(self) -> dict[Key, set[int]]:
+        """The acks logged within ACK_REPLAY_WINDOW_MS (read once per role change)."""
+        if self._logged_acks is None:
+            acked: dict[Key, set[int]] = {}
+            offset = self.store.offset_by_time(POP_ACK_TOPIC, 0,
+                                               now_ms() - ACK_REPLAY_WINDOW_MS)
+            while True:
+                got = self.store.get_messages(POP_ACK_TOPIC, 0, offset, 1024, 4 << 20)
+                if got.status != GetStatus.FOUND:
+                    break
+                for raw in got.messages():
+                    try:
+                        key, offs = parse_ack_record(decode_message(raw, check_crc=False).body)
+                    except (MessageFormatError, ValueError):
+                        continue
+                    acked.setdefault(key, set()).update(offs)
+                offset = got.next_begin_offset
+            self._logged_acks = acked
+        return self._logged_acks
 
     def _commit(self, group: str, topic: str, qid: int, pq: PopQueue) -> None:
         if self.broker.offsets.query(topic, group, qid) != pq.committed:
@@ -180,12 +223,35 @@ class PopService:
                            f"{self.broker.config.brokerName}")
         return h, self._queue(group, h.topic, h.queue_id)
 
-    def ack(self, group: str, handle: str) -> None:
+    def ack(self, group: str, handle: str) -> tuple[Key, int]:
+        """Done here at once; what to log (`log_acks`) before saying so."""
         h, pq = self._delivered(group, handle)
         if not pq.ack(h.offset, h.stamp, h.expired(now_ms())):
             raise PopError("handle", "the receipt handle expired: the message was delivered "
                            "again since (ack the newer delivery)")
         self._commit(group, h.topic, h.queue_id, pq)
+        return (group, h.topic, h.queue_id), h.offset
+
+    def _ack_batch(self, acks: list[tuple[Key, int]]):
+        by_key: dict[Key, list[int]] = {}
+        for key, offset in acks:
+            by_key.setdefault(key, []).append(offset)
+        bodies = [ack_record(k, offs) for k, offs in by_key.items()]
+        return self.store.encode(POP_ACK_TOPIC, 0, bodies, b"")
+
+    async def log_acks(self, acks: list[tuple[Key, int]]) -> str | None:
+        """Write acks to the log and wait for the mode's acknowledgement of the write;
+        None when it holds, else why (the acks hold here but may not survive a failover)."""
+        if not acks:
+            return None
+        outcome = self.broker.mode.write(self._ack_batch(acks))
+        if type(outcome) is Later:
+            outcome = outcome.settle(await outcome.future)
+        if type(outcome) is Pending:
+            return f"acks pending: {outcome.why}"
+        if outcome.status is not PutStatus.PUT_OK:
+            return f"acks not safe yet ({outcome.status.value}): {outcome.error}"
+        return None
 
     def change_invisible(self, group: str, handle: str, invisible_ms: int) -> Handle:
         if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
@@ -212,6 +278,8 @@ class PopService:
             raise PopError("write", "the dead-letter queue did not take the message")
         pq.revived(h.offset)
         self._commit(group, h.topic, h.queue_id, pq)
+        self.broker.mode.write_internal(self._ack_batch([((group, h.topic, h.queue_id),
+                                                           h.offset)]))
 
     # ---- revive ---------------------------------------------------------------------
     async def run(self) -> None:
@@ -243,6 +311,7 @@ class PopService:
                 continue
             pq.revived(offset)
             self._commit(group, topic, qid, pq)
+            self.broker.mode.write_internal(self._ack_batch([(key, offset)]))
 
     def _send_to_retry(self, group: str, topic: str, qid: int, offset: int,
                        dead: bool = False) -> bool:

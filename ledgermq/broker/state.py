@@ -24,6 +24,7 @@ TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # timer messages until due (RocketMQ 5's name)
+POP_ACK_TOPIC = "rmq_sys_POP_ACK"  # POP acks, so that a new master knows them
 
 
 def write_json_atomically(path: Path, doc) -> None:
@@ -68,7 +69,8 @@ class TopicTable:
                 AUTO_CREATE_TOPIC, default_queue_nums, default_queue_nums,
                 PERM_READ | PERM_WRITE | 0x1))
         self.topics.setdefault(SCHEDULE_TOPIC, TopicConfig(SCHEDULE_TOPIC, 18, 18))
-        for name in (TRANS_HALF_TOPIC, TRANS_OP_TOPIC, TRANS_CHECK_MAX_TOPIC, TIMER_TOPIC):
+        for name in (TRANS_HALF_TOPIC, TRANS_OP_TOPIC, TRANS_CHECK_MAX_TOPIC, TIMER_TOPIC,
+                     POP_ACK_TOPIC):
             self.topics.setdefault(name, TopicConfig(name, 1, 1))
 
     def get(self, topic: str) -> TopicConfig | None:

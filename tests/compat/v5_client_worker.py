@@ -8,6 +8,7 @@ gRPC); does one scenario's client side and prints one JSON document of what it s
     python v5_client_worker.py ENDPOINT transaction TOPIC
     python v5_client_worker.py ENDPOINT push GROUP TOPIC N TIMEOUT_S
     python v5_client_worker.py ENDPOINTS failover GROUP TOPIC SECONDS PROGRESS_FILE
+    python v5_client_worker.py ENDPOINTS hold GROUP TOPIC N   (acks the second half only)
 """
 import json
 import sys
@@ -240,6 +241,25 @@ def failover(endpoints, group, topic, seconds, progress):
     return {"acked": acked, "received": received, "errors": errors}
 
 
+def hold(endpoints, group, topic, n):
+    """Receive N messages for 60 s each; ack the second half (by body number), keep the
+    first half out."""
+    c = simple(endpoints, group, topic)
+    got = []
+    try:
+        end = time.time() + 30
+        while len(got) < int(n) and time.time() < end:
+            got += c.receive(int(n) - len(got), 60)
+        acked = []
+        for m in got:
+            if int(m.body.decode().split("-")[1]) >= int(n) // 2:
+                c.ack(m)  # raises unless the broker says the ack holds
+                acked.append(m.body.decode())
+    finally:
+        c.shutdown()
+    return {"received": [m.body.decode() for m in got], "acked": acked}
+
+
 def wait_for(fn, timeout):
     end = time.time() + timeout
     while time.time() < end:
@@ -253,7 +273,8 @@ def wait_for(fn, timeout):
 def main():
     endpoint, mode, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     fn = {"produce": produce, "consume": consume, "redeliver": redeliver, "fifo": fifo,
-          "transaction": transaction, "push": push, "failover": failover}[mode]
+          "transaction": transaction, "push": push, "failover": failover,
+          "hold": hold}[mode]
     print(json.dumps(fn(endpoint, *args)))
 
 

@@ -396,13 +396,19 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
 
     async def AckMessage(self, request, context):
         out = svc.AckMessageResponse()
+        acks = []
         for e in request.entries:
             try:
-                self.broker.pop.ack(request.group.name, e.receipt_handle)
+                acks.append(self.broker.pop.ack(request.group.name, e.receipt_handle))
                 st = status(pb.OK)
             except PopError as err:
                 st = status(_POP_STATUS[err.kind], str(err))
             out.entries.add(message_id=e.message_id, receipt_handle=e.receipt_handle, status=st)
+        unsafe = await self.broker.pop.log_acks(acks)  # OK only once a failover keeps them
+        if unsafe is not None:
+            for entry in out.entries:
+                if entry.status.code == pb.OK:
+                    entry.status.CopyFrom(status(pb.HA_NOT_AVAILABLE, unsafe))
         codes = {e.status.code for e in out.entries}
         out.status.CopyFrom(out.entries[0].status if len(codes) == 1 else
                             status(pb.MULTIPLE_RESULTS, "see each entry"))
