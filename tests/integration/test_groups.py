@@ -45,6 +45,22 @@ async def routed_at_once(names: list[str]) -> list[list[str]]:
     return seen
 
 
+def grpc_route(endpoint: str, topic: str) -> set[tuple[str, str]]:
+    """(group, gRPC endpoint) of every queue of `topic`, as QueryRoute answers it."""
+    import grpc
+    from ledgermq.apis import definition_pb2 as pb
+    from ledgermq.apis import service_pb2 as svc
+    from ledgermq.apis import service_pb2_grpc as svc_grpc
+    with grpc.insecure_channel(endpoint) as ch:
+        r = svc_grpc.MessagingServiceStub(ch).QueryRoute(
+            svc.QueryRouteRequest(topic=pb.Resource(name=topic)),
+            metadata=[("x-mq-client-id", "routes")], timeout=10)
+    assert r.status.code == pb.OK, r.status
+    return {(q.broker.name, "%s:%d" % (q.broker.endpoints.addresses[0].host,
+                                        q.broker.endpoints.addresses[0].port))
+            for q in r.message_queues}
+
+
 def status(d):
     p = cli("cluster", "status", "--dir", d, "--json", check=False)
     return p.returncode, json.loads(p.stdout)
@@ -70,6 +86,12 @@ def test_cluster_up_with_two_groups_and_two_name_servers(tmp_path):
                                "--json").stdout)
         assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-a", "broker-b"]
         assert asyncio.run(routed_at_once(names)) == [["broker-a", "broker-b"]] * 20
+        # a RocketMQ 5 client given one broker's gRPC endpoint finds both groups' endpoints
+        grpc_ports = {p["group"]: p["grpcPort"] for p in state["processes"]
+                      if p["kind"] == "broker"}
+        assert grpc_route("127.0.0.1:%d" % grpc_ports["broker-a"], "Spread") == {
+            ("broker-a", f"127.0.0.1:{grpc_ports['broker-a']}"),
+            ("broker-b", f"127.0.0.1:{grpc_ports['broker-b']}")}
         code, st = wait_until(lambda: (lambda r: r if r[0] == 0 else None)(status(d)),
                               "both groups healthy")
         assert st["health"] == "broker-a: master a-n0, 1/1 up; broker-b: master b-n0, 1/1 up"
