@@ -1,0 +1,78 @@
+"""RocketMQ 5 messages to stored properties and back (broker/grpc/convert.py): what a gRPC
+producer sets is what a gRPC consumer reads, and a remoting consumer sees RocketMQ's
+property names."""
+import zlib
+
+import pytest
+from hypothesis import given, strategies as st
+
+from ledgermq.apis import definition_pb2 as pb
+from ledgermq.broker.grpc.convert import (
+    BadMessage, properties_of, timestamp, to_grpc, transaction_group,
+)
+from ledgermq.wire.message import Message, decode_message, encode_message
+
+words = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E,
+                              blacklist_characters="|\x01\x02"), min_size=1, max_size=12)
+
+
+def stored(topic: str, body: bytes, props: dict[str, str]):
+    return decode_message(encode_message(Message(topic, body, properties=props,
+                                                 born_timestamp=1_700_000_000_123),
+                                         store_timestamp=1_700_000_000_456))
+
+
+@given(tag=words, keys=st.lists(words, max_size=3), group=st.none() | words,
+       user=st.dictionaries(words.filter(lambda k: k.isalpha() and k.islower()), words,
+                            max_size=4),
+       body=st.binary(min_size=1, max_size=64))
+def test_what_a_producer_sets_a_consumer_reads(tag, keys, group, user, body):
+    sp = pb.SystemProperties(message_id="ID1", tag=tag, keys=keys, message_type=pb.NORMAL)
+    if group is not None:
+        sp.message_group = group
+    m = pb.Message(topic=pb.Resource(name="T"), user_properties=user, system_properties=sp,
+                   body=body)
+    props = properties_of(m)
+    assert props["TAGS"] == tag and props["UNIQ_KEY"] == "ID1"
+    back = to_grpc(stored("T", body, props), receipt_handle="h", attempt=2,
+                   invisible_ms=30_000)
+    bs = back.system_properties
+    assert (back.topic.name, back.body, bs.tag, list(bs.keys), bs.message_id) == \
+        ("T", body, tag, keys, "ID1")
+    assert dict(back.user_properties) == user
+    assert (bs.message_group if bs.HasField("message_group") else None) == group
+    assert bs.message_type == (pb.FIFO if group is not None else pb.NORMAL)
+    assert bs.body_digest.checksum == format(zlib.crc32(body), "08X")
+    assert (bs.receipt_handle, bs.delivery_attempt) == ("h", 2)
+    assert bs.born_timestamp.seconds == 1_700_000_000 and bs.born_timestamp.nanos == 123_000_000
+
+
+def test_delivery_time_and_transactions_map_to_rocketmqs_properties():
+    sp = pb.SystemProperties(message_id="ID2", message_type=pb.TRANSACTION)
+    sp.delivery_timestamp.CopyFrom(timestamp(1_800_000_000_250))
+    props = properties_of(pb.Message(topic=pb.Resource(name="Pay"), system_properties=sp,
+                                     body=b"x"))
+    assert props["TIMER_DELIVER_MS"] == "1800000000250"
+    assert props["TRAN_MSG"] == "true" and props["PGROUP"] == transaction_group("Pay")
+
+
+def test_a_redelivered_message_shows_its_original_topic():
+    m = stored("%RETRY%billing", b"x", {"RETRY_TOPIC": "Orders", "UNIQ_KEY": "ID3"})
+    assert to_grpc(m).topic.name == "Orders"
+
+
+@pytest.mark.parametrize("change, kind", [
+    (lambda m: m.user_properties.__setitem__("TAGS", "x"), "property"),
+    (lambda m: m.system_properties.__setattr__("tag", "a|b"), "tag"),
+    (lambda m: m.system_properties.keys.append("two words"), "key"),
+    (lambda m: m.system_properties.__setattr__("message_id", ""), "id"),
+    (lambda m: m.system_properties.__setattr__("message_group", ""), "group"),
+    (lambda m: m.user_properties.__setitem__("big", "x" * 20_000), "properties"),
+])
+def test_what_rocketmq_refuses_is_refused_with_a_reason(change, kind):
+    m = pb.Message(topic=pb.Resource(name="T"), body=b"x",
+                   system_properties=pb.SystemProperties(message_id="ID"))
+    change(m)
+    with pytest.raises(BadMessage) as e:
+        properties_of(m)
+    assert e.value.kind == kind and str(e.value)
