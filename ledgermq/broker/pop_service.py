@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REVIVE_EVERY_S = 0.1
+POP_ACTIVE_S = 60.0  # a group that popped this recently consumes by POP (one model a group)
 MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 1_000, 12 * 3600 * 1000  # RocketMQ's bounds
 # an ack older than the longest invisible time is within its queue's committed offset:
 # past every gap below it (each gap was acked or revived by then), copied to followers
@@ -82,6 +83,7 @@ class PopService:
         self.deadlines = Deadlines()
         self._last_stamp = 0
         self._rotation = 0
+        self._popped_at: dict[str, float] = {}  # group -> when it last received (monotonic)
 
     # ---- state ----------------------------------------------------------------------
     def reset(self) -> None:
@@ -94,6 +96,11 @@ class PopService:
     def _stamp(self) -> int:
         self._last_stamp = max(now_ms(), self._last_stamp + 1)
         return self._last_stamp
+
+    def consuming(self, group: str) -> bool:
+        """True while `group` consumes by POP (it received within POP_ACTIVE_S)."""
+        at = self._popped_at.get(group)
+        return at is not None and time.monotonic() - at < POP_ACTIVE_S
 
     def _queue(self, group: str, topic: str, qid: int) -> PopQueue:
         key = (group, topic, qid)
@@ -153,6 +160,7 @@ class PopService:
                            f"{self.broker.config.brokerName}")
         if fifo:
             self.fifo_groups.add(group)
+        self._popped_at[group] = time.monotonic()
         queues = self._queues_of(group, topic)
         self._rotation += 1
         start = self._rotation % max(1, len(queues))

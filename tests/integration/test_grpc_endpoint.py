@@ -119,3 +119,38 @@ def test_a_receive_with_nothing_to_get_waits_its_polling_time_then_says_so(broke
         long_polling_timeout={"seconds": 2}), metadata=meta, timeout=10))
     assert [x.status.code for x in recv] == [pb.MESSAGE_NOT_FOUND]
     assert 2.0 - 0.1 <= time.monotonic() - start < 5.0
+
+
+def test_a_group_consumes_by_one_model(broker):
+    """A group receiving by POP cannot pull at the same time, and a group with remoting
+    consumers connected cannot receive by POP: each is told why."""
+    from ledgermq import PullConsumer, PushConsumer
+    from ledgermq.client.instance import MQClientError
+
+    s, meta = stub(broker)
+    recv = list(s.ReceiveMessage(svc.ReceiveMessageRequest(
+        group=pb.Resource(name="PopGroup"),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcTopic")), batch_size=1,
+        long_polling_timeout={"seconds": 1}), metadata=meta, timeout=10))
+    assert recv[-1].status.code in (pb.OK, pb.MESSAGE_NOT_FOUND)
+
+    async def pull_and_push():
+        async with PullConsumer("PopGroup", broker.namesrv) as c:
+            q = (await c.fetch_queues("GrpcTopic"))[0]
+            with pytest.raises(MQClientError) as e:
+                await c.pull(q, 0, 1)
+            assert "consumes by POP" in str(e.value)
+        push = PushConsumer("RemotingGroup", broker.namesrv, pull_suspend_ms=300)
+        push.subscribe("GrpcTopic")
+        push.register_listener(lambda msgs: None)
+        await push.start()
+        try:
+            return list(s.ReceiveMessage(svc.ReceiveMessageRequest(
+                group=pb.Resource(name="RemotingGroup"),
+                message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcTopic")),
+                batch_size=1, long_polling_timeout={"seconds": 1}), metadata=meta, timeout=10))
+        finally:
+            await push.shutdown()
+    refused = asyncio.run(pull_and_push())
+    assert [r.status.code for r in refused] == [pb.PRECONDITION_FAILED]
+    assert "remoting" in refused[0].status.message

@@ -109,7 +109,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             group = theirs.subscription.group.name
             sg = self.broker.subgroups.for_consumer(group)
             attempts = (sg.retryMaxTimes if sg else cfg.maxReconsumeTimes) + 1
-            out.subscription.fifo = bool(sg and getattr(sg, "consumeMessageOrderly", False))
+            out.subscription.fifo = bool(sg and sg.consumeMessageOrderly)
             out.subscription.receive_batch_size = 32
             if not theirs.subscription.HasField("long_polling_timeout"):
                 out.subscription.long_polling_timeout.CopyFrom(duration(DEFAULT_POLL_MS))
@@ -362,8 +362,14 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         except (ValueError, SqlError) as e:
             yield svc.ReceiveMessageResponse(status=status(pb.ILLEGAL_FILTER_EXPRESSION, str(e)))
             return
+        pulling = self.broker.consumers.groups.get(group)
+        if pulling is not None and pulling.clients:
+            yield svc.ReceiveMessageResponse(status=status(pb.PRECONDITION_FAILED, (
+                f"consumer group {group} has RocketMQ 4 (remoting) consumers connected: a "
+                f"group pulls or pops, not both; use another group name")))
+            return
         sg = self.broker.subgroups.for_consumer(group)
-        fifo = bool(sg and getattr(sg, "consumeMessageOrderly", False))
+        fifo = bool(sg and sg.consumeMessageOrderly)
         invisible = ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS)
         poll_s = ms_of(request.long_polling_timeout, DEFAULT_POLL_MS) / 1000
         if context.time_remaining() is not None:  # answer before the client gives up

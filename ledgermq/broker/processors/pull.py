@@ -70,6 +70,10 @@ class PullProcessor:
                     f"=false: create it with updateSubGroup)")
         if not sg.consumeEnable:
             return ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}"
+        if self.broker.pop.consuming(group):  # RocketMQ: a group consumes by one model
+            return (ResponseCode.NO_PERMISSION,
+                    f"consumer group {group} consumes by POP (RocketMQ 5 clients) now: a "
+                    f"group pulls or pops, not both; use another group name")
         cg = self.broker.consumers.groups.get(group)
         if cg is not None and cg.message_model == "BROADCASTING" and \
                 not sg.consumeBroadcastEnable:
