@@ -97,6 +97,10 @@ class PopService:
         self._last_stamp = max(now_ms(), self._last_stamp + 1)
         return self._last_stamp
 
+    def forget(self, group: str, topic: str, qid: int) -> None:
+        """The group's offset was set from outside: start over from it."""
+        self.queues.pop((group, topic, qid), None)
+
     def consuming(self, group: str) -> bool:
         """True while `group` consumes by POP (it received within POP_ACTIVE_S)."""
         at = self._popped_at.get(group)

@@ -154,3 +154,29 @@ def test_a_group_consumes_by_one_model(broker):
     refused = asyncio.run(pull_and_push())
     assert [r.status.code for r in refused] == [pb.PRECONDITION_FAILED]
     assert "remoting" in refused[0].status.message
+
+
+def test_offsets_can_be_read_queried_and_set(broker):
+    s, meta = stub(broker)
+    mq = pb.MessageQueue(topic=pb.Resource(name="GrpcTopic"), id=0)
+    group = pb.Resource(name="OffsetGroup")
+    for _ in range(4):
+        assert send(broker, message(body=b"o")).status.code == pb.OK
+    end = s.QueryOffset(svc.QueryOffsetRequest(message_queue=mq, query_offset_policy=pb.END),
+                        metadata=meta, timeout=10)
+    begin = s.QueryOffset(svc.QueryOffsetRequest(message_queue=mq,
+                                                 query_offset_policy=pb.BEGINNING),
+                          metadata=meta, timeout=10)
+    assert begin.offset == 0 and end.offset >= 1
+    got = s.GetOffset(svc.GetOffsetRequest(group=group, message_queue=mq), metadata=meta,
+                      timeout=10)
+    assert got.status.code == pb.OFFSET_NOT_FOUND
+    assert s.UpdateOffset(svc.UpdateOffsetRequest(group=group, message_queue=mq,
+                                                  offset=end.offset), metadata=meta,
+                          timeout=10).status.code == pb.OK
+    got = s.GetOffset(svc.GetOffsetRequest(group=group, message_queue=mq), metadata=meta,
+                      timeout=10)
+    assert (got.status.code, got.offset) == (pb.OK, end.offset)
+    bad = s.UpdateOffset(svc.UpdateOffsetRequest(group=group, message_queue=pb.MessageQueue(
+        topic=pb.Resource(name="GrpcTopic"), id=99), offset=1), metadata=meta, timeout=10)
+    assert bad.status.code == pb.BAD_REQUEST and "queue 99" in bad.status.message

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 
 from ...apis import definition_pb2 as pb
 from ...apis import service_pb2 as svc
@@ -25,6 +26,7 @@ class ClientChannel:
         self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
         self.settings: pb.Settings | None = None
         self.outbox: asyncio.Queue | None = None  # the telemetry stream, while open
+        self.last_seen = time.monotonic()
 
     @property
     def is_open(self) -> bool:

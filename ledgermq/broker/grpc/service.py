@@ -29,7 +29,7 @@ from ..consumers import parse_subscription
 from ..pop_service import PopError
 from .channel import ClientChannel, call
 from .convert import (
-    PROPERTY_MESSAGE_GROUP, BadMessage, duration, properties_of, timestamp, to_grpc,
+    PROPERTY_MESSAGE_GROUP, BadMessage, duration, properties_of, timestamp, to_grpc, to_ms,
     transaction_group,
 )
 
@@ -85,8 +85,19 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             return None
         ch = self.channels.get(client_id)
         if ch is None:
+            self._forget_idle()
             ch = self.channels[client_id] = ClientChannel(client_id, context.peer())
+        ch.last_seen = time.monotonic()
         return ch
+
+    def _forget_idle(self) -> None:
+        """Clients gone without saying so (no stream, no call for the idle time)."""
+        idle = self.broker.config.clientChannelMaxIdleTimeSeconds
+        now = time.monotonic()
+        for cid, ch in list(self.channels.items()):
+            if not ch.is_open and now - ch.last_seen > idle:
+                ch.close()
+                del self.channels[cid]
 
     def connections(self) -> list[ClientChannel]:
         return [c for c in self.channels.values() if c.is_open]
@@ -437,3 +448,52 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             return svc.ForwardMessageToDeadLetterQueueResponse(
                 status=status(_POP_STATUS[e.kind], str(e)))
         return svc.ForwardMessageToDeadLetterQueueResponse(status=status(pb.OK))
+
+    # ---- offsets (PullConsumer-style clients) --------------------------------------
+    def _queue_of(self, mq: pb.MessageQueue) -> tuple[str, int] | pb.Status:
+        tc = self.broker.topics.for_pull(mq.topic.name)
+        if tc is None:
+            return status(pb.TOPIC_NOT_FOUND, f"topic {mq.topic.name} does not exist on "
+                          f"{self.broker.config.brokerName}")
+        if not 0 <= mq.id < max(tc.readQueueNums, tc.writeQueueNums):
+            return status(pb.BAD_REQUEST, f"queue {mq.id} is not a queue of {mq.topic.name} "
+                          f"({tc.readQueueNums} read queues)")
+        return mq.topic.name, mq.id
+
+    async def GetOffset(self, request, context):
+        q = self._queue_of(request.message_queue)
+        if isinstance(q, pb.Status):
+            return svc.GetOffsetResponse(status=q)
+        offset = self.broker.offsets.query(q[0], request.group.name, q[1])
+        if offset is None or offset < 0:
+            return svc.GetOffsetResponse(status=status(
+                pb.OFFSET_NOT_FOUND, f"group {request.group.name} has no offset in "
+                f"{q[0]}/{q[1]}"))
+        return svc.GetOffsetResponse(status=status(pb.OK), offset=offset)
+
+    async def QueryOffset(self, request, context):
+        q = self._queue_of(request.message_queue)
+        if isinstance(q, pb.Status):
+            return svc.QueryOffsetResponse(status=q)
+        store = self.broker.store
+        if request.query_offset_policy == pb.BEGINNING:
+            offset = store.min_offset_in_queue(*q)
+        elif request.query_offset_policy == pb.END:
+            offset = store.max_offset_in_queue(*q)
+        else:
+            offset = store.offset_by_time(*q, to_ms(request.timestamp))
+        return svc.QueryOffsetResponse(status=status(pb.OK), offset=offset)
+
+    async def UpdateOffset(self, request, context):
+        q = self._queue_of(request.message_queue)
+        if isinstance(q, pb.Status):
+            return svc.UpdateOffsetResponse(status=q)
+        if request.offset < 0:
+            return svc.UpdateOffsetResponse(status=status(pb.ILLEGAL_OFFSET,
+                                                          f"offset {request.offset} < 0"))
+        if not self.broker.mode.is_writable:
+            return svc.UpdateOffsetResponse(status=status(
+                pb.NOT_FOUND, f"{self.broker.address} is not the master now"))
+        self.broker.offsets.commit(q[0], request.group.name, q[1], request.offset)
+        self.broker.pop.forget(request.group.name, *q)  # POP starts over from it
+        return svc.UpdateOffsetResponse(status=status(pb.OK))
