@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test sim-long spark-cluster chaos bench bench-timer proto clean
+.PHONY: install run test sim-long spark-cluster chaos bench bench-timer bench-grpc proto clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -55,6 +55,10 @@ bench: install
 # timer messages: bytes per pending timer (1,000,000 pending), delivery lateness under load
 bench-timer: install
 	$(PY) bench/timer_bench.py
+
+# RocketMQ 5's gRPC endpoint next to remoting (sync send, pipelined, consume everything)
+bench-grpc: install
+	$(PY) bench/grpc_bench.py
 
 # the gRPC API's Python modules (committed) from ledgermq/apis/*.proto
 proto: install
