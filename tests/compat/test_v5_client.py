@@ -129,6 +129,23 @@ def test_v5_push_consumer_gets_a_failed_message_again(broker, v5):
     assert all(m["attempt"] == 2 for m in got)  # failed once, then delivered again
 
 
+def test_v5_fifo_push_consumer_keeps_each_message_group_in_order(broker, v5):
+    d, grpc = broker, broker.ready["grpc"]
+    create(d, "V5PushFifo", 4)
+
+    async def fifo_group():
+        async with Admin(d.namesrv) as a:
+            await a.update_sub_group({"groupName": "V5PushFifoGroup",
+                                      "consumeMessageOrderly": True})
+    asyncio.run(fifo_group())
+    v5(grpc, "produce", "V5PushFifo", 12, "fifo")
+    got = v5(grpc, "pushfifo", "V5PushFifoGroup", "V5PushFifo", 12, 60)["messages"]
+    assert sorted(m["body"] for m in got) == sorted(f"fifo-{i}" for i in range(12))
+    for g in ("g0", "g1"):
+        bodies = [int(m["body"].split("-")[1]) for m in got if m["group"] == g]
+        assert bodies == sorted(bodies), f"group {g} out of order: {bodies}"
+
+
 def dledger_with_topic(d, topic, queues):
     """A 3-node DLedger group up, with `topic`; (state, leader process, gRPC endpoints)."""
     from ledgermq.cluster import status, up

@@ -7,6 +7,7 @@ gRPC); does one scenario's client side and prints one JSON document of what it s
     python v5_client_worker.py ENDPOINT fifo GROUP TOPIC
     python v5_client_worker.py ENDPOINT transaction TOPIC
     python v5_client_worker.py ENDPOINT push GROUP TOPIC N TIMEOUT_S
+    python v5_client_worker.py ENDPOINT pushfifo GROUP TOPIC N TIMEOUT_S
     python v5_client_worker.py ENDPOINTS failover GROUP TOPIC SECONDS PROGRESS_FILE
     python v5_client_worker.py ENDPOINTS hold GROUP TOPIC N   (acks the second half only)
 """
@@ -186,6 +187,27 @@ def push(endpoint, group, topic, n, timeout):
     return {"messages": got}
 
 
+def pushfifo(endpoint, group, topic, n, timeout):
+    """A push consumer of a FIFO group: what it is handed, in order; each message group's
+    second message is slow, so a client not holding the group back would pass it."""
+    got, lock = [], threading.Lock()
+
+    class Slow(MessageListener):
+        def consume(self, m):
+            if m.body.decode() in ("fifo-2", "fifo-3"):
+                time.sleep(0.5)
+            with lock:
+                got.append(seen(m))
+            return ConsumeResult.SUCCESS
+    c = PushConsumer(config(endpoint), group, Slow(), {topic: FilterExpression()})
+    c.startup()
+    try:
+        wait_for(lambda: len(got) >= int(n) or None, float(timeout))
+    finally:
+        c.shutdown()
+    return {"messages": got}
+
+
 def failover(endpoints, group, topic, seconds, progress):
     """Send one by one and receive-and-ack at once for `seconds` (a broker is killed
     meanwhile: errors are expected, counted and outlived), then receive until every
@@ -273,7 +295,7 @@ def wait_for(fn, timeout):
 def main():
     endpoint, mode, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     fn = {"produce": produce, "consume": consume, "redeliver": redeliver, "fifo": fifo,
-          "transaction": transaction, "push": push, "failover": failover,
+          "transaction": transaction, "push": push, "pushfifo": pushfifo, "failover": failover,
           "hold": hold}[mode]
     print(json.dumps(fn(endpoint, *args)))
 
