@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 
-from ..remoting import Connection, RemotingCommand, RemotingServer, ResponseCode
+from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from ..store import MessageStore, StoreConfig
 from ..wire.message import pack_host
+from .acl_file import AclFile
 from .config import BrokerConfig
 from .consumers import ConsumerManager
 from .long_poll import PullHolds
@@ -32,6 +34,10 @@ from .timer import TimerService
 from .transactions import Transactions
 
 log = logging.getLogger(__name__)
+
+# what other servers of the group ask (a control node, a peer broker): their own protocols,
+# not a client's, so the client ACL does not apply to them
+PEER_CODES = frozenset({RequestCode.CONTROL_PROMOTE, RequestCode.GET_BROKER_EPOCH_CACHE})
 
 
 class Broker:
@@ -66,6 +72,9 @@ class Broker:
         self.server = RemotingServer(self.handle, config.bindAddress, config.listenPort,
                                      max_frame=config.maxFrameSize,
                                      idle_timeout=config.clientChannelMaxIdleTimeSeconds)
+        self.acl = AclFile(Path(config.aclFile) if config.aclFile else
+                           store_config.root / "config" / "plain_acl.yml") \
+            if config.aclEnable else None
         self.holds: PullHolds | None = None
         self.stats = BrokerStats()
         self.metrics_server = None  # asyncio.Server while metricsPort is set
@@ -184,6 +193,12 @@ class Broker:
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 f"request code {cmd.code} is not supported by this broker")
+        if self.acl is not None and cmd.code not in PEER_CODES:
+            why = self.acl.current().check(cmd.code, cmd.ext, cmd.body,
+                                           conn.peer.rsplit(":", 1)[0])
+            if why is not None:
+                self.stats.acl_denied[cmd.code] += 1
+                return cmd.response(ResponseCode.NO_PERMISSION, why)
         if not conn.attrs.get("watched"):
             conn.attrs["watched"] = True
             conn.closed.add_done_callback(lambda _: self.consumers.connection_closed(conn))

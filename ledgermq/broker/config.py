@@ -73,6 +73,13 @@ class BrokerConfig:
     # metricsPromExporterPort is read when metricsPort is not given
     metricsPort: int = field(default=0, metadata=check(_port))
     metricsPromExporterPort: int = field(default=0, metadata=check(_port))
+    # RocketMQ's ACL 1.0: every client request signed, checked against aclFile's accounts
+    # (plain_acl.yml; default <storePathRootDir>/config/plain_acl.yml), read again on change
+    aclEnable: bool = False
+    aclFile: str = ""
+    # this broker's own account, signing what it asks other servers (a master, name servers)
+    accessKey: str = ""
+    secretKey: str = ""
     # RocketMQ 5 clients (gRPC MessagingService) on this port: -1 off, 0 any free port
     grpcServerPort: int = field(default=-1, metadata=check(
         lambda v: None if -1 <= v < 65536 else "must be -1 (off) or a TCP port (0-65535)"))

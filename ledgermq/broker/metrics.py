@@ -31,6 +31,7 @@ class BrokerStats:
         self.in_bytes: dict[str, int] = defaultdict(int)
         self.out_msgs: dict[tuple[str, str], int] = defaultdict(int)
         self.out_bytes: dict[tuple[str, str], int] = defaultdict(int)
+        self.acl_denied: dict[str, int] = defaultdict(int)  # by request code
 
     def put(self, topic: str, count: int, size: int) -> None:
         self.in_msgs[topic] += count
@@ -63,6 +64,9 @@ class BrokerCollector(Collector):
                       ["topic", "consumer_group"], stats.out_msgs)
         yield counter("rocketmq_throughput_out", "Bytes pulled by consumers.",
                       ["topic", "consumer_group"], stats.out_bytes)
+        yield counter("ledgermq_acl_denied", "Requests refused by the ACL (unsigned, wrong "
+                      "signature, no permission), by request code.", ["request_code"],
+                      {str(k): v for k, v in stats.acl_denied.items()})
         lag = GaugeMetricFamily("rocketmq_consumer_lag_messages",
                                 "Messages stored but not yet committed by the group, by queue.",
                                 labels=base + ["topic", "consumer_group", "queue_id"])

@@ -9,6 +9,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..remoting.signing import signer
 from .state import TopicConfig
 from .subgroups import SubscriptionGroupConfig
 
@@ -31,7 +32,8 @@ class NameServerLink:
     def __init__(self, broker: "Broker"):
         self.broker = broker
         self.config = broker.config
-        self.client = RemotingClient()
+        creds = (self.config.accessKey, self.config.secretKey)
+        self.client = RemotingClient(signer=signer(*creds) if all(creds) else None)
         self.learned_ha_master = ""  # the master's HA address, as the name server says
         self._announcing: set[asyncio.Task] = set()
         self.unreached: set[str] = set()  # name servers the last registration missed

@@ -87,6 +87,7 @@ class Connection(asyncio.Protocol):
         # write (pipelined peers send many frames per read; no reply waits for a later one)
         self._corked: list | None = None
         self._later: list | None = None  # replies of finished tasks, written together
+        self.signer: Callable[[RemotingCommand], None] | None = None  # ACL: signs requests
 
     # ---- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -190,6 +191,8 @@ class Connection(asyncio.Protocol):
     def send(self, cmd: RemotingCommand) -> None:
         if self.transport is None or self.transport.is_closing():
             raise RemotingError(f"connection to {self.peer} is closed")
+        if self.signer is not None and not cmd.is_response:
+            self.signer(cmd)
         if self._corked is not None:
             self._corked += cmd.encode()
         else:
@@ -304,10 +307,12 @@ class RemotingClient:
     """Connections to many servers, one per address, reused and re-opened as needed."""
 
     def __init__(self, handler: Handler | None = None, *, connect_timeout: float = 3.0,
-                 max_frame: int = MAX_FRAME_DEFAULT):
+                 max_frame: int = MAX_FRAME_DEFAULT,
+                 signer: Callable[[RemotingCommand], None] | None = None):
         self.handler = handler
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
+        self.signer = signer  # signs every request (ACL credentials), if given
         self._conns: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future] = {}
 
@@ -329,6 +334,7 @@ class RemotingClient:
                     port), self.connect_timeout)
             except (OSError, asyncio.TimeoutError, ValueError) as e:
                 raise RemotingError(f"cannot connect to {addr}: {e or 'timeout'}") from None
+            conn.signer = self.signer
             self._conns[addr] = conn
             fut.set_result(conn)
             return conn

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import time
 import zlib
@@ -20,7 +19,6 @@ from ...apis import service_pb2 as svc
 from ...apis import service_pb2_grpc as svc_grpc
 from ...filter.sql92 import SqlError, compile_sql
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
-from ...remoting.codes import PERM_READ, PERM_WRITE
 from ...wire.message import (
     SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK,
     encode_properties,
@@ -28,6 +26,7 @@ from ...wire.message import (
 from ..consumers import parse_subscription
 from ..pop_service import PopError
 from .channel import ClientChannel, call
+from .routes import message_queues, route_doc
 from .convert import (
     PROPERTY_MESSAGE_GROUP, BadMessage, duration, properties_of, timestamp, to_grpc, to_ms,
     transaction_group,
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ALL_TYPES = [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]
 DEFAULT_INVISIBLE_MS = 30_000
 DEFAULT_POLL_MS = 20_000
 POLL_SLICE_S = 0.5  # a waiting receive looks again at least this often (revived messages)
@@ -59,7 +57,6 @@ _BAD_MESSAGE_STATUS = {"tag": pb.ILLEGAL_MESSAGE_TAG, "key": pb.ILLEGAL_MESSAGE_
                        "group": pb.ILLEGAL_MESSAGE_GROUP, "id": pb.ILLEGAL_MESSAGE_ID,
                        "property": pb.ILLEGAL_MESSAGE_PROPERTY_KEY,
                        "properties": pb.MESSAGE_PROPERTIES_TOO_LARGE}
-_PERMISSION = {PERM_READ | PERM_WRITE: pb.READ_WRITE, PERM_READ: pb.READ, PERM_WRITE: pb.WRITE}
 
 
 def status(code: int, message: str = "OK") -> pb.Status:
@@ -178,61 +175,18 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         return svc.NotifyClientTerminationResponse(status=status(pb.OK))
 
     # ---- routes ---------------------------------------------------------------------
-    async def _route_doc(self, topic: str) -> dict | None:
-        link = self.broker.namesrv
-        last: Exception | None = None
-        for addr in link.namesrvs:
-            try:
-                r = await link.client.invoke(addr, RemotingCommand(
-                    RequestCode.GET_ROUTEINFO_BY_TOPIC, ext={"topic": topic}), 3.0)
-            except RemotingError as e:
-                last = e
-                continue
-            if r.code == ResponseCode.TOPIC_NOT_EXIST:
-                return None
-            if r.code == ResponseCode.SUCCESS:
-                return json.loads(r.body)
-        raise RemotingError(f"no name server answered: {last}")
-
-    def _local_route(self, topic: str) -> dict | None:
-        """Without a name server (or before it knows): this broker's own queues."""
-        tc = self.broker.topics.get(topic)
-        if tc is None:
-            return None
-        return {"queueDatas": [{"brokerName": self.broker.config.brokerName,
-                                "readQueueNums": tc.readQueueNums,
-                                "writeQueueNums": tc.writeQueueNums, "perm": tc.perm}],
-                "brokerDatas": [{"brokerName": self.broker.config.brokerName,
-                                 "grpcAddrs": {"0": self.broker.grpc_address}}]}
-
     async def QueryRoute(self, request, context):
         topic = request.topic.name
         try:
-            doc = await self._route_doc(topic) if self.broker.namesrv.namesrvs else None
+            doc = await route_doc(self.broker, topic)
         except RemotingError as e:
             return svc.QueryRouteResponse(status=status(pb.INTERNAL_SERVER_ERROR, str(e)))
-        doc = doc or self._local_route(topic)
         if doc is None:
             return svc.QueryRouteResponse(status=status(
                 pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist: create it first "
                 "(ledgermq admin updateTopic)"))
-        out = svc.QueryRouteResponse(status=status(pb.OK))
-        grpc_of = {bd["brokerName"]: (bd.get("grpcAddrs") or {}).get("0")
-                   for bd in doc.get("brokerDatas", [])}
-        for qd in doc.get("queueDatas", []):
-            addr = grpc_of.get(qd["brokerName"])
-            if not addr:
-                continue  # no master serving gRPC in that group now
-            host, port = addr.rsplit(":", 1)
-            broker = pb.Broker(name=qd["brokerName"], id=0, endpoints=pb.Endpoints(
-                scheme=pb.IPv4, addresses=[pb.Address(host=host, port=int(port))]))
-            r, w = int(qd["readQueueNums"]), int(qd["writeQueueNums"])
-            perm = int(qd.get("perm", PERM_READ | PERM_WRITE))
-            for qid in range(max(r, w)):
-                bits = perm & ((PERM_READ if qid < r else 0) | (PERM_WRITE if qid < w else 0))
-                out.message_queues.add(topic=pb.Resource(name=topic), id=qid,
-                                       permission=_PERMISSION.get(bits, pb.NONE),
-                                       broker=broker, accept_message_types=ALL_TYPES)
+        out = svc.QueryRouteResponse(status=status(pb.OK),
+                                     message_queues=message_queues(doc, topic))
         if not out.message_queues:
             out.status.CopyFrom(status(pb.NOT_FOUND, f"topic {topic}: no group has a master "
                                        "serving gRPC now"))

@@ -1,0 +1,166 @@
+"""RocketMQ's ACL 1.0 (plain_acl.yml): accounts with a secret key, an admin flag, default
+and per-resource permissions, and the remote addresses they may come from; every request
+is signed by its client (HMAC-SHA1 over the values of its header fields sorted by name, then
+its body, base64; the AccessKey and Signature fields carry the account and the signature).
+
+Pure decisions: `PlainAcl.check` takes a request's fields, body and the peer's address and
+returns why it is refused, or None. The broker loads the file and reloads it when it
+changes (acl_file.py)."""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+from ..remoting.codes import RETRY_PREFIX, RequestCode
+from ..remoting.signing import ACCESS_KEY, SIGNATURE, sign
+
+DENY, PUB, SUB = 0, 1, 2
+_PERMS = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB,
+          "ANY": PUB | SUB}
+
+
+def perm_of(text: str) -> int:
+    try:
+        return _PERMS[str(text).strip().upper()]
+    except KeyError:
+        raise ValueError(f"permission {text!r} is not one of DENY, PUB, SUB, PUB|SUB") from None
+
+
+def _resource_perms(entries, what: str) -> dict[str, int]:
+    out = {}
+    for entry in entries or ():
+        name, sep, perm = str(entry).partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{what} entry {entry!r} is not NAME=PERMISSION")
+        out[name.strip()] = perm_of(perm)
+    return out
+
+
+@dataclass
+class Account:
+    access_key: str
+    secret_key: str
+    admin: bool = False
+    white_remote_address: str = ""
+    default_topic_perm: int = DENY
+    default_group_perm: int = DENY
+    topic_perms: dict[str, int] = field(default_factory=dict)
+    group_perms: dict[str, int] = field(default_factory=dict)
+
+    def topic_allows(self, topic: str, need: int) -> bool:
+        return self.topic_perms.get(topic, self.default_topic_perm) & need == need
+
+    def group_allows(self, group: str, need: int) -> bool:
+        return self.group_perms.get(group, self.default_group_perm) & need == need
+
+
+def address_matches(pattern: str, ip: str) -> bool:
+    """RocketMQ's forms: `*`, `192.168.0.*`, `192.168.1.1,192.168.1.2`, `192.168.{1,2}.*`,
+    `192.168.1.1-200`."""
+    for part in (p.strip() for p in pattern.split(",") if p.strip()):
+        if "{" in part:
+            head, _, rest = part.partition("{")
+            options, _, tail = rest.partition("}")
+            if any(address_matches(head + o.strip() + tail, ip) for o in options.split(",")):
+                return True
+        elif "-" in part.rsplit(".", 1)[-1]:
+            prefix, _, span = part.rpartition(".")
+            lo, _, hi = span.partition("-")
+            head, _, last = ip.rpartition(".")
+            if head == prefix and last.isdigit() and int(lo) <= int(last) <= int(hi):
+                return True
+        elif fnmatch.fnmatchcase(ip, part):
+            return True
+    return False
+
+
+@dataclass
+class PlainAcl:
+    accounts: dict[str, Account]
+    global_white: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_doc(cls, doc: dict | None) -> "PlainAcl":
+        """From plain_acl.yml's content; ValueError naming what is wrong."""
+        doc = doc or {}
+        if not isinstance(doc, dict):
+            raise ValueError("plain_acl.yml must be a mapping (accounts:, "
+                             "globalWhiteRemoteAddresses:)")
+        accounts = {}
+        for i, a in enumerate(doc.get("accounts") or ()):
+            if not isinstance(a, dict) or not a.get("accessKey") or not a.get("secretKey"):
+                raise ValueError(f"account #{i + 1} needs accessKey and secretKey")
+            if len(str(a["secretKey"])) < 6:
+                raise ValueError(f"account {a['accessKey']}: secretKey shorter than 6")
+            accounts[str(a["accessKey"])] = Account(
+                str(a["accessKey"]), str(a["secretKey"]),
+                admin=str(a.get("admin", False)).lower() == "true",
+                white_remote_address=str(a.get("whiteRemoteAddress") or ""),
+                default_topic_perm=perm_of(a.get("defaultTopicPerm", "DENY")),
+                default_group_perm=perm_of(a.get("defaultGroupPerm", "DENY")),
+                topic_perms=_resource_perms(a.get("topicPerms"), "topicPerms"),
+                group_perms=_resource_perms(a.get("groupPerms"), "groupPerms"))
+        white = [str(w) for w in doc.get("globalWhiteRemoteAddresses") or ()]
+        return cls(accounts, white)
+
+    def check(self, code: int, fields: dict[str, str], body: bytes | None,
+              ip: str) -> str | None:
+        """Why this request is refused, or None."""
+        if any(address_matches(w, ip) for w in self.global_white):
+            return None  # RocketMQ: a globally white address needs no signature
+        ak = fields.get(ACCESS_KEY)
+        if not ak:
+            return "no AccessKey: this broker has aclEnable=true; sign requests"
+        account = self.accounts.get(ak)
+        if account is None:
+            return f"no account with AccessKey {ak}"
+        if account.white_remote_address and \
+                not address_matches(account.white_remote_address, ip):
+            return f"account {ak} may not connect from {ip}"
+        if fields.get(SIGNATURE) != sign(account.secret_key, fields, body):
+            return f"wrong signature for account {ak}"
+        return self._permission(account, code, fields)
+
+    @staticmethod
+    def _permission(account: Account, code: int, f: dict[str, str]) -> str | None:
+        """RocketMQ's rules: which resource each request needs, and how."""
+        if account.admin:
+            return None
+        needs: list[tuple[str, str, int]] = []  # (kind, name, permission)
+        if code in _SENDS:
+            topic = f.get("topic") or f.get("b", "")
+            if topic.startswith(RETRY_PREFIX):
+                needs.append(("group", topic[len(RETRY_PREFIX):], SUB))
+            else:
+                needs.append(("topic", topic, PUB))
+        elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
+            needs.append(("group", f.get("group", ""), SUB))
+        elif code == RequestCode.PULL_MESSAGE:
+            needs += [("topic", f.get("topic", ""), SUB),
+                      ("group", f.get("consumerGroup", ""), SUB)]
+        elif code == RequestCode.QUERY_MESSAGE:
+            needs.append(("topic", f.get("topic", ""), SUB))
+        elif code in (RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET):
+            needs += [("topic", f.get("topic", ""), SUB),
+                      ("group", f.get("consumerGroup", ""), SUB)]
+        elif code in (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.UNREGISTER_CLIENT):
+            group = f.get("consumerGroup") or f.get("producerGroup") or ""
+            if group and f.get("consumerGroup"):
+                needs.append(("group", group, SUB))
+        elif code in _ADMIN:
+            return f"account {account.access_key} is not an admin (request code {code})"
+        for kind, name, need in needs:
+            ok = account.topic_allows(name, need) if kind == "topic" else \
+                account.group_allows(name, need)
+            if not ok:
+                verb = "publish to" if need == PUB else "subscribe"
+                return f"account {account.access_key} may not {verb} {kind} {name}"
+        return None
+
+
+_SENDS = {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE}
+# what changes the broker's configuration or other groups' state: admins only
+_ADMIN = {RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER,
+          RequestCode.UPDATE_BROKER_CONFIG, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+          RequestCode.DELETE_SUBSCRIPTIONGROUP, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+          RequestCode.WIPE_WRITE_PERM_OF_BROKER}
