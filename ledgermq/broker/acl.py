@@ -54,10 +54,23 @@ class Account:
         return self.group_perms.get(group, self.default_group_perm) & need == need
 
 
+def _top_level_split(pattern: str) -> list[str]:
+    """Split on the commas outside braces (`a.{1,2}.*,b.*` is two patterns)."""
+    parts, depth, cur = [], 0, []
+    for ch in pattern:
+        depth += (ch == "{") - (ch == "}")
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    return parts + ["".join(cur)]
+
+
 def address_matches(pattern: str, ip: str) -> bool:
     """RocketMQ's forms: `*`, `192.168.0.*`, `192.168.1.1,192.168.1.2`, `192.168.{1,2}.*`,
     `192.168.1.1-200`."""
-    for part in (p.strip() for p in pattern.split(",") if p.strip()):
+    for part in (p.strip() for p in _top_level_split(pattern) if p.strip()):
         if "{" in part:
             head, _, rest = part.partition("{")
             options, _, tail = rest.partition("}")

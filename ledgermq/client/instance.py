@@ -17,6 +17,7 @@ from ..remoting import (
     Connection, RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode,
 )
 from ..remoting.codes import PERM_READ, PERM_WRITE
+from ..remoting.signing import signer
 from .message import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,13 @@ class MQClientError(Exception):
         super().__init__(f"{ResponseCode(code).name if code in ResponseCode._value2member_map_ else code}: {remark}")
         self.code = code
         self.remark = remark
+
+
+def env_signer():
+    """ACL credentials from LEDGERMQ_ACCESS_KEY / LEDGERMQ_SECRET_KEY: every request this
+    process's clients send is signed with them (a broker with aclEnable wants that)."""
+    ak, sk = os.environ.get("LEDGERMQ_ACCESS_KEY"), os.environ.get("LEDGERMQ_SECRET_KEY")
+    return signer(ak, sk) if ak and sk else None
 
 
 def loads_lenient(raw: bytes):
@@ -119,7 +127,8 @@ class ClientInstance:
             raise ValueError("no name server address given")
         self.client_id = client_id or default_client_id()
         self.request_timeout = request_timeout
-        self.remoting = RemotingClient(on_request or self._default_handler)
+        self.remoting = RemotingClient(on_request or self._default_handler,
+                                       signer=env_signer())
         self.routes: dict[str, TopicRoute] = {}
         self._ns_index = 0
 

@@ -9,6 +9,7 @@
     python cpp_client_worker.py NAMESRV delay TOPIC N        (delay level 1)
     python cpp_client_worker.py NAMESRV timer TOPIC N        (TIMER_DELAY_SEC=2, RocketMQ 5)
     python cpp_client_worker.py NAMESRV pushorderly TOPIC GROUP EXPECTED TIMEOUT_S
+    python cpp_client_worker.py NAMESRV trysend TOPIC      (one send; what came of it)
     python cpp_client_worker.py NAMESRV retry TOPIC GROUP EXPECTED TIMEOUT_S
         (the first delivery of every message fails, so each comes back once; copies
         that came back are consumed)
@@ -23,6 +24,14 @@ from rocketmq.client import Message, Producer, PullConsumer, PushConsumer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's tests/
 from tests.wait import wait_until  # noqa: E402
+
+
+def credentials(client):
+    """ACL: CPP_ACCESS_KEY / CPP_SECRET_KEY in the environment sign every request."""
+    import os
+    if os.environ.get("CPP_ACCESS_KEY"):
+        client.set_session_credentials(os.environ["CPP_ACCESS_KEY"],
+                                       os.environ["CPP_SECRET_KEY"], "ALIYUN")
 
 
 def message(topic, i, tag):
@@ -58,7 +67,18 @@ def wait_stored(ns, topic, n):
 def main():
     ns, mode, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     out = {"mode": mode}
-    if mode in ("produce", "orderly", "batch", "oneway", "delay", "timer"):
+    if mode == "trysend":
+        p = Producer("PID-compat-acl", timeout=5000)
+        p.set_namesrv_addr(ns)
+        credentials(p)
+        p.start()
+        try:
+            r = p.send_sync(message(topic, 0, "acl"))
+            out.update(ok=int(r.status) == 0, status=int(r.status))
+        except Exception as e:  # noqa: BLE001 - the refusal is the result
+            out.update(ok=False, error="%s: %s" % (type(e).__name__, e))
+        p.shutdown()
+    elif mode in ("produce", "orderly", "batch", "oneway", "delay", "timer"):
         n = int(sys.argv[4])
         p = Producer("PID-compat-" + mode, timeout=5000)
         p.set_namesrv_addr(ns)

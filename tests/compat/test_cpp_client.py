@@ -207,3 +207,68 @@ def test_a_running_cpp_push_consumer_jumps_back_with_reset_offset_by_time(dev, c
     worker.join(60)
     bodies = sorted(m["body"] for m in out["messages"])
     assert bodies == sorted([f"r{i}" for i in range(5)] * 2), bodies
+
+
+ACL = """
+accounts:
+  - accessKey: admin-key
+    secretKey: admin-secret-1
+    admin: true
+  - accessKey: app-key
+    secretKey: app-secret-1
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - AclTopic=PUB|SUB
+      - ReadOnlyTopic=SUB
+"""
+
+
+def test_acl_with_the_cpp_clients_signatures(tmp_path, cpp, monkeypatch):
+    """aclEnable: RocketMQ's C++ client signing with the right key sends; a wrong secret,
+    no credentials, or a topic the account may only read are refused; an edit of
+    plain_acl.yml takes effect without a restart."""
+    from ..dev_process import DevProcess
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL)
+    d = DevProcess(tmp_path / "dev", {"aclEnable": "true", "aclFile": str(acl)}).start()
+    try:
+        async def topics():
+            async with Admin(d.namesrv) as a:
+                for t in ("AclTopic", "ReadOnlyTopic"):
+                    await a.update_topic(t, read_queues=1, write_queues=1)
+        with pytest.raises(Exception, match="no AccessKey"):
+            asyncio.run(topics())  # our own admin client, unsigned
+        monkeypatch.setenv("LEDGERMQ_ACCESS_KEY", "admin-key")
+        monkeypatch.setenv("LEDGERMQ_SECRET_KEY", "admin-secret-1")
+        asyncio.run(topics())
+
+        def trysend(topic, ak=None, sk=None):
+            env = {"CPP_ACCESS_KEY": ak, "CPP_SECRET_KEY": sk} if ak else {}
+            for k, v in env.items():
+                monkeypatch.setenv(k, v)
+            try:
+                return cpp(d.namesrv, "trysend", topic)
+            finally:
+                for k in env:
+                    monkeypatch.delenv(k)
+        def refused_because(*args):
+            """The broker's reason, as the client logged it (its exception is generic)."""
+            assert not trysend(*args)["ok"]
+            newest = max((tmp_path / "home" / "logs" / "rocketmq-cpp").iterdir(),
+                         key=lambda p: p.stat().st_mtime)
+            return newest.read_text(errors="replace")
+        assert trysend("AclTopic", "app-key", "app-secret-1")["ok"]
+        assert "wrong signature for account app-key" in refused_because(
+            "AclTopic", "app-key", "not-the-secret")
+        assert "no AccessKey" in refused_because("AclTopic")
+        assert "may not publish to topic ReadOnlyTopic" in refused_because(
+            "ReadOnlyTopic", "app-key", "app-secret-1")
+
+        acl.write_text(ACL.replace("ReadOnlyTopic=SUB", "ReadOnlyTopic=PUB|SUB"))
+        wait_until(lambda: trysend("ReadOnlyTopic", "app-key", "app-secret-1")["ok"],
+                   "the edited ACL file in effect", 30)
+        stored = asyncio.run(read_all(d.namesrv, 0, "AclTopic"))
+        assert sum(map(len, stored.values())) == 1  # only the signed send got in
+    finally:
+        d.stop()
