@@ -190,7 +190,8 @@ def test_v5_acked_messages_stay_acked_and_unacked_come_back_after_a_failover(tmp
 def test_v5_clients_keep_going_across_a_dledger_failover_without_loss(tmp_path, v5_python):
     """A producer and a SimpleConsumer given every broker's gRPC endpoint; the leader is
     killed under load: every send the producer had acknowledged is received, sends and
-    receives resume on the new leader (the clients refresh routes every 30 s)."""
+    receives resume on the new leader (the clients refresh routes 10 s after they start,
+    then every 30 s: 20 s of load with the kill after 50 sends sees the first refresh)."""
     from ledgermq.cluster import down
     from .conftest import V5_WORKER
 
@@ -201,7 +202,7 @@ def test_v5_clients_keep_going_across_a_dledger_failover_without_loss(tmp_path, 
         (tmp_path / "home").mkdir()
         worker = subprocess.Popen(
             [str(v5_python), str(V5_WORKER), endpoints, "failover", "V5FailGroup",
-             "V5Failover", "45", str(progress)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+             "V5Failover", "20", str(progress)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path / "home")})
         try:
             wait_until(lambda: progress.exists() and progress.read_text().strip().isdigit()
