@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test sim-long spark-cluster chaos bench bench-timer bench-grpc proto clean
+.PHONY: install run test test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc proto clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -17,6 +17,10 @@ run: install
 
 test: install
 	$(PY) -m pytest -q
+
+# the tests left out of the default run (marked slow: long chaos runs, a Spark cluster)
+test-slow: install
+	$(PY) -m pytest -q -m slow
 
 # every simulator protocol over SIM_SEEDS seeds, every injected bug caught (minutes)
 SIM_SEEDS ?= 2000

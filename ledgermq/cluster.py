@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -17,15 +18,33 @@ MODES = ("dledger", "sync", "async", "checkpoint", "controller")
 
 
 def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
+    """`n` distinct ports free now, below the kernel's ephemeral range: a process that binds
+    port 0 (a Spark executor, a client's connection) never takes one of them while the
+    server it belongs to is down for a restart."""
+    low, _ = _ephemeral_range()
+    rng = random.SystemRandom()
+    ports: list[int] = []
+    for _ in range(100 * n + 1000):  # a crowded machine: give up rather than loop forever
+        if len(ports) == n:
+            return ports
+        port = rng.randrange(10_000, low)
+        if port in ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
+    raise RuntimeError(f"found only {len(ports)} of {n} free ports below {low}")
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        lo, hi = 32768, 60999
+    return max(lo, 12_000), hi
 
 
 def _local_popen(argv: list[str], **kw) -> subprocess.Popen:
@@ -156,10 +175,11 @@ def names(mode: str, replicas: int, groups: int = 1, namesrvs: int = 1,
 
 def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
        controllers: int = 1, groups: int = 1, namesrvs: int = 1,
-       place: Placement = LOCAL) -> dict:
+       place: Placement = LOCAL, grpc: bool = False) -> dict:
     """Start K name servers, N replica groups of `mode` (every broker registers with every
     name server) and what the mode needs beside them: one control node (checkpoint) or one
-    controller group (controller), shared by every group as RocketMQ shares them."""
+    controller group (controller), shared by every group as RocketMQ shares them. `grpc`:
+    each broker also serves RocketMQ 5 clients on a port of its own (`grpcPort`)."""
     if mode not in MODES:
         raise ValueError(f"mode {mode} is not available yet (have: {', '.join(MODES)})")
     group_names(groups)
@@ -171,7 +191,8 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
         raise RuntimeError(f"a cluster is already running in {d}; `ledgermq cluster down` first")
     started: list[subprocess.Popen] = []
     try:
-        return _up(mode, replicas, d, extra, started, controllers, groups, namesrvs, place)
+        return _up(mode, replicas, d, extra, started, controllers, groups, namesrvs, place,
+                   grpc)
     except BaseException:
         for proc in started:  # leave nothing running behind a failed start
             proc.kill()
@@ -195,7 +216,7 @@ def _start_all(d: Path, entries: list[dict], started: list, place: Placement = L
 
 def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
         started: list, controllers: int, groups: int, namesrvs: int,
-        place: Placement) -> dict:
+        place: Placement, grpc: bool) -> dict:
     got = iter(free_ports(2 * namesrvs + 1 + 2 * controllers + 4 * replicas * groups))
     ports = {"namesrvs": [next(got) for _ in range(namesrvs)],
              "namesrv_metrics": [next(got) for _ in range(namesrvs)], "control": next(got),
@@ -233,8 +254,9 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     for g, group in enumerate(group_names(groups)):
         gports = {**ports, "broker": [next(got) for _ in range(replicas)],
                   "repl": [next(got) for _ in range(replicas)],
-                  "metrics": [next(got) for _ in range(replicas)],
-                  "grpc": [next(got) for _ in range(replicas)]}
+                  "metrics": [next(got) for _ in range(replicas)]}
+        if grpc:
+            gports["grpc"] = [next(got) for _ in range(replicas)]
         peers = [at(node_name(groups, g, k)) for k in range(replicas)]
         for i in range(replicas):
             node = node_name(groups, g, i)
@@ -247,7 +269,7 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
             entries.append({"name": node, "kind": "broker", "group": group,
                             "port": gports["broker"][i], "replPort": gports["repl"][i],
                             "metricsPort": gports["metrics"][i],
-                            "grpcPort": gports["grpc"][i],
+                            **({"grpcPort": gports["grpc"][i]} if grpc else {}),
                             "args": ["broker", "-c", str(conf), "--json"]})
     procs += _start_all(d, entries, started, place)
     state = {"mode": mode, "groups": group_names(groups),

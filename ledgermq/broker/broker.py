@@ -20,7 +20,6 @@ from .consumers import ConsumerManager
 from .long_poll import PullHolds
 from ..metrics_http import port_of, serve as serve_metrics
 from .metrics import BrokerStats, registry_for
-from .grpc.server import GrpcEndpoint
 from .modes import StandaloneMode, mode_class
 from .pop_service import PopService
 from .processors import PROCESSORS
@@ -68,7 +67,10 @@ class Broker:
         self.transactions = Transactions(self)
         self.timer = TimerService(self)
         self.pop = PopService(self)
-        self.grpc = GrpcEndpoint(self) if config.grpcServerPort >= 0 else None
+        self.grpc = None
+        if config.grpcServerPort >= 0:  # grpc is imported only by brokers that serve it
+            from .grpc.server import GrpcEndpoint
+            self.grpc = GrpcEndpoint(self)
         self.server = RemotingServer(self.handle, config.bindAddress, config.listenPort,
                                      max_frame=config.maxFrameSize,
                                      idle_timeout=config.clientChannelMaxIdleTimeSeconds)
@@ -194,8 +196,10 @@ class Broker:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 f"request code {cmd.code} is not supported by this broker")
         if self.acl is not None and cmd.code not in PEER_CODES:
-            why = self.acl.current().check(cmd.code, cmd.ext, cmd.body,
-                                           conn.peer.rsplit(":", 1)[0])
+            acl, account = self.acl.current(), conn.attrs.get("acl_account")
+            # a gRPC call was authenticated by its endpoint: only its permissions here
+            why = acl.permission(account, cmd.code, cmd.ext) if account is not None else \
+                acl.check(cmd.code, cmd.ext, cmd.body, conn.peer.rsplit(":", 1)[0])
             if why is not None:
                 self.stats.acl_denied[cmd.code] += 1
                 return cmd.response(ResponseCode.NO_PERMISSION, why)

@@ -34,9 +34,11 @@ def cluster() -> None:
 @click.option("--namesrvs", default=1, show_default=True,
               help="Name servers; every broker registers with each, clients take them all "
               "as 'a;b'.")
+@click.option("--grpc/--no-grpc", default=True, show_default=True,
+              help="Each broker also serves RocketMQ 5 clients (gRPC) on a port of its own.")
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
-def cluster_up(mode, replicas, controllers, groups, namesrvs, directory, as_json):
+def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, directory, as_json):
     """Start the groups; prints the name servers and each node's name, pid and ports."""
     from ..cluster import up
     if replicas < 1:
@@ -49,14 +51,15 @@ def cluster_up(mode, replicas, controllers, groups, namesrvs, directory, as_json
         raise click.BadParameter("--namesrvs must be at least 1")
     try:
         state = up(mode, replicas, directory, controllers=controllers, groups=groups,
-                   namesrvs=namesrvs)
+                   namesrvs=namesrvs, grpc=grpc)
     except (RuntimeError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     _emit(state, as_json, lambda s: click.echo(
         f"namesrv {s['namesrv']}\n" + "\n".join(
             f"{p['name']:8} pid={p['pid']} port={p['port']}" +
             (f" group={p['group']}" if len(s["groups"]) > 1 and "group" in p else "") +
-            (f" replication={p['replPort']}" if "replPort" in p else "")
+            (f" replication={p['replPort']}" if "replPort" in p else "") +
+            (f" grpc={p['grpcPort']}" if "grpcPort" in p else "")
             for p in s["processes"]) +
         (f"\nnext: ledgermq admin updateTopic -n {_quoted(s['namesrv'])} -t Demo "
          "-c DefaultCluster" if len(s["groups"]) > 1 else "") +

@@ -81,8 +81,9 @@ def _short(tmp_path, mode: str, faults: str, seed: int, duration: float = 28,
 
 @pytest.mark.parametrize("mode, faults, seed, cpp", [
     ("dledger", "kill,partition", 3, True),
-    ("controller", "combined,pause", 1, False),
-    ("sync", "slow,kill", 2, False),
+    # the default run keeps one mode here (the 10-minute `make chaos` runs every mode)
+    pytest.param("controller", "combined,pause", 1, False, marks=pytest.mark.slow),
+    pytest.param("sync", "slow,kill", 2, False, marks=pytest.mark.slow),
     pytest.param("checkpoint", "combined,partition", 4, False, marks=pytest.mark.slow),
     pytest.param("async", "pause,partition", 5, False, marks=pytest.mark.slow),
 ])

@@ -146,10 +146,50 @@ def test_v5_fifo_push_consumer_keeps_each_message_group_in_order(broker, v5):
         assert bodies == sorted(bodies), f"group {g} out of order: {bodies}"
 
 
+V5_ACL = """
+accounts:
+  - accessKey: admin-key
+    secretKey: admin-secret-1
+    admin: true
+  - accessKey: app-key
+    secretKey: app-secret-1
+    defaultGroupPerm: SUB
+    topicPerms: [V5Acl=PUB|SUB, V5ReadOnly=SUB]
+"""
+
+
+def test_v5_clients_with_acl(tmp_path, v5, monkeypatch):
+    """aclEnable: the official client's credentials (its authorization metadata) are
+    accepted; a wrong secret is UNAUTHORIZED; an account that may only read a topic
+    cannot send to it (the broker's own permission check, reached through gRPC)."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(V5_ACL)
+    d = DevProcess(tmp_path / "dev", {"grpcServerPort": "0", "aclEnable": "true",
+                                      "aclFile": str(acl)}).start()
+    try:
+        monkeypatch.setenv("LEDGERMQ_ACCESS_KEY", "admin-key")
+        monkeypatch.setenv("LEDGERMQ_SECRET_KEY", "admin-secret-1")
+        create(d, "V5Acl", 1)
+        create(d, "V5ReadOnly", 1)
+        grpc = d.ready["grpc"]
+        monkeypatch.setenv("V5_ACCESS_KEY", "app-key")
+        monkeypatch.setenv("V5_SECRET_KEY", "app-secret-1")
+        assert len(v5(grpc, "produce", "V5Acl", 3, "normal")["receipts"]) == 3
+        got = v5(grpc, "consume", "V5AclGroup", "V5Acl", 3, 20)["messages"]
+        assert sorted(m["body"] for m in got) == [f"normal-{i}" for i in range(3)]
+        with pytest.raises(AssertionError, match="may not publish to topic V5ReadOnly"):
+            v5(grpc, "produce", "V5ReadOnly", 1, "normal")
+        monkeypatch.setenv("V5_SECRET_KEY", "not-the-secret")
+        with pytest.raises(AssertionError, match="wrong signature for account app-key"):
+            v5(grpc, "produce", "V5Acl", 1, "normal")
+    finally:
+        d.stop()
+
+
 def dledger_with_topic(d, topic, queues):
     """A 3-node DLedger group up, with `topic`; (state, leader process, gRPC endpoints)."""
     from ledgermq.cluster import status, up
-    state = up("dledger", 3, d)
+    state = up("dledger", 3, d, grpc=True)
 
     def leader():
         alive = [p for p in status(d)["processes"]

@@ -12,6 +12,7 @@ gRPC); does one scenario's client side and prints one JSON document of what it s
     python v5_client_worker.py ENDPOINTS hold GROUP TOPIC N   (acks the second half only)
 """
 import json
+import os
 import sys
 import threading
 import time
@@ -24,7 +25,9 @@ from rocketmq import (
 
 
 def config(endpoint):
-    return ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+    """V5_ACCESS_KEY / V5_SECRET_KEY in the environment: the client signs its calls."""
+    creds = Credentials(os.environ.get("V5_ACCESS_KEY", ""), os.environ.get("V5_SECRET_KEY", ""))
+    return ClientConfiguration(endpoint, creds, request_timeout=10)
 
 
 def message(topic, body, tag="TagA", keys=None, group=None, deliver_at_s=None, **props):
@@ -178,13 +181,7 @@ def push(endpoint, group, topic, n, timeout):
                     return ConsumeResult.FAILURE
                 got.append(seen(m))
                 return ConsumeResult.SUCCESS
-    c = PushConsumer(config(endpoint), group, FailFirst(), {topic: FilterExpression()})
-    c.startup()
-    try:
-        wait_for(lambda: len(got) >= int(n) or None, float(timeout))
-    finally:
-        c.shutdown()
-    return {"messages": got}
+    return push_until(endpoint, group, topic, FailFirst(), got, n, timeout)
 
 
 def pushfifo(endpoint, group, topic, n, timeout):
@@ -199,7 +196,12 @@ def pushfifo(endpoint, group, topic, n, timeout):
             with lock:
                 got.append(seen(m))
             return ConsumeResult.SUCCESS
-    c = PushConsumer(config(endpoint), group, Slow(), {topic: FilterExpression()})
+    return push_until(endpoint, group, topic, Slow(), got, n, timeout)
+
+
+def push_until(endpoint, group, topic, listener, got, n, timeout):
+    """Run a push consumer with `listener` until it has put `n` messages in `got`."""
+    c = PushConsumer(config(endpoint), group, listener, {topic: FilterExpression()})
     c.startup()
     try:
         wait_for(lambda: len(got) >= int(n) or None, float(timeout))

@@ -25,6 +25,7 @@ from ...wire.message import (
 )
 from ..consumers import parse_subscription
 from ..pop_service import PopError
+from .auth import authenticated, caller, consume_refusal, refusal
 from .channel import ClientChannel, call
 from .routes import message_queues, route_doc
 from .convert import (
@@ -89,6 +90,9 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             self._forget_idle()
             ch = self.channels[client_id] = ClientChannel(client_id, context.peer())
         ch.last_seen = time.monotonic()
+        account, _ = caller(self.broker, context)  # the broker's permission checks use it
+        if account is not None:
+            ch.attrs["acl_account"] = account
         return ch
 
     def _forget_idle(self) -> None:
@@ -134,6 +138,10 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         return out
 
     async def Telemetry(self, request_iterator, context):
+        why = refusal(self.broker, context)
+        if why is not None:
+            yield svc.TelemetryCommand(status=status(pb.UNAUTHORIZED, why))
+            return
         ch = self._client(context)
         if ch is None:
             yield svc.TelemetryCommand(status=NO_CLIENT_ID)
@@ -162,11 +170,13 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             if ch.outbox is outbox:
                 ch.outbox = None
 
+    @authenticated(svc.HeartbeatResponse)
     async def Heartbeat(self, request, context):
         if self._client(context) is None:
             return svc.HeartbeatResponse(status=NO_CLIENT_ID)
         return svc.HeartbeatResponse(status=status(pb.OK))
 
+    @authenticated(svc.NotifyClientTerminationResponse)
     async def NotifyClientTermination(self, request, context):
         ch = self._client(context)
         if ch is not None:
@@ -175,6 +185,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         return svc.NotifyClientTerminationResponse(status=status(pb.OK))
 
     # ---- routes ---------------------------------------------------------------------
+    @authenticated(svc.QueryRouteResponse)
     async def QueryRoute(self, request, context):
         topic = request.topic.name
         try:
@@ -192,6 +203,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
                                        "serving gRPC now"))
         return out
 
+    @authenticated(svc.QueryAssignmentResponse)
     async def QueryAssignment(self, request, context):
         """POP needs no queue ownership: one assignment per group's master, any queue."""
         route = await self.QueryRoute(svc.QueryRouteRequest(topic=request.topic), context)
@@ -210,6 +222,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         return out
 
     # ---- send -----------------------------------------------------------------------
+    @authenticated(svc.SendMessageResponse)
     async def SendMessage(self, request, context):
         ch = self._client(context)
         if ch is None:
@@ -280,6 +293,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
                     f"away{hint}")
         return None
 
+    @authenticated(svc.EndTransactionResponse)
     async def EndTransaction(self, request, context):
         ch = self._client(context)
         if ch is None:
@@ -313,6 +327,10 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
 
     async def ReceiveMessage(self, request, context):
         group, topic = request.group.name, request.message_queue.topic.name
+        why = consume_refusal(self.broker, context, group, topic)
+        if why is not None:
+            yield svc.ReceiveMessageResponse(status=status(pb.UNAUTHORIZED, why))
+            return
         if self._client(context) is None:
             yield svc.ReceiveMessageResponse(status=NO_CLIENT_ID)
             return
@@ -365,6 +383,9 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         yield svc.ReceiveMessageResponse(status=status(pb.OK))
 
     async def AckMessage(self, request, context):
+        why = consume_refusal(self.broker, context, request.group.name, request.topic.name)
+        if why is not None:
+            return svc.AckMessageResponse(status=status(pb.UNAUTHORIZED, why))
         out = svc.AckMessageResponse()
         acks = []
         for e in request.entries:
@@ -385,6 +406,9 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         return out
 
     async def ChangeInvisibleDuration(self, request, context):
+        why = consume_refusal(self.broker, context, request.group.name, request.topic.name)
+        if why is not None:
+            return svc.ChangeInvisibleDurationResponse(status=status(pb.UNAUTHORIZED, why))
         try:
             h = self.broker.pop.change_invisible(
                 request.group.name, request.receipt_handle,
@@ -395,6 +419,10 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
                                                    receipt_handle=h.encode())
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
+        why = consume_refusal(self.broker, context, request.group.name, request.topic.name)
+        if why is not None:
+            return svc.ForwardMessageToDeadLetterQueueResponse(status=status(pb.UNAUTHORIZED,
+                                                                             why))
         try:
             self.broker.pop.dead_letter(request.group.name, request.receipt_handle)
         except PopError as e:
@@ -413,6 +441,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
                           f"({tc.readQueueNums} read queues)")
         return mq.topic.name, mq.id
 
+    @authenticated(svc.GetOffsetResponse)
     async def GetOffset(self, request, context):
         q = self._queue_of(request.message_queue)
         if isinstance(q, pb.Status):
@@ -424,6 +453,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
                 f"{q[0]}/{q[1]}"))
         return svc.GetOffsetResponse(status=status(pb.OK), offset=offset)
 
+    @authenticated(svc.QueryOffsetResponse)
     async def QueryOffset(self, request, context):
         q = self._queue_of(request.message_queue)
         if isinstance(q, pb.Status):
@@ -437,6 +467,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             offset = store.offset_by_time(*q, to_ms(request.timestamp))
         return svc.QueryOffsetResponse(status=status(pb.OK), offset=offset)
 
+    @authenticated(svc.UpdateOffsetResponse)
     async def UpdateOffset(self, request, context):
         q = self._queue_of(request.message_queue)
         if isinstance(q, pb.Status):
