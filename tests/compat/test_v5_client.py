@@ -180,8 +180,10 @@ def test_v5_clients_with_acl(tmp_path, v5, monkeypatch):
         with pytest.raises(AssertionError, match="may not publish to topic V5ReadOnly"):
             v5(grpc, "produce", "V5ReadOnly", 1, "normal")
         monkeypatch.setenv("V5_SECRET_KEY", "not-the-secret")
-        with pytest.raises(AssertionError, match="wrong signature for account app-key"):
+        with pytest.raises(AssertionError, match="failed to fetch topic:V5Acl route"):
             v5(grpc, "produce", "V5Acl", 1, "normal")
+        log = tmp_path / "home" / "logs" / "rocketmq_python" / "rocketmq_client.log"
+        assert "40100, wrong signature for account app-key" in log.read_text()
     finally:
         d.stop()
 
