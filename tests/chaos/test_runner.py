@@ -92,6 +92,9 @@ def test_a_short_run_keeps_the_promise_and_applies_every_fault(tmp_path, mode, f
     _short(tmp_path, mode, faults, seed, cpp=cpp)
 
 
+# 40 s of faults: in the slow run; the default run has tests/chaos/test_disk.py and
+# tests/integration/test_dledger_corruption.py
+@pytest.mark.slow
 def test_store_faults_a_minority_node_loses_nothing(tmp_path):
     """DLedger: a node's unsynced tail cut after kill -9, its flushed bytes zeroed or flipped,
     its disk filled while it runs; the group loses no acknowledged message."""

@@ -34,7 +34,8 @@ async def delivered(ns: str) -> list:
         return out
 
 
-@pytest.mark.parametrize("mode", ["dledger", "controller"])
+# controller mode in the slow run (make test-slow): the same path, a second election protocol
+@pytest.mark.parametrize("mode", ["dledger", pytest.param("controller", marks=pytest.mark.slow)])
 def test_pending_timers_are_delivered_once_by_the_new_master(tmp_path, mode):
     d = tmp_path / mode
     ns = group_up(mode, d)["namesrv"]

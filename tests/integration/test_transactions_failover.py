@@ -34,7 +34,8 @@ def master(d, not_name=None):
     return live[0] if len(live) == 1 else None
 
 
-@pytest.mark.parametrize("mode", ["dledger", "controller"])
+# controller mode in the slow run (make test-slow): the same path, a second election protocol
+@pytest.mark.parametrize("mode", ["dledger", pytest.param("controller", marks=pytest.mark.slow)])
 def test_an_open_transaction_is_settled_by_the_new_master(tmp_path, mode):
     d = tmp_path / mode
     # the check-back waits past the failover: the old master must not settle it first
