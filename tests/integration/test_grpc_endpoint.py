@@ -180,3 +180,36 @@ def test_offsets_can_be_read_queried_and_set(broker):
     bad = s.UpdateOffset(svc.UpdateOffsetRequest(group=group, message_queue=pb.MessageQueue(
         topic=pb.Resource(name="GrpcTopic"), id=99), offset=1), metadata=meta, timeout=10)
     assert bad.status.code == pb.BAD_REQUEST and "queue 99" in bad.status.message
+
+
+def test_consumers_of_one_group_never_hold_the_same_message(broker):
+    """Two receivers of one group, in turns while nothing is acked: each message goes to
+    exactly one of them, and acking all leaves nothing for the group."""
+    s, meta = stub(broker)
+    for i in range(40):
+        assert send(broker, message(topic="GrpcTopic", body=b"share-%d" % i)).status.code == pb.OK
+    group, topic = pb.Resource(name="ShareGroup"), pb.Resource(name="GrpcTopic")
+
+    def receive(n):
+        out = list(s.ReceiveMessage(svc.ReceiveMessageRequest(
+            group=group, message_queue=pb.MessageQueue(topic=topic), batch_size=n,
+            invisible_duration={"seconds": 60}, long_polling_timeout={"seconds": 1}),
+            metadata=meta, timeout=10))
+        return [r.message for r in out if r.HasField("message")]
+    held: dict[str, list] = {"a": [], "b": []}
+    for turn in range(200):
+        got = receive(7)
+        if not got:
+            break
+        held["ab"[turn % 2]] += got
+    bodies = [m.body for side in held.values() for m in side]
+    mine = [b for b in bodies if b.startswith(b"share-")]
+    assert sorted(mine) == sorted(b"share-%d" % i for i in range(40))  # each exactly once
+    assert held["a"] and held["b"]
+    for side in held.values():
+        r = s.AckMessage(svc.AckMessageRequest(group=group, topic=topic, entries=[
+            svc.AckMessageEntry(message_id=m.system_properties.message_id,
+                                receipt_handle=m.system_properties.receipt_handle)
+            for m in side]), metadata=meta, timeout=10)
+        assert r.status.code == pb.OK, r.status
+    assert receive(32) == []
