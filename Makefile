@@ -67,9 +67,8 @@ bench-grpc: install
 # the gRPC API's Python modules (committed) from ledgermq/apis/*.proto
 proto: install
 	$(PY) -m pip install -q grpcio-tools==1.85.1
-	$(PY) -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. \
+	$(PY) -m grpc_tools.protoc -I . --python_out=. --pyi_out=. \
 		ledgermq/apis/definition.proto ledgermq/apis/service.proto
-	rm -f ledgermq/apis/definition_pb2_grpc.py  # it has no services
 
 clean:
 	rm -rf $(VENV) build *.egg-info

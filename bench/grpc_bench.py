@@ -29,7 +29,7 @@ from bench.single_node_bench import PAYLOAD, arun, pct  # noqa: E402
 from ledgermq import Message, Producer, PullConsumer, PullStatus  # noqa: E402
 from ledgermq.apis import definition_pb2 as pb  # noqa: E402
 from ledgermq.apis import service_pb2 as svc  # noqa: E402
-from ledgermq.apis import service_pb2_grpc as svc_grpc  # noqa: E402
+from ledgermq.apis import rpc  # noqa: E402
 from ledgermq.client.admin import Admin  # noqa: E402
 from tests.dev_process import DevProcess  # noqa: E402
 
@@ -85,7 +85,7 @@ async def remoting_side(ns, n):
 async def grpc_side(endpoint, n):
     out = []
     async with grpc.aio.insecure_channel(endpoint) as ch:
-        stub = svc_grpc.MessagingServiceStub(ch)
+        stub = rpc.Stub(ch)
 
         async def send():
             r = await stub.SendMessage(svc.SendMessageRequest(

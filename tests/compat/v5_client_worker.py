@@ -162,7 +162,13 @@ def transaction(endpoint, topic):
         out["open_sent_at"] = time.time()
         wait_for(lambda: checker.asked, 30)
         out["asked"] = checker.asked
-        time.sleep(1.0)  # the checker's decision goes back asynchronously
+        # the checker's decision goes back asynchronously: keep the producer up until the
+        # committed message reaches a consumer of another group
+        watch = simple(endpoint, topic + "-watch", topic)
+        try:
+            wait_for(lambda: any(m.body == b"open" for m in watch.receive(16, 15)), 30)
+        finally:
+            watch.shutdown()
     finally:
         p.shutdown()
     return out

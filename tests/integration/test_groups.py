@@ -50,9 +50,9 @@ def grpc_route(endpoint: str, topic: str) -> set[tuple[str, str]]:
     import grpc
     from ledgermq.apis import definition_pb2 as pb
     from ledgermq.apis import service_pb2 as svc
-    from ledgermq.apis import service_pb2_grpc as svc_grpc
+    from ledgermq.apis import rpc
     with grpc.insecure_channel(endpoint) as ch:
-        r = svc_grpc.MessagingServiceStub(ch).QueryRoute(
+        r = rpc.Stub(ch).QueryRoute(
             svc.QueryRouteRequest(topic=pb.Resource(name=topic)),
             metadata=[("x-mq-client-id", "routes")], timeout=10)
     assert r.status.code == pb.OK, r.status

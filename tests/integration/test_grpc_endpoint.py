@@ -10,7 +10,7 @@ import pytest
 
 from ledgermq.apis import definition_pb2 as pb
 from ledgermq.apis import service_pb2 as svc
-from ledgermq.apis import service_pb2_grpc as svc_grpc
+from ledgermq.apis import rpc
 from ledgermq.client.admin import Admin
 
 from ..dev_process import DevProcess
@@ -31,7 +31,7 @@ def broker(tmp_path_factory):
 def stub(d, client_id="test-client"):
     channel = grpc.insecure_channel(d.ready["grpc"])
     meta = [("x-mq-client-id", client_id)] if client_id else []
-    return svc_grpc.MessagingServiceStub(channel), meta
+    return rpc.Stub(channel), meta
 
 
 def message(topic="GrpcTopic", body=b"x", **sysprops):

@@ -6,7 +6,7 @@ import logging
 
 import grpc
 
-from ...apis import service_pb2_grpc as svc_grpc
+from ...apis import rpc
 from .service import MessagingService
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ class GrpcEndpoint:
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0)])
-        svc_grpc.add_MessagingServiceServicer_to_server(self.service, self.server)
+        rpc.add_to_server(self.service, self.server)
         self.port = self.server.add_insecure_port(f"{host}:{port}")
         if not self.port:
             raise OSError(f"gRPC endpoint: cannot listen on {host}:{port}")

@@ -16,7 +16,6 @@ import grpc
 
 from ...apis import definition_pb2 as pb
 from ...apis import service_pb2 as svc
-from ...apis import service_pb2_grpc as svc_grpc
 from ...filter.sql92 import SqlError, compile_sql
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ...wire.message import (
@@ -73,7 +72,7 @@ def ms_of(d, default: int) -> int:
     return ms if ms > 0 else default
 
 
-class MessagingService(svc_grpc.MessagingServiceServicer):
+class MessagingService:
     def __init__(self, broker: "Broker"):
         self.broker = broker
         self.channels: dict[str, ClientChannel] = {}
