@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Callable
 from ..remoting.codes import PERM_READ, RETRY_PREFIX
 from ..store import GetStatus, PutStatus
 from ..wire.message import (
-    PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, MessageFormatError, StoredMessage,
+    PROPERTY_UNIQ_KEY, MessageFormatError, StoredMessage,
     decode_message, encode_properties,
 )
 from .modes import Later, Pending
 from .pop import Deadlines, Handle, PopQueue
+from .redelivery import redelivery
 from .send_parsing import index_keys, tags_of
 from .state import POP_ACK_TOPIC
 
@@ -331,16 +332,8 @@ class PopService:
         if got.status != GetStatus.FOUND:
             return True  # gone (trimmed): nothing to deliver again
         m = decode_message(got.messages()[0], check_crc=False)
-        sg = self.broker.subgroups.for_consumer(group)
-        max_times = sg.retryMaxTimes if sg else self.broker.config.maxReconsumeTimes
-        props = dict(m.properties)
-        props.setdefault(PROPERTY_RETRY_TOPIC, m.topic)
-        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, props.get("UNIQ_KEY") or m.msg_id)
-        if dead or m.reconsume_times >= max_times:
-            dest, dqid = self.broker.topics.dlq(group)
-        else:
-            tc = self.broker.topics.retry(group, sg.retryQueueNums if sg else 1)
-            dest, dqid = tc.topicName, offset % tc.writeQueueNums
+        dest, dqid, props, _ = redelivery(self.broker, group, m,
+                                          m.properties.get(PROPERTY_UNIQ_KEY), give_up=dead)
         raw = encode_properties(props)
         encoded = self.store.encode(dest, dqid, [m.body], [raw], [tags_of(raw)], flag=m.flag,
                                     sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,

@@ -13,10 +13,11 @@ from ...store import PutResult, PutStatus, StoreError
 from ...store.mapped_file import DISK_FULL_ERRNOS
 from ...store.store import check_topic
 from ...wire.message import (
-    PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, SYSFLAG_TRANSACTION_MASK,
+    SYSFLAG_TRANSACTION_MASK,
     SYSFLAG_TRANSACTION_PREPARED, MessageFormatError, decode_properties, pack_host,
 )
 from ..modes import Later, Pending
+from ..redelivery import redelivery
 from ..send_parsing import (
     BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header, props_from_header,
     split_batch_body, tags_of, to_schedule, wants_dedup, with_properties,
@@ -215,19 +216,14 @@ class SendProcessor:
             msg = self.store.message_at(int(ext["offset"]))
         except (StoreError, MessageFormatError) as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed: {e}")
-        sg = self.broker.subgroups.for_consumer(group)
-        max_times = int(ext.get("maxReconsumeTimes") or
-                        (sg.retryMaxTimes if sg else self.config.maxReconsumeTimes))
         delay = int(ext.get("delayLevel") or 0)
-        props = dict(msg.properties)
-        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
-        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, ext.get("originMsgId") or msg.msg_id)
-        if msg.reconsume_times >= max_times or delay < 0:
-            topic, qid = self.topics.dlq(group)
+        given_max = ext.get("maxReconsumeTimes")
+        topic, qid, props, dead = redelivery(self.broker, group, msg, ext.get("originMsgId"),
+                                             give_up=delay < 0,
+                                             max_times=int(given_max) if given_max else None)
+        if dead:
             props.pop("DELAY", None)
         else:
-            tc = self.topics.retry(group, sg.retryQueueNums if sg else 1)
-            topic, qid = tc.topicName, random.randrange(tc.writeQueueNums)
             props["DELAY"] = str(delay if delay > 0 else 3 + msg.reconsume_times)
         raw = with_properties(b"", props)
         if topic.startswith(RETRY_PREFIX):
