@@ -14,11 +14,14 @@ import inspect
 import itertools
 import logging
 import socket
+import ssl
 import time
 from typing import Awaitable, Callable, Union
 
 from .codes import FLAG_ONEWAY, ResponseCode
 from .command import MAX_FRAME_DEFAULT, FrameError, FrameSplitter, RemotingCommand
+from .listen import listen
+from .tls import DISABLED, Tls
 
 log = logging.getLogger(__name__)
 
@@ -258,19 +261,21 @@ class Connection(asyncio.Protocol):
 
 class RemotingServer:
     def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0, *,
-                 max_frame: int = MAX_FRAME_DEFAULT, idle_timeout: float = 120.0):
+                 max_frame: int = MAX_FRAME_DEFAULT, idle_timeout: float = 120.0,
+                 tls: Tls = DISABLED, what: str = "remoting server"):
+        """`tls`: plaintext, TLS or both (tls.server.mode); `what` names it in logs."""
         self.handler = handler
         self.host, self.port = host, port
+        self.tls, self.what = tls, what
         self.max_frame = max_frame
         self.idle_timeout = idle_timeout
         self.connections: set[Connection] = set()
-        self._server: asyncio.Server | None = None
+        self._server = None  # asyncio.Server, or listen.SniffingServer with TLS on
         self._reaper: asyncio.Task | None = None
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.port,
-                                                reuse_address=True)
+        self._server = await listen(self._new_connection, self.host, self.port, self.tls,
+                                    what=self.what)
         self.port = self._server.sockets[0].getsockname()[1]
         self._reaper = asyncio.create_task(self._reap_idle())
 
@@ -308,8 +313,11 @@ class RemotingClient:
 
     def __init__(self, handler: Handler | None = None, *, connect_timeout: float = 3.0,
                  max_frame: int = MAX_FRAME_DEFAULT,
-                 signer: Callable[[RemotingCommand], None] | None = None):
+                 signer: Callable[[RemotingCommand], None] | None = None,
+                 ssl_context: ssl.SSLContext | None = None):
+        """`ssl_context`: connect with TLS (verifying servers as it says); None: plaintext."""
         self.handler = handler
+        self.ssl_context = ssl_context
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
         self.signer = signer  # signs every request (ACL credentials), if given
@@ -331,9 +339,16 @@ class RemotingClient:
             try:
                 _, conn = await asyncio.wait_for(loop.create_connection(
                     lambda: Connection(self.handler, max_frame=self.max_frame), host,
-                    port), self.connect_timeout)
+                    port, ssl=self.ssl_context), self.connect_timeout)
+            except ssl.SSLCertVerificationError as e:
+                raise RemotingError(f"cannot connect to {addr}: TLS: {e.verify_message} (is "
+                                    "the CA that signed its certificate the one trusted here: "
+                                    "tls.client.trustCertPath / LEDGERMQ_TLS_CA?)") from None
             except (OSError, asyncio.TimeoutError, ValueError) as e:
-                raise RemotingError(f"cannot connect to {addr}: {e or 'timeout'}") from None
+                tls_hint = " (TLS handshake: is the server serving TLS?)" \
+                    if isinstance(e, ssl.SSLError) else ""
+                raise RemotingError(f"cannot connect to {addr}: {e or 'timeout'}{tls_hint}"
+                                    ) from None
             conn.signer = self.signer
             self._conns[addr] = conn
             fut.set_result(conn)
