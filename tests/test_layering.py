@@ -21,6 +21,8 @@ FORBIDDEN = {  # package -> packages it must not import
     "store": {"broker", "client", "drivers", "remoting"},
     "sim": {"broker", "drivers", "store", "remoting"},
     "chaos": {"broker", "store", "drivers", "replication"},
+    # the web console reads and changes the cluster through the admin API only
+    "console": {"broker", "store", "drivers", "replication", "cli"},
     # the SQL92 filter: a pure function of an expression and properties
     "filter": {"broker", "store", "client", "drivers", "remoting", "replication", "cli"},
 }

@@ -11,6 +11,7 @@ import logging
 import time
 from pathlib import Path
 
+from .. import __version__
 from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from ..store import MessageStore, StoreConfig
 from ..wire.message import pack_host
@@ -181,6 +182,7 @@ class Broker:
     def runtime_info(self) -> dict[str, str]:
         info = {k: str(v) for k, v in self.store.runtime_info().items()}
         info.update({"brokerName": self.config.brokerName,
+                     "brokerVersionDesc": f"ledgermq {__version__}",
                      "brokerAddr": self.address, "bootTimestamp": str(int(self.started_at * 1000)),
                      "topicCount": str(len(self.topics.table.topics)),
                      "consumerGroups": str(len(self.consumers.groups)),

@@ -60,7 +60,8 @@ NAMESRV_OPT = click.option("-n", "--namesrv", default="127.0.0.1:9876", show_def
 
 
 def run() -> None:
-    from . import admin, admin_groups, chaos, clients, cluster, controller_admin, servers, sim  # noqa: F401
+    from . import (  # noqa: F401
+        admin, admin_groups, chaos, clients, cluster, console, controller_admin, servers, sim)
     try:
         main()
     except ConfigError as e:

@@ -13,6 +13,7 @@ from . import main
 
 DEV_METRICS_PORT = 5557  # `ledgermq dev` without -c: metrics on (RocketMQ 5's port)
 DEV_GRPC_PORT = 8081  # `ledgermq dev` without -c: RocketMQ 5 clients (its proxy's port)
+DEV_CONSOLE_PORT = 8080  # `ledgermq dev`: the web console (the RocketMQ Dashboard's port)
 
 
 @main.command("store-demo")
@@ -91,11 +92,16 @@ def _ready(what: dict, as_json: bool) -> None:
               help="Store directory (storePathRootDir); default ~/.ledgermq/dev.")
 @click.option("--namesrv-port", default=9876, show_default=True)
 @click.option("--port", default=None, type=int, help="Broker port (listenPort; default 10911).")
+@click.option("--console-port", default=None, type=int,
+              help=f"The web console's port (default {DEV_CONSOLE_PORT} without -c, off with "
+                   "-c; 0: any free port; -1: off).")
 @click.option("--json", "as_json", is_flag=True, help="Print the ready line as JSON.")
 def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | None,
-        as_json: bool) -> None:
-    """Name server + broker in one process on 127.0.0.1 (the embedded default)."""
+        console_port: int | None, as_json: bool) -> None:
+    """Name server + broker in one process on 127.0.0.1 (the embedded default), and the
+    web console."""
     from ..broker import Broker
+    from ..console import Console
     from ..namesrv import NamesrvConfig, NameServer
     from ..server import run, serve_until
 
@@ -112,16 +118,23 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
         # a developer's broker serves every subscription type; a production broker.conf
         # opts in to SQL92 (evaluated per message on the broker), as in RocketMQ
         bcfg.enablePropertyFilter = True
+    if console_port is None:
+        console_port = -1 if conf is not None else DEV_CONSOLE_PORT
     namesrv = NameServer(NamesrvConfig(listenPort=namesrv_port))
 
     async def main_(stop):
         broker = Broker(bcfg, scfg, standalone=True)
         await namesrv.start()
+        console = None
         try:
             if namesrv_port == 0:
                 broker.config.namesrvAddr = namesrv.address
             await broker.start()
+            if console_port >= 0:
+                console = Console(namesrv.address, bcfg.bindAddress, console_port)
+                await console.start()
             _ready({"namesrv": namesrv.address, "broker": broker.address,
+                    "console": console.url if console else None,
                     "metrics": f"http://{bcfg.bindAddress}:{broker.metrics_port}/metrics"
                     if broker.metrics_port else None,
                     "grpc": broker.grpc_address if broker.grpc_port else None,
@@ -129,6 +142,8 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
             await serve_until(stop)
             await broker.stop()
         finally:
+            if console is not None:
+                await console.stop()
             await namesrv.stop()
 
     run(main_)

@@ -8,6 +8,10 @@ from ..remoting import RemotingCommand, RequestCode, ResponseCode
 from ..wire.message import decode_offset_msg_id
 from .instance import ClientInstance, MQClientError, loads_lenient
 from .message import MessageExt, MessageQueue, decode_pulled
+from .pull import PullConsumer, PullStatus
+
+
+TOOLS_GROUP = "TOOLS_CONSUMER"  # the group RocketMQ's tools read as
 
 
 class Admin:
@@ -71,6 +75,32 @@ class Admin:
                                topicFilterType="SINGLE_TAG", topicSysFlag=0,
                                order=str(order).lower())
         return targets
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
+        """Delete a topic on every master holding it (of `cluster`, when given), then from
+        every name server's routes. The brokers it was deleted on."""
+        route = await self.topic_route(topic)
+        names = {q["brokerName"] for q in route.get("queueDatas", [])}
+        masters = await self.master_addrs(cluster)
+        targets = [masters[n] for n in sorted(names) if n in masters]
+        for addr in targets:
+            await self._broker(addr, RequestCode.DELETE_TOPIC_IN_BROKER, topic=topic)
+        for ns in self.instance.namesrvs:
+            self._ok(await self.instance.remoting.invoke(ns, RemotingCommand(
+                RequestCode.DELETE_TOPIC_IN_NAMESRV, ext={"topic": topic}),
+                self.instance.request_timeout))
+        return targets
+
+    async def topic_status(self, topic: str) -> list[dict]:
+        """Per queue of the topic on every master holding it: min and max offset."""
+        route = await self.topic_route(topic)
+        names = {q["brokerName"] for q in route.get("queueDatas", [])}
+        masters = await self.master_addrs()
+        rows = []
+        for name in sorted(names & set(masters)):
+            r = await self._broker(masters[name], RequestCode.GET_TOPIC_STATS_INFO, topic=topic)
+            rows += json.loads(r.body)["offsetTable"]
+        return sorted(rows, key=lambda r: (r["brokerName"], r["queueId"]))
 
     # ---- consumer groups -----------------------------------------------------------
     async def _targets(self, broker: str | None, cluster: str | None) -> list[str]:
@@ -144,6 +174,20 @@ class Admin:
             r["diff"] = r["brokerOffset"] - max(r["consumerOffset"], 0)
         return sorted(rows, key=lambda r: (r["topic"], r["brokerName"], r["queueId"]))
 
+    async def consumer_connections(self, group: str) -> list[dict]:
+        """The group's online members on every master: client id, address, subscriptions."""
+        out = []
+        for name, addr in (await self.master_addrs()).items():
+            resp = await self.instance.broker_request(addr, RemotingCommand(
+                RequestCode.GET_CONSUMER_CONNECTION_LIST, ext={"consumerGroup": group}))
+            if resp.code == ResponseCode.SUCCESS:
+                info = json.loads(resp.body)
+                out += [{**c, "brokerName": name, "consumeType": info.get("consumeType"),
+                         "messageModel": info.get("messageModel"),
+                         "subscriptions": sorted(info.get("subscriptionTable") or {})}
+                        for c in info["connectionSet"]]
+        return out
+
     async def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
         """By the broker's offset message id (where it is stored) or, failing that, by the
         client's msgId (its UNIQ_KEY) in `topic`, or in every topic when none is given."""
@@ -174,3 +218,14 @@ class Admin:
             if resp.code == ResponseCode.SUCCESS:
                 out += decode_pulled(resp.body, MessageQueue(topic, name, -1))
         return out
+
+    async def messages_by_time(self, topic: str, broker_name: str, queue_id: int,
+                               timestamp_ms: int, count: int = 16) -> list[MessageExt]:
+        """Up to `count` messages of one queue, from the first stored at or after the time
+        (mqadmin's queryMsgByOffset after searchOffset; pulled as TOOLS_CONSUMER, which
+        commits nothing)."""
+        reader = PullConsumer(TOOLS_GROUP, instance=self.instance)
+        mq = MessageQueue(topic, broker_name, queue_id)
+        offset = await reader.search_offset(mq, timestamp_ms)
+        got = await reader.pull(mq, offset, count)
+        return got.messages if got.status is PullStatus.FOUND else []

@@ -1,0 +1,32 @@
+"""`ledgermq console`: the web console for a cluster, by its name servers."""
+from __future__ import annotations
+
+import click
+
+from . import NAMESRV_OPT, main
+from .servers import _ready
+
+
+@main.command("console")
+@NAMESRV_OPT
+@click.option("--port", default=8080, show_default=True, help="HTTP port (0: any free one).")
+@click.option("--bind", default="127.0.0.1", show_default=True,
+              help="Address to serve on; the console has no login of its own, so keep it "
+                   "on a trusted network.")
+@click.option("--json", "as_json", is_flag=True)
+def console(namesrv: str, port: int, bind: str, as_json: bool) -> None:
+    """Serve the web console: cluster, topics, consumer groups, message search and the
+    live replica-group page, read through the admin API."""
+    from ..console import Console
+    from ..server import run, serve_until
+
+    async def main_(stop):
+        c = Console(namesrv, bind, port)
+        await c.start()
+        try:
+            _ready({"console": c.url, "namesrv": namesrv}, as_json)
+            await serve_until(stop)
+        finally:
+            await c.stop()
+
+    run(main_)
