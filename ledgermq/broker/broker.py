@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 
 from .. import __version__
+from ..peer_auth import PeerAuth
 from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
+from ..remoting.peer_auth import PEER_AUTH, PeerGate
 from ..store import MessageStore, StoreConfig
 from ..wire.message import pack_host
 from .acl_file import AclFile
@@ -37,7 +39,10 @@ log = logging.getLogger(__name__)
 
 # what other servers of the group ask (a control node, a peer broker): their own protocols,
 # not a client's, so the client ACL does not apply to them
-PEER_CODES = frozenset({RequestCode.CONTROL_PROMOTE, RequestCode.GET_BROKER_EPOCH_CACHE})
+PEER_CODES = frozenset({RequestCode.CONTROL_PROMOTE, RequestCode.GET_BROKER_EPOCH_CACHE,
+                        PEER_AUTH})
+# ...of which these only from a peer that proved the cluster secret (clusterSecret)
+AUTHENTICATED_CODES = frozenset({RequestCode.CONTROL_PROMOTE})
 
 
 class Broker:
@@ -49,6 +54,9 @@ class Broker:
         self.store_host = pack_host(config.brokerIP1, config.listenPort)
         self.store = MessageStore(store_config, store_host=self.store_host,
                                   dispatch_follows_log=not config.replicated_log)
+        # the cluster secret: what this broker proves to its peers and asks of them
+        self.peer_auth = PeerAuth(config.cluster_secret)
+        self.peer_gate = PeerGate(self.peer_auth, "broker")
         self.mode: StandaloneMode = mode_class(config, standalone)(self)
         root = store_config.root / "config"
         self.namesrv = NameServerLink(self)
@@ -87,6 +95,7 @@ class Broker:
         for processor in PROCESSORS:
             self._handlers.update(processor(self).handlers())
         self._handlers.update(self.mode.handlers())
+        self._handlers[PEER_AUTH] = self.peer_gate.serve
 
     @property
     def address(self) -> str:
@@ -197,6 +206,10 @@ class Broker:
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 f"request code {cmd.code} is not supported by this broker")
+        if cmd.code in AUTHENTICATED_CODES:
+            refused = self.peer_gate.refusal(cmd, conn)
+            if refused is not None:
+                return refused
         if self.acl is not None and cmd.code not in PEER_CODES:
             acl, account = self.acl.current(), conn.attrs.get("acl_account")
             # a gRPC call was authenticated by its endpoint: only its permissions here

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..config import (
     ConfigError, build, check, explain_unknown, non_negative, positive, read_properties,
 )
+from ..peer_auth import load_secret
 from ..store.config import StoreConfig
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,11 @@ class BrokerConfig:
     # this broker's own account, signing what it asks other servers (a master, name servers)
     accessKey: str = ""
     secretKey: str = ""
+    # the secret all servers of the cluster share (ledgermq/peer_auth.py): the HA port,
+    # DLedger peers, the controller and control-node protocols admit only peers that prove
+    # they know it. Inline, or (better: out of broker.conf) a file holding it. "": off
+    clusterSecret: str = field(default="", repr=False)
+    clusterSecretFile: str = ""
     # RocketMQ 5 clients (gRPC MessagingService) on this port: -1 off, 0 any free port
     grpcServerPort: int = field(default=-1, metadata=check(
         lambda v: None if -1 <= v < 65536 else "must be -1 (off) or a TCP port (0-65535)"))
@@ -140,6 +146,7 @@ class BrokerConfig:
     preferredLeaderId: str = ""  # a dLegerSelfId: leadership moves there once it caught up
 
     def __post_init__(self) -> None:
+        self.cluster_secret = load_secret(self.clusterSecret, self.clusterSecretFile)
         if isinstance(self.brokerRole, str):
             try:
                 self.brokerRole = BrokerRole[self.brokerRole]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
+from ..peer_auth import PeerAuth
 from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..remoting.peer_auth import PeerGate
 
 
 class ControllerError(RemotingError):
@@ -16,14 +18,19 @@ class ControllerRefused(ControllerError):
 
 
 class ControllerClient:
-    def __init__(self, addresses: str | list[str], timeout: float = 3.0):
+    """`auth`: the cluster secret, proven on each connection (a controller with one serves
+    registrations, heartbeats, elections and SyncStateSet changes to no one else)."""
+
+    def __init__(self, addresses: str | list[str], timeout: float = 3.0,
+                 auth: PeerAuth | None = None):
         if isinstance(addresses, str):
             addresses = [a.strip() for a in addresses.split(";") if a.strip()]
         if not addresses:
             raise ValueError("no controller address (controllerAddr)")
         self.addresses = list(addresses)
         self.timeout = timeout
-        self.client = RemotingClient()
+        self.client = RemotingClient(
+            authenticate=PeerGate(auth or PeerAuth(), "controller link").authenticate)
         self.leader: str | None = None
 
     async def close(self) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..config import ConfigError, build, check, positive, read_properties
 from ..drivers.raft import parse_peers
+from ..peer_auth import load_secret
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +27,13 @@ class ControllerConfig:
     enableControllerInNamesrv: bool = False
     metricsPort: int = field(default=0, metadata=check(lambda v: None if 0 <= v < 65536
                                                         else "must be a TCP port"))  # 0: off
+    # the cluster's shared secret (ledgermq/peer_auth.py): controllers among themselves,
+    # and brokers registering, heartbeating, electing, prove they know it. "": off
+    clusterSecret: str = field(default="", repr=False)
+    clusterSecretFile: str = ""
 
     def __post_init__(self) -> None:
+        self.cluster_secret = load_secret(self.clusterSecret, self.clusterSecretFile)
         try:
             peers = parse_peers(self.controllerDLegerPeers, "controllerDLegerPeers")
         except ValueError as e:

@@ -18,7 +18,9 @@ from ..drivers.raft import RAFT_MESSAGE, FileRaftLog, RaftDriver, RaftMeta
 from ..clock import now_ms
 from ..files import DirectoryLock
 from ..metrics_http import gauge, serve as serve_metrics
+from ..peer_auth import PeerAuth
 from ..remoting import Connection, RemotingCommand, RequestCode, ResponseCode
+from ..remoting.peer_auth import PEER_AUTH
 from ..replication.raft import RaftConfig
 from .config import ControllerConfig
 from .liveness import LOWEST_PRIORITY, BrokerReport
@@ -28,6 +30,12 @@ from .node import Answer, Applied, ControllerNode
 log = logging.getLogger(__name__)
 
 PROPOSE_TIMEOUT_S = 5.0
+# what changes metadata or liveness: only from peers that proved the cluster secret
+# (reads stay open, as the admin tools and the console ask them)
+AUTHENTICATED_CODES = frozenset({
+    RequestCode.CONTROLLER_REGISTER_BROKER, RequestCode.BROKER_HEARTBEAT,
+    RequestCode.CONTROLLER_ELECT_MASTER, RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
+    RequestCode.CLEAN_BROKER_DATA})
 
 
 def _ids(text: str) -> tuple[int, ...]:
@@ -35,13 +43,15 @@ def _ids(text: str) -> tuple[int, ...]:
 
 
 class ControllerServer(RaftDriver):
+    LINK = "controller"
+
     def __init__(self, config: ControllerConfig):
         self.config = config
         directory = Path(config.controllerStorePath)
         self._dir_lock = DirectoryLock(directory, "controller store")
         self._dir_lock.acquire()  # one controller per log
         super().__init__(config.controllerDLegerSelfId, config.peers, RaftMeta(directory),
-                         FileRaftLog(directory / "log"))
+                         FileRaftLog(directory / "log"), PeerAuth(config.cluster_secret))
         self.core = ControllerNode(
             self.self_id, list(self.peers),
             RaftConfig(election_timeout_ms=config.electionTimeoutMs,
@@ -96,14 +106,22 @@ class ControllerServer(RaftDriver):
             return super()._on_request(cmd, conn)
         return self.handle(cmd, conn)
 
-    def handle(self, cmd: RemotingCommand, conn: Connection | None = None):
+    def handle(self, cmd: RemotingCommand, conn: Connection):
         """A broker's or operator's request (also reached through the name server when the
-        controller is embedded in it)."""
+        controller is embedded in it: the name server's connection then)."""
+        if cmd.code == PEER_AUTH:
+            return self.gate.serve(cmd, conn)
+        if cmd.code in AUTHENTICATED_CODES:
+            refused = self.gate.refusal(cmd, conn)
+            if refused is not None:
+                return refused
         if cmd.code == RequestCode.CONTROLLER_GET_METADATA_INFO:
             return cmd.response(ResponseCode.SUCCESS, body=_json(self.metadata_info()))
         if cmd.code == RequestCode.GET_CONTROLLER_CONFIG:
-            return cmd.response(ResponseCode.SUCCESS,
-                                body=_json(dataclasses.asdict(self.config)))
+            shown = dataclasses.asdict(self.config)
+            if shown["clusterSecret"]:
+                shown["clusterSecret"] = "(hidden)"  # readable by anyone who can connect
+            return cmd.response(ResponseCode.SUCCESS, body=_json(shown))
         handler = self._handlers.get(cmd.code)
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,

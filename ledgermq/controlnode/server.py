@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..clock import now_ms
 from ..files import DirectoryLock
+from ..peer_auth import PeerAuth
 from ..remoting import (
     Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer, RequestCode,
     ResponseCode,
@@ -18,11 +19,15 @@ from ..remoting import (
 from ..replication.checkpoint import (
     ControlConfig, GroupControl, Promote, SaveCache, SaveState, View,
 )
+from ..remoting.peer_auth import PEER_AUTH, PeerGate
 from .persist import GroupFiles, encode_cached
 
 log = logging.getLogger(__name__)
 
 PROMOTE_TIMEOUT_S = 30.0
+# what only the group's brokers may say (producers' CONTROL_RESOLVE and the operators'
+# CONTROL_STATUS read, and stay open)
+AUTHENTICATED_CODES = frozenset({RequestCode.CONTROL_HEARTBEAT, RequestCode.CONTROL_CACHE})
 
 
 
@@ -34,7 +39,9 @@ def view_json(v: View) -> dict:
 
 class ControlNode:
     def __init__(self, directory: Path, host: str = "127.0.0.1", port: int = 9880,
-                 config: ControlConfig | None = None):
+                 config: ControlConfig | None = None, auth: PeerAuth | None = None):
+        """`auth`: the cluster secret; brokers heartbeat and hand over messages only on a
+        connection that proved it, and a promotion proves it to the broker."""
         self.dir = Path(directory)
         self._dir_lock = DirectoryLock(self.dir, "control-node state")
         self._dir_lock.acquire()  # one control node per state directory
@@ -42,8 +49,10 @@ class ControlNode:
         self.groups: dict[str, GroupControl] = {}
         self.files: dict[str, GroupFiles] = {}
         self.remoting_addr: dict[tuple[str, str], str] = {}  # (group, ha addr) -> broker addr
+        self.auth = auth or PeerAuth()
+        self.gate = PeerGate(self.auth, "control node")
         self.server = RemotingServer(self.handle, host, port)
-        self.client = RemotingClient()
+        self.client = RemotingClient(authenticate=self.gate.authenticate)
         self._promoting: set[str] = set()
         self._task: asyncio.Task | None = None
         for d in sorted(self.dir.glob("*/state.json")) if self.dir.exists() else []:
@@ -129,6 +138,12 @@ class ControlNode:
 
     # ---- requests -------------------------------------------------------------------
     def handle(self, cmd: RemotingCommand, conn: Connection):
+        if cmd.code == PEER_AUTH:
+            return self.gate.serve(cmd, conn)
+        if cmd.code in AUTHENTICATED_CODES:
+            refused = self.gate.refusal(cmd, conn)
+            if refused is not None:
+                return refused
         try:
             if cmd.code == RequestCode.CONTROL_HEARTBEAT:
                 return self._heartbeat(cmd)

@@ -26,6 +26,7 @@ from ..replication.autoswitch.wire import (
 from ..store import MessageStore, StoreError
 from ..store.epoch_file import EpochFile
 from ..clock import now_ms
+from ..peer_auth import PeerAuth
 from .ha import HAMasterDriver, HASlaveDriver
 
 log = logging.getLogger(__name__)
@@ -43,15 +44,18 @@ def load_epochs(store: MessageStore) -> EpochFile:
 class AutoSwitchMasterDriver(HAMasterDriver):
     def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int,
                  epochs: EpochFile, tracker: SyncStateTracker,
-                 on_propose: Callable[[ProposeSyncStateSet], None]):
-        super().__init__(store, config, host, port)
+                 on_propose: Callable[[ProposeSyncStateSet], None],
+                 auth: PeerAuth | None = None):
+        super().__init__(store, config, host, port, auth=auth)
         self.core = AutoSwitchMaster(config, epochs.entries, store.commitlog.min_offset,
                                      store.commitlog.max_offset, tracker, now_ms())
         self.on_propose = on_propose
 
-    async def _read_slave(self, reader: asyncio.StreamReader, link: int, peer) -> None:
-        """A handshake or a report (wire.py)."""
-        kind, a, b = SLAVE_MSG.unpack(await reader.readexactly(SLAVE_MSG.size))
+    async def _read_slave(self, reader: asyncio.StreamReader, link: int, peer,
+                          first: bytes = b"") -> None:
+        """A handshake or a report (wire.py); `first`: its start, already read."""
+        kind, a, b = SLAVE_MSG.unpack(first + await reader.readexactly(
+            SLAVE_MSG.size - len(first)))
         if kind == HANDSHAKE:
             log.info("HA: slave %d (%s) says hello", a, peer)
             self.execute(self.core.handshake(link, a, bool(b & FLAG_LEARNER),
@@ -105,8 +109,9 @@ class AutoSwitchMasterDriver(HAMasterDriver):
 class AutoSwitchSlaveDriver(HASlaveDriver):
     def __init__(self, store: MessageStore, config: HAConfig, epochs: EpochFile,
                  master_addr: Callable[[], Awaitable[str | None]], *, slave_id: int,
-                 learner: bool = False, from_last_file: bool = False):
-        super().__init__(store, config, master_addr, slave_id=slave_id)
+                 learner: bool = False, from_last_file: bool = False,
+                 auth: PeerAuth | None = None):
+        super().__init__(store, config, master_addr, slave_id=slave_id, auth=auth)
         self.epochs = epochs
         self.learner = learner
         self.from_last_file = from_last_file  # syncFromLastFile: said in the handshake
@@ -118,9 +123,8 @@ class AutoSwitchSlaveDriver(HASlaveDriver):
                                from_last_file=self.from_last_file)
 
     async def _follow(self, addr: str) -> None:
-        host, port = addr.rsplit(":", 1)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3)
-        self.writer, self.connected_to = writer, addr
+        reader = await self._connect(addr)
+        writer = self.writer
         self.core = self._new_core()
         log.info("HA: slave %d following master %s from offset %d", self.slave_id, addr,
                  self.core.max_offset)
@@ -128,6 +132,7 @@ class AutoSwitchSlaveDriver(HASlaveDriver):
         while self.writer is writer:
             kind, offset, size, epoch, start, confirm = MASTER_HEADER.unpack(
                 await reader.readexactly(MASTER_HEADER.size))
+            self.frames += 1
             if kind == EPOCHS:
                 if not 0 <= size <= MAX_EPOCHS:
                     raise ValueError(f"bad epoch count {size}")

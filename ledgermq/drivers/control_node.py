@@ -6,6 +6,8 @@ import json
 import logging
 
 from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..peer_auth import PeerAuth
+from ..remoting.peer_auth import PeerGate
 from ..replication.checkpoint import View
 
 log = logging.getLogger(__name__)
@@ -16,9 +18,11 @@ CACHE_TIMEOUT_S = 1.0
 
 
 class ControlNodeClient:
-    def __init__(self, addr: str, group: str):
+    def __init__(self, addr: str, group: str, auth: PeerAuth | None = None):
+        """`auth`: the cluster secret, proven on each connection to the control node."""
         self.addr, self.group = addr, group
-        self.client = RemotingClient()
+        self.client = RemotingClient(
+            authenticate=PeerGate(auth or PeerAuth(), "control node link").authenticate)
 
     async def heartbeat(self, ext: dict[str, str]) -> View:
         r = await self.client.invoke(self.addr, RemotingCommand(

@@ -15,6 +15,7 @@ from typing import Callable
 
 from .raft import RaftDriver, RaftMeta, parse_peers
 from ..clock import now_ms
+from ..peer_auth import PeerAuth
 from ..replication.raft import Code, Complete, RaftConfig, Role
 from ..store import MessageStore
 from .dledger_log import StoreRaftLog, entry_data
@@ -25,6 +26,7 @@ __all__ = ["DLedgerDriver", "parse_peers"]
 
 
 class DLedgerDriver(RaftDriver):
+    LINK = "DLedger peer port"
     TRANSFER_RETRY_MS = 1000
     MAX_ENTRY_BYTES = 1 << 20  # appends are gathered into one entry up to this size
     STATUS_LOG_MS = 3000  # DLedger's period for the leader's watermark line
@@ -32,12 +34,12 @@ class DLedgerDriver(RaftDriver):
     def __init__(self, store: MessageStore, self_id: str, peers: dict[str, str],
                  directory: Path, on_role_change: Callable[[Role], None],
                  config: RaftConfig | None = None, preferred_leader: str = "",
-                 status_log_ms: int = STATUS_LOG_MS):
+                 status_log_ms: int = STATUS_LOG_MS, auth: PeerAuth | None = None):
         if self_id not in peers:
             raise ValueError(f"dLegerSelfId {self_id} is not in dLegerPeers {sorted(peers)}")
         self.store = store
         raft_log = StoreRaftLog(store, directory)
-        super().__init__(self_id, peers, RaftMeta(directory), raft_log)
+        super().__init__(self_id, peers, RaftMeta(directory), raft_log, auth)
         # bytes the commit log holds past the last raft entry were never replicated
         if store.commitlog.max_offset > raft_log.log_end:
             store.truncate(raft_log.log_end)

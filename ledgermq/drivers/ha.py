@@ -18,12 +18,14 @@ import logging
 from typing import Awaitable, Callable
 
 from ..clock import now_ms
+from ..peer_auth import PeerAuth, PeerRefused
 from ..replication.ha import (
     CHECKPOINT_FRAME, HEADER, REPORT, CHECKPOINT_REPORT, Append, Close, Complete, Disconnect,
     Flush, HAConfig, HAMaster, HASlave, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint,
     StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 from ..store import FlushDiskType, MessageStore, StoreError
+from .ha_auth import admit, connect
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +39,17 @@ class HAMasterDriver:
 
     S3: `on_checkpoint(checkpoint, members)` saves the consistent checkpoint durably (it
     blocks: it runs in a thread, one save at a time, the newest waiting one next); the
-    core publishes and counts a checkpoint only once its save returned."""
+    core publishes and counts a checkpoint only once its save returned.
+
+    `auth`: the broker's cluster secret; a slave that does not prove it knows it is
+    closed before the core hears of it (ha_auth.py), and counted in `auth.refused`."""
 
     def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int, *,
                  checkpoint: int = 0, members: dict[int, int] | None = None,
-                 epoch: int = 0, on_checkpoint: Callable[[int, tuple], None] | None = None):
+                 epoch: int = 0, on_checkpoint: Callable[[int, tuple], None] | None = None,
+                 auth: PeerAuth | None = None):
         self.store = store
+        self.auth = auth or PeerAuth()
         self.durable_push = config.checkpoint  # S3: slaves get only what is flushed
         self._flush_asked = 0  # S3: the log end the last flush wait was asked for
         self._stopped = False
@@ -97,31 +104,50 @@ class HAMasterDriver:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._conn_tasks.add(asyncio.current_task())
+        peer = writer.get_extra_info("peername")
+        try:
+            try:  # the cluster secret first: a refused peer never reaches the core
+                first = await admit(reader, writer, self.auth.secret)
+            except PeerRefused as e:
+                self.auth.refuse("HA port", peer, e)
+                return
+            except (ConnectionError, OSError) as e:
+                log.info("HA: slave %s gone before its first message: %s", peer, e)
+                return
+            if self.auth.enabled:
+                self.auth.accepted += 1
+            await self._serve_slave(reader, writer, peer, first)
+        finally:
+            self._conn_tasks.discard(asyncio.current_task())
+            writer.close()
+
+    async def _serve_slave(self, reader, writer, peer, first: bytes) -> None:
         link = self._next_id
         self._next_id += 1
         self.writers[link] = writer
-        peer = writer.get_extra_info("peername")
-        log.info("HA: slave %s connected", peer)
+        log.info("HA: slave %s connected%s", peer,
+                 " (authenticated)" if self.auth.enabled else "")
         try:
             self.execute(self.core.connected(link, now_ms()))
             while link in self.writers:
-                await self._read_slave(reader, link, peer)
+                await self._read_slave(reader, link, peer, first)
+                first = b""
         except (asyncio.IncompleteReadError, ConnectionError, OSError, ValueError) as e:
             log.info("HA: slave %s gone: %s", peer, e or type(e).__name__)
         finally:
-            self._conn_tasks.discard(asyncio.current_task())
             self.writers.pop(link, None)
             self.execute(self.core.disconnected(link))
-            writer.close()
 
-    async def _read_slave(self, reader: asyncio.StreamReader, link: int, peer) -> None:
-        """One message from a slave: its max-offset report (with its id and epoch in S3)."""
+    async def _read_slave(self, reader: asyncio.StreamReader, link: int, peer,
+                          first: bytes = b"") -> None:
+        """One message from a slave: its max-offset report (with its id and epoch in S3).
+        `first`: its start, already read (ha_auth.admit)."""
         if self.core.config.checkpoint:
-            offset, slave_id, epoch = CHECKPOINT_REPORT.unpack(await reader.readexactly(
-                CHECKPOINT_REPORT.size))
+            offset, slave_id, epoch = CHECKPOINT_REPORT.unpack(first + await reader.readexactly(
+                CHECKPOINT_REPORT.size - len(first)))
         else:
-            offset, slave_id, epoch = REPORT.unpack(await reader.readexactly(REPORT.size))[0], \
-                None, 0
+            offset, slave_id, epoch = REPORT.unpack(first + await reader.readexactly(
+                REPORT.size - len(first)))[0], None, 0
         self.execute(self.core.report(link, offset, now_ms(), slave_id,
                                       log_begin=self.store.commitlog.min_offset, epoch=epoch))
 
@@ -236,8 +262,11 @@ class HASlaveDriver:
 
     def __init__(self, store: MessageStore, config: HAConfig,
                  master_addr: Callable[[], Awaitable[str | None]], *, slave_id: int = 0,
-                 epoch: int = 0, on_checkpoint: Callable[[int], None] | None = None):
+                 epoch: int = 0, on_checkpoint: Callable[[int], None] | None = None,
+                 auth: PeerAuth | None = None):
         self.store = store
+        self.auth = auth or PeerAuth()  # the master must prove it knows our secret too
+        self.frames = 0  # from the master on this connection (none: it closed at once)
         self.config = config
         self.master_addr = master_addr
         self.slave_id = slave_id
@@ -281,7 +310,15 @@ class HASlaveDriver:
                 addr = await self.master_addr()
                 if addr:
                     await self._follow(addr)
-            except (OSError, asyncio.IncompleteReadError, ValueError) as e:
+            except PeerRefused as e:
+                self.auth.refuse("HA link", addr, e)
+            except asyncio.IncompleteReadError as e:
+                if self.writer is not None and not self.frames and not self.auth.enabled:
+                    log.warning("HA: master %s closed the link before sending anything: if it "
+                                "requires a cluster secret, set clusterSecret here too", addr)
+                else:
+                    log.info("HA: connection to master %s ended: %s", addr, e)
+            except (OSError, ValueError) as e:
                 log.info("HA: connection to master %s ended: %s", addr, e)
             except Exception:
                 log.exception("HA: following master %s failed", addr)
@@ -295,10 +332,15 @@ class HASlaveDriver:
             await asyncio.sleep(backoff)
             backoff = min(RECONNECT_MAX_S, backoff * 2)
 
+    async def _connect(self, addr: str) -> asyncio.StreamReader:
+        """Connect (and authenticate) to the master; its link is ours from now on."""
+        reader, writer = await connect(addr, self.auth.secret)
+        self.writer, self.connected_to, self.frames = writer, addr, 0
+        return reader
+
     async def _follow(self, addr: str) -> None:
-        host, port = addr.rsplit(":", 1)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3)
-        self.writer, self.connected_to = writer, addr
+        reader = await self._connect(addr)
+        writer = self.writer
         self.core = HASlave(self.config, self.store.commitlog.max_offset, now_ms(),
                             flushed=self.store.commitlog.flushed_offset)
         log.info("HA: following master %s from offset %d", addr, self.core.max_offset)
@@ -308,6 +350,7 @@ class HASlaveDriver:
             if size < CHECKPOINT_FRAME or size > (64 << 20):
                 raise ValueError(f"bad HA header: offset {offset}, size {size}")
             body = await reader.readexactly(size) if size > 0 else b""
+            self.frames += 1
             self.execute(self.core.frame(offset, size, body, now_ms()))
 
     def execute(self, actions: list) -> None:

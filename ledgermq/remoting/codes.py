@@ -68,6 +68,8 @@ class RequestCode(enum.IntEnum):
     CONTROL_RESOLVE = 9912
     CONTROL_STATUS = 9913
     CONTROL_PROMOTE = 9914
+    # ledgermq's own: servers of one cluster prove they know its secret (peer_auth.py)
+    PEER_AUTH = 9920
     # controller mode (S1): RocketMQ 5's codes; the bodies are ledgermq's JSON
     BROKER_HEARTBEAT = 904
     CONTROLLER_ALTER_SYNC_STATE_SET = 1001

@@ -314,13 +314,17 @@ class RemotingClient:
     def __init__(self, handler: Handler | None = None, *, connect_timeout: float = 3.0,
                  max_frame: int = MAX_FRAME_DEFAULT,
                  signer: Callable[[RemotingCommand], None] | None = None,
-                 ssl_context: ssl.SSLContext | None = None):
+                 ssl_context: ssl.SSLContext | None = None,
+                 authenticate: Callable[[Connection], Awaitable[None]] | None = None):
         """`ssl_context`: connect with TLS (verifying servers as it says); None: plaintext."""
         self.handler = handler
         self.ssl_context = ssl_context
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
         self.signer = signer  # signs every request (ACL credentials), if given
+        # proves us to the server on each new connection before it is used (peer_auth.py);
+        # raises RemotingError when either side fails
+        self.authenticate = authenticate
         self._conns: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future] = {}
 
@@ -350,6 +354,12 @@ class RemotingClient:
                 raise RemotingError(f"cannot connect to {addr}: {e or 'timeout'}{tls_hint}"
                                     ) from None
             conn.signer = self.signer
+            if self.authenticate is not None:
+                try:
+                    await self.authenticate(conn)
+                except BaseException:
+                    conn.close()
+                    raise
             self._conns[addr] = conn
             fut.set_result(conn)
             return conn

@@ -9,6 +9,7 @@ from ledgermq.broker import load_broker_config
 from ledgermq.broker.modes import CheckpointMode
 from ledgermq.drivers.checkpoint_files import CheckpointFile
 from ledgermq.drivers.ha import HASlaveDriver
+from ledgermq.peer_auth import PeerAuth
 from ledgermq.replication.checkpoint import Lead
 from ledgermq.store import MessageStore, PutResult
 
@@ -57,7 +58,7 @@ def test_no_write_is_acknowledged_past_the_checkpoint_in_the_masters_file(tmp_pa
     async def role_changed():
         pass
     host = SimpleNamespace(store=master, config=config, address="127.0.0.1:0",
-                           role_changed=role_changed)
+                           role_changed=role_changed, peer_auth=PeerAuth())
     mode = CheckpointMode(host)
     in_file = lambda: mode.checkpoint_file.load()[1]  # noqa: E731
     acked, told = [], []  # (end or checkpoint, the file's checkpoint at that moment)

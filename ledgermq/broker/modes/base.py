@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from ...peer_auth import PeerAuth
 from ...remoting import RemotingCommand, ResponseCode
 from ...store import MessageStore, PutResult
 from ...wire.batch import EncodedBatch
@@ -23,6 +24,7 @@ class ModeHost(Protocol):
     """What a mode may ask of the broker that runs it."""
     store: MessageStore
     config: "BrokerConfig"
+    peer_auth: PeerAuth  # the cluster secret, for the mode's links to its peers
 
     @property
     def address(self) -> str: ...
@@ -67,6 +69,7 @@ class StandaloneMode:
         self.host = host
         self.store = host.store
         self.config = host.config
+        self.auth: PeerAuth = host.peer_auth
 
     # ---- what the broker asks -------------------------------------------------------
     @property

@@ -42,9 +42,10 @@ class ClassicHAMode(HAPortMode):
         c = self.config
         if self.role is BrokerRole.SLAVE:
             await self.links.follow(HASlaveDriver(self.store, ha_config(c, self.store),
-                                                  self._master_addr))
+                                                  self._master_addr, auth=self.auth))
             return
-        ha = HAMasterDriver(self.store, ha_config(c, self.store), c.bindAddress, c.ha_port)
+        ha = HAMasterDriver(self.store, ha_config(c, self.store), c.bindAddress, c.ha_port,
+                            auth=self.auth)
         try:
             await ha.start()
         except OSError as e:

@@ -95,7 +95,7 @@ class DLedgerMode(StandaloneMode):
                        max_pending_size=c.dLegerMaxPendingSize,
                        max_push_timeout_ms=c.dLegerMaxPushTimeOutMs,
                        quorum_ack_timeout_ms=c.dLegerQuorumAckTimeoutMs),
-            preferred_leader=c.preferredLeaderId)
+            preferred_leader=c.preferredLeaderId, auth=self.auth)
         await self.driver.start()
 
     def _role_changed(self, role) -> None:

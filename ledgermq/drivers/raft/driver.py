@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 
 from ...clock import now_ms
+from ...peer_auth import PeerAuth
 from ...remoting import Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer
+from ...remoting.peer_auth import PEER_AUTH, PeerGate
 from ...replication.raft import (
     AppendEntries, Complete, RaftNode, ResetLog, Role, SaveCommit, SaveMeta, Send, TruncateAfter,
 )
@@ -72,12 +74,18 @@ class RaftMeta:
 
 class RaftDriver:
     """Subclasses set `self.core` (step/tick like RaftNode's) and `self.raft` (the
-    RaftNode inside it), and may override `committed`, `other` and `role_changed`."""
+    RaftNode inside it), and may override `committed`, `other` and `role_changed`.
+
+    `auth`: the cluster secret. With one, peers authenticate each connection (both ways)
+    and raft messages from a connection that did not are dropped, so a stranger can
+    neither vote, nor append, nor move a term (counted in `auth.refused`)."""
 
     core: object
     raft: RaftNode
+    LINK = "raft peer port"  # names the port in authentication failures
 
-    def __init__(self, self_id: str, peers: dict[str, str], meta: RaftMeta, log_store):
+    def __init__(self, self_id: str, peers: dict[str, str], meta: RaftMeta, log_store,
+                 auth: PeerAuth | None = None):
         if self_id not in peers:
             raise ValueError(f"self id {self_id} is not among the peers {sorted(peers)}")
         self.self_id = self_id
@@ -85,7 +93,8 @@ class RaftDriver:
         self.meta = meta
         self.log = log_store
         self.role = Role.FOLLOWER
-        self.client = RemotingClient()
+        self.gate = PeerGate(auth or PeerAuth(), self.LINK)
+        self.client = RemotingClient(authenticate=self.gate.authenticate)
         host, port = peers[self_id].rsplit(":", 1)
         self.server = RemotingServer(self._on_request, host, int(port),
                                      max_frame=PEER_MAX_FRAME)
@@ -126,7 +135,11 @@ class RaftDriver:
                 log.exception("raft tick failed")
 
     def _on_request(self, cmd: RemotingCommand, conn: Connection):
+        if cmd.code == PEER_AUTH:
+            return self.gate.serve(cmd, conn)
         if cmd.code == RAFT_MESSAGE:
+            if self.gate.refusal(cmd, conn) is not None:
+                return None  # oneway: nobody to answer; counted and logged
             try:
                 msg = decode_message(cmd)
             except (KeyError, ValueError, TypeError, struct.error) as e:
