@@ -1,7 +1,7 @@
 // The replica page, live: the tables come from the server (/replicas/fragment, the same
 // template as the first render), the chart is drawn here from /api/replicas' samples.
 "use strict";
-const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"];
+const PALETTE = 6;  // classes c0..c5 in console.css: the legend uses the same
 const NS = "http://www.w3.org/2000/svg";
 
 function el(name, attrs) {
@@ -28,7 +28,9 @@ function drawChart(svg, group, view) {
     const pts = samples.filter(s => s.offsets[addr] !== undefined)
       .map(s => `${x(s.t).toFixed(1)},${y(s.offsets[addr]).toFixed(1)}`);
     if (pts.length) svg.append(el("polyline", {points: pts.join(" "), fill: "none",
-      stroke: COLORS[i % COLORS.length], "stroke-width": 2, "data-addr": addr}));
+      class: `c${i % PALETTE}`, "data-addr": addr,
+      // replicas in step draw one over another: wider first, so each stays visible
+      "stroke-width": 2 + 2 * (members.length - 1 - i)}));
   });
   for (const e of view.elections) if (e.group === group.group && e.t >= t0) {
     svg.append(el("line", {x1: x(e.t), x2: x(e.t), y1: 0, y2: 160, stroke: "#111",
