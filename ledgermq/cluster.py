@@ -217,9 +217,10 @@ def _start_all(d: Path, entries: list[dict], started: list, place: Placement = L
 def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
         started: list, controllers: int, groups: int, namesrvs: int,
         place: Placement, grpc: bool) -> dict:
-    got = iter(free_ports(2 * namesrvs + 1 + 2 * controllers + 4 * replicas * groups))
+    got = iter(free_ports(2 * namesrvs + 2 + 2 * controllers + 4 * replicas * groups))
     ports = {"namesrvs": [next(got) for _ in range(namesrvs)],
              "namesrv_metrics": [next(got) for _ in range(namesrvs)], "control": next(got),
+             "control_metrics": next(got),
              "controllers": [next(got) for _ in range(controllers)],
              "controller_metrics": [next(got) for _ in range(controllers)]}
     at = place.addr
@@ -234,8 +235,10 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
                        started, place)
     if mode == "checkpoint":  # one control node serves every group (state per brokerName)
         procs += _start_all(d, [{"name": "control", "kind": "control", "port": ports["control"],
+                                 "metricsPort": ports["control_metrics"],
                                  "args": ["controlnode", "--port", str(ports["control"]),
-                                          "--bind", at("control"),
+                                          "--bind", at("control"), "--metrics-port",
+                                          str(ports["control_metrics"]),
                                           "--dir", str(d / "control" / "data"), "--json"]}],
                             started, place)
     if mode == "controller":  # one controller group serves every broker group

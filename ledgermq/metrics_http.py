@@ -1,13 +1,16 @@
 """Prometheus metrics over HTTP for any of ledgermq's servers: a small asyncio handler on
 the server's own event loop (collectors read the server's state between its other work,
-never from another thread), and the gauge helper the collectors share."""
+never from another thread), and the family helpers the collectors share."""
 from __future__ import annotations
 
 import asyncio
 import logging
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
+
+from .histogram import Histogram
 
 log = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -17,6 +20,21 @@ def gauge(name: str, doc: str, labels: list[str], values: list[str], value: floa
     """A gauge family with one sample."""
     fam = GaugeMetricFamily(name, doc, labels=labels)
     fam.add_metric(values, value)
+    return fam
+
+
+def histogram_family(name: str, doc: str, labels: list[str], values: list[str],
+                     hist: Histogram, key_labels, key_values=lambda key: key):
+    """One histogram family from `hist`: `labels`/`values` first (cluster, node), then
+    `key_labels` with `key_values(key)` for each recorded label tuple."""
+    fam = HistogramMetricFamily(name, doc, labels=labels + list(key_labels))
+    bounds = [floatToGoString(b) for b in hist.bounds] + ["+Inf"]
+    for key, s in list(hist.series.items()):
+        total, buckets = 0, []
+        for le, n in zip(bounds, s[:-1]):
+            total += n
+            buckets.append((le, total))
+        fam.add_metric(values + [str(v) for v in key_values(key)], buckets, s[-1])
     return fam
 
 

@@ -23,6 +23,8 @@ from .consumers import ConsumerManager
 from .long_poll import PullHolds
 from ..metrics_http import port_of, serve as serve_metrics
 from .metrics import BrokerStats, registry_for
+from .replica_lag import LogBoundaries
+from .request_timing import timed
 from .modes import StandaloneMode, mode_class
 from .pop_service import PopService
 from .processors import PROCESSORS
@@ -76,6 +78,9 @@ class Broker:
         self.transactions = Transactions(self)
         self.timer = TimerService(self)
         self.pop = PopService(self)
+        self.stats = BrokerStats(histograms=config.metrics_on)
+        # requests are timed only while metrics are served (see request_timing)
+        self.handle = timed(self._handle, self.stats.rpc) if config.metrics_on else self._handle
         self.grpc = None
         if config.grpcServerPort >= 0:  # grpc is imported only by brokers that serve it
             from .grpc.server import GrpcEndpoint
@@ -87,8 +92,9 @@ class Broker:
                            store_config.root / "config" / "plain_acl.yml") \
             if config.aclEnable else None
         self.holds: PullHolds | None = None
-        self.stats = BrokerStats()
         self.metrics_server = None  # asyncio.Server while metricsPort is set
+        # where the log ended over time, for replica lag in seconds (metrics only)
+        self.log_bounds = LogBoundaries(self.store) if config.metrics_on else None
         self._tasks: list[asyncio.Task] = []
         self.started_at = time.time()
         self._handlers = {}
@@ -142,10 +148,10 @@ class Broker:
             self.store.store_host = self.store_host = pack_host(self.config.brokerIP1,
                                                                 self.server.port)
         await self.mode.start()
-        port = self.config.metricsPort or self.config.metricsPromExporterPort
-        if port:
+        if self.config.metrics_on:
             self.metrics_server = await serve_metrics(registry_for(self),
-                                                      self.config.bindAddress, port)
+                                                      self.config.bindAddress,
+                                                      self.config.metrics_port)
             log.info("metrics on http://%s:%d/metrics", self.config.bindAddress,
                      self.metrics_port)
         if self.grpc is not None:
@@ -155,6 +161,8 @@ class Broker:
         loops = [self.namesrv.register_loop(), self.namesrv.sync_loop(), self._housekeeping(),
                  self.schedule.run(), self.transactions.run(), self.timer.run(),
                  self.pop.run()]
+        if self.log_bounds is not None:
+            loops.append(self.log_bounds.run())
         self._tasks = [asyncio.create_task(t) for t in loops]
         log.info("broker %s (%s, %s mode) listening on %s", self.config.brokerName,
                  self.config.brokerRole.value, self.mode.name, self.address)
@@ -201,7 +209,7 @@ class Broker:
         return info
 
     # ---- dispatch -------------------------------------------------------------------
-    def handle(self, cmd: RemotingCommand, conn: Connection):
+    def _handle(self, cmd: RemotingCommand, conn: Connection):
         handler = self._handlers.get(cmd.code)
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,

@@ -188,6 +188,15 @@ class BrokerConfig:
         return self.enableDLegerCommitLog or self.enableControllerMode
 
     @property
+    def metrics_port(self) -> int:
+        """Where Prometheus metrics are served (0: not served)."""
+        return self.metricsPort or self.metricsPromExporterPort
+
+    @property
+    def metrics_on(self) -> bool:
+        return self.metrics_port != 0
+
+    @property
     def ha_port(self) -> int:
         """haListenPort, by default listenPort + 1 (as RocketMQ); 0 when listenPort is 0."""
         if self.haListenPort >= 0:

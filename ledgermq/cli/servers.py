@@ -248,9 +248,11 @@ def broker(conf: Path, namesrv_addr: str | None, as_json: bool) -> None:
               help="Where its state and message cache live (survive a restart).")
 @click.option("--master-timeout", default=1000, show_default=True,
               help="ms without a master heartbeat before a slave takes over.")
+@click.option("--metrics-port", default=0, show_default=True,
+              type=click.IntRange(0, 65535), help="Prometheus metrics over HTTP (0: off).")
 @click.option("--json", "as_json", is_flag=True)
 def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
-                as_json: bool) -> None:
+                metrics_port: int, as_json: bool) -> None:
     """Run the control node of checkpoint-mode broker groups (S3)."""
     from ..controlnode import ControlNode
     from ..replication.checkpoint import ControlConfig
@@ -258,11 +260,16 @@ def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
 
     if master_timeout <= 0:
         raise click.BadParameter("--master-timeout must be positive")
-    node = ControlNode(directory, bind, port, ControlConfig(master_timeout_ms=master_timeout))
+    node = ControlNode(directory, bind, port, ControlConfig(master_timeout_ms=master_timeout),
+                       metrics_port=metrics_port)
 
     async def main_(stop):
+        from ..metrics_http import port_of
         await node.start()
-        _ready({"controlNode": f"{bind}:{node.port}", "dir": str(directory)}, as_json)
+        ready = {"controlNode": f"{bind}:{node.port}", "dir": str(directory)}
+        if node.metrics_server is not None:
+            ready["metrics"] = f"http://{bind}:{port_of(node.metrics_server)}/metrics"
+        _ready(ready, as_json)
         await serve_until(stop)
         await node.stop()
 

@@ -39,7 +39,8 @@ def view_json(v: View) -> dict:
 
 class ControlNode:
     def __init__(self, directory: Path, host: str = "127.0.0.1", port: int = 9880,
-                 config: ControlConfig | None = None, auth: PeerAuth | None = None):
+                 config: ControlConfig | None = None, auth: PeerAuth | None = None,
+                 metrics_port: int = 0):
         """`auth`: the cluster secret; brokers heartbeat and hand over messages only on a
         connection that proved it, and a promotion proves it to the broker."""
         self.dir = Path(directory)
@@ -55,6 +56,8 @@ class ControlNode:
         self.client = RemotingClient(authenticate=self.gate.authenticate)
         self._promoting: set[str] = set()
         self._task: asyncio.Task | None = None
+        self.host, self.metrics_port = host, metrics_port  # Prometheus (0: off)
+        self.metrics_server: asyncio.Server | None = None
         for d in sorted(self.dir.glob("*/state.json")) if self.dir.exists() else []:
             self._group(d.parent.name)
 
@@ -76,10 +79,16 @@ class ControlNode:
     async def start(self) -> None:
         await self.server.start()
         self._task = asyncio.create_task(self._tick_loop())
+        if self.metrics_port:
+            from ..metrics_http import serve
+            from .metrics import registry_for
+            self.metrics_server = await serve(registry_for(self), self.host, self.metrics_port)
 
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         await self.server.stop()
         await self.client.close()
         for f in self.files.values():

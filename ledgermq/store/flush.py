@@ -20,6 +20,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Callable
 
+from ..histogram import FLUSH_LATENCY_MS, Histogram
 log = logging.getLogger(__name__)
 
 # Under group commit, an fsync finishing while the event loop runs Python waits for the GIL
@@ -52,6 +53,7 @@ class FlushService:
         self._stop = False
         self.flushed_offset = 0
         self.rounds = 0  # flushes that made more of the log durable
+        self.latency = Histogram(FLUSH_LATENCY_MS)  # ms of each such flush (for metrics)
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._rest_due = threading.Event()  # set: flush the rest now (volume, or stopping)
@@ -124,6 +126,7 @@ class FlushService:
                 return
 
     def _flush_once(self) -> None:
+        started = time.perf_counter()
         try:
             flushed = self._flush_log()
             self.error = None
@@ -137,6 +140,7 @@ class FlushService:
         with self._cond:
             if flushed > self.flushed_offset:
                 self.rounds += 1
+                self.latency.observe((), (time.perf_counter() - started) * 1000)
             self.flushed_offset = flushed
             if not self._waiters:
                 return

@@ -297,6 +297,11 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
         """How many flushes made more of the commit log durable."""
         return self._flusher.rounds
 
+    @property
+    def flush_latency(self):
+        """A histogram (histogram.Histogram) of those flushes' durations in ms."""
+        return self._flusher.latency
+
     def _flush_waiters(self) -> LoopFlushWaiters:
         loop = asyncio.get_running_loop()
         waiters = self._last_waiters

@@ -22,7 +22,7 @@ class ClientChannel:
     def __init__(self, client_id: str, peer: str):
         self.client_id = client_id
         self.peer = peer
-        self.attrs: dict = {}
+        self.attrs: dict = {"protocol": "grpc"}  # (rocketmq_rpc_latency's protocol_type)
         self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
         self.settings: pb.Settings | None = None
         self.outbox: asyncio.Queue | None = None  # the telemetry stream, while open

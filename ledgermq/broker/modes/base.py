@@ -115,7 +115,8 @@ class StandaloneMode:
         return self.store.append(encoded)
 
     def metrics(self) -> list[tuple[str, str, dict[str, str], float]]:
-        """Replication figures for Prometheus: (name, help, labels, value)."""
+        """Replication figures for Prometheus: (name, help, labels, value); a gauge, or a
+        counter when the name ends in _total."""
         store = self.store
         return [("ledgermq_broker_writable", "1 when this broker takes writes (master, "
                  "leader).", {}, float(self.is_writable)),
@@ -123,6 +124,11 @@ class StandaloneMode:
                  {}, store.commitlog.max_offset),
                 ("ledgermq_confirm_offset", "Consumers see the log up to here (bytes): what "
                  "replication confirmed.", {}, store.dispatch_bound)]
+
+    def replica_offsets(self) -> dict[str, int]:
+        """On a master or leader: each replica (by id or address) and the commit-log offset
+        it acknowledged, for its lag in the metrics; empty elsewhere."""
+        return {}
 
     def handlers(self) -> dict:
         """Request handlers only this mode serves."""

@@ -56,6 +56,9 @@ class CheckpointMode(HAPortMode):
         self.slave_checkpoint = 0
         self._task: asyncio.Task | None = None
         self._answer: AnswerPromotion | None = None
+        self.pending_sends = 0  # answered PENDING (for the metrics)
+        self.cached_sends = 0  # acknowledged once the control node cached them
+        self.became_master = 0
 
     # ---- what the broker asks -------------------------------------------------------
     @property
@@ -97,18 +100,43 @@ class CheckpointMode(HAPortMode):
         except StoreError:  # rolled back meanwhile: it is not ours to keep
             data = b""
         if data and await self.control.cache(epoch, start, result.end_offset, msg_id, data):
+            self.cached_sends += 1
             return result
+        self.pending_sends += 1
         return Pending(result, epoch, msg_id, NOT_COVERED)
 
     def handlers(self) -> dict:
         return {RequestCode.CONTROL_PROMOTE: self._promote}
 
     def metrics(self) -> list[tuple[str, str, dict[str, str], float]]:
-        out = super().metrics() + [("ledgermq_checkpoint_epoch", "The epoch this broker is in.",
-                                    {}, self.replica.epoch)]
-        if self.links.slave is not None:
-            out.append(("ledgermq_checkpoint_offset", "The consistent checkpoint this slave "
-                        "holds (bytes).", {}, self.slave_checkpoint))
+        out = super().metrics() + [
+            ("ledgermq_checkpoint_epoch", "The epoch this broker is in.", {}, self.replica.epoch),
+            ("ledgermq_checkpoint_pending_sends_total", "Sends answered PENDING (neither "
+             "covered by the checkpoint nor cached by the control node in time).", {},
+             self.pending_sends),
+            ("ledgermq_checkpoint_cached_sends_total", "Sends acknowledged because the control "
+             "node cached them.", {}, self.cached_sends),
+            ("ledgermq_checkpoint_became_master_total", "Times this broker became master.", {},
+             self.became_master)]
+        ha = self.links.master
+        if ha is not None:
+            out += [("ledgermq_checkpoint_offset", "The consistent checkpoint (bytes): saved "
+                     "on a master, held on a slave.", {}, ha.core.saved),
+                    ("ledgermq_checkpoint_waiting_sends", "Sends waiting for the checkpoint "
+                     "to cover them.", {}, len(ha.core.waiters)),
+                    ("ledgermq_checkpoint_members", "Slaves the checkpoint spans.", {},
+                     len(ha.core.members))]
+        elif self.links.slave is not None:
+            out.append(("ledgermq_checkpoint_offset", "The consistent checkpoint (bytes): saved "
+                        "on a master, held on a slave.", {}, self.slave_checkpoint))
+        return out
+
+    def replica_offsets(self) -> dict[str, int]:
+        """Connected slaves by slot, and every member, connected or not."""
+        out = super().replica_offsets()
+        ha = self.links.master
+        if ha is not None:
+            out.update({str(s): off for s, off in ha.core.members.items()})
         return out
 
     def runtime_info(self) -> dict[str, str]:
@@ -218,6 +246,7 @@ class CheckpointMode(HAPortMode):
         self.slot = a.slot
         checkpoint, members = lead_start(a, self.checkpoint_file.load())
         self.master_epoch = a.epoch
+        self.became_master += 1
         # The file seeds a restart of this master in the same epoch, where its checkpoint
         # gates who joins as a member (a candidate for the next master): it must then be at
         # least every write acknowledged and every checkpoint the slaves or the control

@@ -61,6 +61,9 @@ class ControllerMode(HAPortMode):
         self.role = "NONE"  # MASTER | SLAVE | NONE
         self.master_epoch = -1  # the epoch of the master we lead or follow
         self.view: dict = {}
+        self.seen_epoch = -1  # the newest master epoch heard of (for the metrics)
+        self.master_switches = 0  # new masters seen after the first
+        self.became_master = 0
         self._task: asyncio.Task | None = None
         self._altering: set[asyncio.Task] = set()
 
@@ -110,7 +113,18 @@ class ControllerMode(HAPortMode):
              {}, self.master_epoch),
             ("ledgermq_sync_state_set_size", "Brokers in the group's SyncStateSet, as this "
              "broker last heard it.", {}, len(self.view.get("syncStateSet") or ())),
-            ("ledgermq_controller_role", "1 for this broker's role.", {"role": self.role}, 1)]
+            ("ledgermq_controller_role", "1 for this broker's role.", {"role": self.role}, 1),
+            ("ledgermq_master_switches_total", "New masters of the group (new master epochs) "
+             "this broker heard of after the first.", {}, self.master_switches),
+            ("ledgermq_became_master_total", "Times this broker became the group's master.",
+             {}, self.became_master)]
+
+    def replica_offsets(self) -> dict[str, int]:
+        """Each slave heard from under this master (by broker id), connected or not."""
+        ha = self.links.master
+        if not isinstance(ha, AutoSwitchMasterDriver):
+            return {}
+        return {str(b): off for b, off in ha.core.tracker.acks.items()}
 
     def runtime_info(self) -> dict[str, str]:
         st = {"brokerId": self.controller_id, "role": self.role,
@@ -184,6 +198,9 @@ class ControllerMode(HAPortMode):
         master, epoch = view["masterBrokerId"], view["masterEpoch"]
         if master is None or epoch < self.master_epoch:
             return  # an older view (a deposed controller leader answering late): ignore it
+        if epoch > self.seen_epoch:
+            self.master_switches += self.seen_epoch >= 0
+            self.seen_epoch = epoch
         self.view = view
         if master == self.controller_id:
             if not self.is_master or self.master_epoch != epoch:
@@ -220,6 +237,7 @@ class ControllerMode(HAPortMode):
             raise RemotingError(f"cannot listen on the HA port {c.ha_port}")
         await self.links.lead(driver)
         self.role, self.master_epoch = "MASTER", epoch
+        self.became_master += 1
         self.store.set_dispatch_bound(tracker.confirm_offset)
         log.warning("controller: broker %d is the master of %s in epoch %d (log end %d, "
                     "SyncStateSet %s)", self.controller_id, self.group, epoch, end,

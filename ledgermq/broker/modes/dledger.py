@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from ...drivers.dledger import DLedgerDriver, parse_peers
-from ...replication.raft import Code, Complete, RaftConfig
+from ...replication.raft import Code, Complete, RaftConfig, Role
 from ...store import PutResult, PutStatus
 from ...wire.batch import EncodedBatch
 from .base import Later, StandaloneMode
@@ -18,6 +18,8 @@ class DLedgerMode(StandaloneMode):
     def __init__(self, host):
         super().__init__(host)
         self.driver: DLedgerDriver | None = None
+        self.role_changes = 0
+        self.elections_won = 0
 
     @property
     def is_writable(self) -> bool:
@@ -78,7 +80,20 @@ class DLedgerMode(StandaloneMode):
         return super().metrics() + [
             ("ledgermq_raft_term", "Raft term this node is in.", {}, st["term"]),
             ("ledgermq_raft_commit_index", "Highest committed Raft index.", {}, st["commit"]),
-            ("ledgermq_raft_role", "1 for this node's Raft role.", {"role": st["role"]}, 1)]
+            ("ledgermq_raft_role", "1 for this node's Raft role.", {"role": st["role"]}, 1),
+            ("ledgermq_raft_role_changes_total", "Raft role changes of this node.", {},
+             self.role_changes),
+            ("ledgermq_raft_elections_won_total", "Times this node became the leader.", {},
+             self.elections_won)]
+
+    def replica_offsets(self) -> dict[str, int]:
+        """On the leader: each follower's match index, as a commit-log offset."""
+        d = self.driver
+        if d is None or not d.is_leader:
+            return {}
+        node, log = d.node, d.log
+        marks = node.watermarks.get(node.term, {})
+        return {p: log.log_end - log.bytes_after(marks.get(p, -1)) for p in node.peers}
 
     def runtime_info(self) -> dict[str, str]:
         return {"brokerRole": "LEADER" if self.is_writable else "FOLLOWER",
@@ -99,6 +114,8 @@ class DLedgerMode(StandaloneMode):
         await self.driver.start()
 
     def _role_changed(self, role) -> None:
+        self.role_changes += 1
+        self.elections_won += role is Role.LEADER
         asyncio.get_running_loop().create_task(self.host.role_changed())
 
     async def stop(self) -> None:

@@ -130,5 +130,22 @@ class HAPortMode(StandaloneMode):
     def runtime_info(self) -> dict[str, str]:
         return {**super().runtime_info(), **self.links.runtime_info()}
 
+    def replica_offsets(self) -> dict[str, int]:
+        """Each connected slave that reported: by its id, or (classic HA, whose slaves
+        send none) by its address."""
+        ha = self.links.master
+        if ha is None:
+            return {}
+        out = {}
+        for link, ln in list(ha.core.links.items()):
+            if ln.acked < 0:
+                continue
+            if ln.slave_id is not None:
+                out[str(ln.slave_id)] = ln.acked
+            elif (w := ha.writers.get(link)) is not None:
+                peer = w.get_extra_info("peername")
+                out[f"{peer[0]}:{peer[1]}" if peer else f"link-{link}"] = ln.acked
+        return out
+
     async def stop(self) -> None:
         await self.links.stop()

@@ -1,0 +1,40 @@
+"""Histograms cheap enough for a request path: bucket counts per label tuple in plain lists.
+
+An observation is one bisect over the bucket bounds and two additions (no lock, no object
+per observation, no Prometheus client call); the counts become a Prometheus histogram only
+when scraped (`metrics_http.histogram_family`). A request is one observation however many
+messages it carries (`count` adds a batch's messages to one bucket at once). Counts from
+another thread (the flush thread) are plain list additions under the GIL: a scrape may see
+one observation's count without its sum, never a torn number.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left
+
+# RocketMQ 5's buckets for rocketmq_rpc_latency (ms) and rocketmq_message_size (bytes)
+RPC_LATENCY_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
+MESSAGE_SIZE_BYTES = (1024, 4096, 512 * 1024, 1 << 20, 2 << 20, 4 << 20)
+# an fsync of the commit log: from page-cache fast to a stalled disk
+FLUSH_LATENCY_MS = (0.1, 0.5, 1, 2, 5, 10, 20, 50, 100, 500, 1000)
+
+
+class Histogram:
+    """Observations by label tuple: counts per bucket (the last one past every bound),
+    then their sum, in one list per label tuple."""
+
+    __slots__ = ("bounds", "series")
+
+    def __init__(self, bounds):
+        self.bounds = tuple(bounds)
+        self.series: dict[tuple, list] = {}
+
+    def observe(self, key: tuple, value: float, count: int = 1) -> None:
+        s = self.series.get(key)
+        if s is None:
+            s = self.series[key] = [0] * (len(self.bounds) + 1) + [0.0]
+        s[bisect_left(self.bounds, value)] += count
+        s[-1] += value * count
+
+    def count(self, key: tuple) -> int:
+        s = self.series.get(key)
+        return sum(s[:-1]) if s else 0
