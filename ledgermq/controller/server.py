@@ -18,6 +18,7 @@ from ..drivers.raft import RAFT_MESSAGE, FileRaftLog, RaftDriver, RaftMeta
 from ..clock import now_ms
 from ..files import DirectoryLock
 from ..metrics_http import gauge, serve as serve_metrics
+from .metrics import group_families
 from ..peer_auth import PeerAuth
 from ..remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ..remoting.peer_auth import PEER_AUTH
@@ -266,6 +267,7 @@ class _Collector:
                     labels, me, m["commitIndex"])
         yield gauge("ledgermq_controller_broker_groups", "Broker groups the metadata knows.",
                     labels, me, len(self.server.core.metadata.groups))
+        yield from group_families(self.server.core.metadata.groups, labels, me)
 
 
 def _json(obj) -> bytes:

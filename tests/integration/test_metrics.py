@@ -122,5 +122,41 @@ def test_controller_mode_leader_and_sync_state_set_in_the_metrics(tmp_path):
                                value(m, "ledgermq_sync_state_set_size") == 3
                                for p in brokers), "a master with a SyncStateSet of 3",
                    timeout=30)
+
+        def master():
+            for p in procs:
+                if p.get("kind") == "broker":
+                    try:
+                        m = scrape(p["metricsPort"])
+                    except OSError:
+                        continue
+                    if value(m, "ledgermq_controller_role", role="MASTER"):
+                        return p, m
+        first, m = master()
+        assert value(m, "ledgermq_became_master_total") == 1
+        # its two slaves by broker id, each caught up
+        wait_until(lambda: list(series(scrape(first["metricsPort"]), "ledgermq_replica_lag_bytes",
+                                       "replica").values()) == [0, 0],
+                   "two caught-up slaves in the master's metrics")
+        leader = next(p for p in ctl if value(scrape(p), "ledgermq_controller_is_leader"))
+        c = scrape(leader)
+        assert value(c, "ledgermq_controller_sync_state_set_size", group="broker-a") == 3
+        assert value(c, "ledgermq_controller_master_elections_total", group="broker-a") == \
+            value(c, "ledgermq_controller_master_epoch", group="broker-a") == \
+            value(m, "ledgermq_master_epoch")
+        os.kill(first["pid"], signal.SIGKILL)  # a failover: seen by the slaves, counted
+        procs = [p for p in procs if p is not first]
+        second, m = wait_until(lambda: (x := master()) and x[0] is not first and x,
+                               "a new master in the metrics", timeout=30)
+        assert value(m, "ledgermq_master_switches_total") == 1
+        assert value(m, "ledgermq_became_master_total") == 1
+        wait_until(lambda: value(scrape(leader), "ledgermq_controller_master_elections_total",
+                                 group="broker-a") == value(m, "ledgermq_master_epoch"),
+                   "the controller counted the second election")
     finally:
         down(d)
+
+
+def series(samples: dict, name: str, label: str) -> dict[str, float]:
+    """{value of `label`: sample value} for every sample of `name`."""
+    return {dict(ls)[label]: v for (n, ls), v in samples.items() if n == name}

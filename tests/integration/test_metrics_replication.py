@@ -12,12 +12,7 @@ from ledgermq import Message, Producer, PullConsumer, SendStatus
 from ledgermq.cluster import down, status, up
 
 from ..wait import wait_until
-from .test_metrics import free_port, scrape, value
-
-
-def series(samples: dict, name: str, label: str) -> dict[str, float]:
-    """{value of `label`: sample value} for every sample of `name`."""
-    return {dict(ls)[label]: v for (n, ls), v in samples.items() if n == name}
+from .test_metrics import free_port, scrape, series, value
 
 
 def total(samples: dict, name: str, **labels) -> float:
