@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cluster_tls import cluster_client_tls, make_cluster_tls, tls_conf_line, with_tls
+
 MODES = ("dledger", "sync", "async", "checkpoint", "controller")
 
 
@@ -74,7 +76,6 @@ def spawn(args: list[str], workdir: Path, name: str = "", place: Placement = LOC
                                  stdout=out, stderr=err)
 
 
-
 def wait_ready(workdir: Path, proc: subprocess.Popen, timeout: float = 30) -> dict:
     end = time.monotonic() + timeout
     out = workdir / "stdout"
@@ -86,7 +87,6 @@ def wait_ready(workdir: Path, proc: subprocess.Popen, timeout: float = 30) -> di
             raise RuntimeError(f"process exited with {proc.returncode}; see {workdir}/server.log")
         time.sleep(0.05)
     raise RuntimeError(f"no ready line from {workdir} within {timeout}s")
-
 
 
 def group_names(groups: int) -> list[str]:
@@ -175,11 +175,12 @@ def names(mode: str, replicas: int, groups: int = 1, namesrvs: int = 1,
 
 def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
        controllers: int = 1, groups: int = 1, namesrvs: int = 1,
-       place: Placement = LOCAL, grpc: bool = False) -> dict:
+       place: Placement = LOCAL, grpc: bool = False, tls: bool = False) -> dict:
     """Start K name servers, N replica groups of `mode` (every broker registers with every
     name server) and what the mode needs beside them: one control node (checkpoint) or one
     controller group (controller), shared by every group as RocketMQ shares them. `grpc`:
-    each broker also serves RocketMQ 5 clients on a port of its own (`grpcPort`)."""
+    each broker also serves RocketMQ 5 clients on a port of its own (`grpcPort`). `tls`:
+    every port enforces TLS and every link uses it (cluster_tls.py)."""
     if mode not in MODES:
         raise ValueError(f"mode {mode} is not available yet (have: {', '.join(MODES)})")
     group_names(groups)
@@ -192,7 +193,7 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
     started: list[subprocess.Popen] = []
     try:
         return _up(mode, replicas, d, extra, started, controllers, groups, namesrvs, place,
-                   grpc)
+                   grpc, tls)
     except BaseException:
         for proc in started:  # leave nothing running behind a failed start
             proc.kill()
@@ -216,7 +217,7 @@ def _start_all(d: Path, entries: list[dict], started: list, place: Placement = L
 
 def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
         started: list, controllers: int, groups: int, namesrvs: int,
-        place: Placement, grpc: bool) -> dict:
+        place: Placement, grpc: bool, tls: bool) -> dict:
     got = iter(free_ports(2 * namesrvs + 2 + 2 * controllers + 4 * replicas * groups))
     ports = {"namesrvs": [next(got) for _ in range(namesrvs)],
              "namesrv_metrics": [next(got) for _ in range(namesrvs)], "control": next(got),
@@ -227,19 +228,23 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     ns_names = namesrv_names(namesrvs)
     c_names = [f"c{k}" for k in range(controllers)] if mode == "controller" else []
     control = at("control") if mode == "checkpoint" else "127.0.0.1"
+    hosts = {at(n) for n in names(mode, replicas, groups, namesrvs, controllers)}
+    tls_file = make_cluster_tls(d, hosts) if tls else None
     procs = _start_all(d, [{"name": name, "kind": "namesrv", "port": port, "metricsPort": mport,
-                            "args": ["namesrv", "--port", str(port), "--bind", at(name),
-                                     "--metrics-port", str(mport), "--json"]}
+                            "args": with_tls(["namesrv", "--port", str(port), "--bind", at(name),
+                                              "--metrics-port", str(mport), "--json"], "-c",
+                                             tls_file)}
                            for name, port, mport in zip(ns_names, ports["namesrvs"],
                                                         ports["namesrv_metrics"])],
                        started, place)
     if mode == "checkpoint":  # one control node serves every group (state per brokerName)
         procs += _start_all(d, [{"name": "control", "kind": "control", "port": ports["control"],
                                  "metricsPort": ports["control_metrics"],
-                                 "args": ["controlnode", "--port", str(ports["control"]),
-                                          "--bind", at("control"), "--metrics-port",
-                                          str(ports["control_metrics"]),
-                                          "--dir", str(d / "control" / "data"), "--json"]}],
+                                 "args": with_tls([
+                                     "controlnode", "--port", str(ports["control"]), "--bind",
+                                     at("control"), "--metrics-port", str(ports["control_metrics"]),
+                                     "--dir", str(d / "control" / "data"), "--json"],
+                                     "--tls-config", tls_file)}],
                             started, place)
     if mode == "controller":  # one controller group serves every broker group
         entries = []
@@ -247,7 +252,7 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
             (d / f"c{k}").mkdir(parents=True, exist_ok=True)
             (d / f"c{k}" / "controller.conf").write_text(
                 controller_conf(k, ports["controllers"], d, [at(c) for c in c_names],
-                                ports["controller_metrics"][k]))
+                                ports["controller_metrics"][k]) + tls_conf_line(tls_file))
             entries.append({"name": f"c{k}", "kind": "controller", "port": port,
                             "metricsPort": ports["controller_metrics"][k], "args": [
                                 "controller", "-c", str(d / f"c{k}" / "controller.conf"),
@@ -268,7 +273,7 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
             addrs = {"self": at(node), "peers": peers, "namesrvs": [at(n) for n in ns_names],
                      "control": control, "controllers": [at(c) for c in c_names]}
             conf.write_text(broker_conf(mode, i, replicas, gports, d, extra or {}, group, node,
-                                        addrs))
+                                        addrs) + tls_conf_line(tls_file))
             entries.append({"name": node, "kind": "broker", "group": group,
                             "port": gports["broker"][i], "replPort": gports["repl"][i],
                             "metricsPort": gports["metrics"][i],
@@ -277,7 +282,7 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     procs += _start_all(d, entries, started, place)
     state = {"mode": mode, "groups": group_names(groups),
              "namesrv": ";".join(f"{at(n)}:{p}" for n, p in zip(ns_names, ports["namesrvs"])),
-             "processes": procs}
+             "processes": procs, **({"tls": {"ca": str(d / "tls" / "ca.pem")}} if tls else {})}
     if mode == "checkpoint":
         state["controlNode"] = f"{at('control')}:{ports['control']}"
     if mode == "controller":
@@ -365,7 +370,7 @@ def status(d: Path) -> dict:
 
     async def roles():
         out = {}
-        async with Admin(state["namesrv"]) as a:
+        async with Admin(state["namesrv"], tls=cluster_client_tls(state) or False) as a:
             for p in state["processes"]:
                 if "replPort" not in p or not pid_alive(p["pid"]):  # brokers only
                     continue

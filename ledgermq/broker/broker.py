@@ -87,7 +87,8 @@ class Broker:
             self.grpc = GrpcEndpoint(self)
         self.server = RemotingServer(self.handle, config.bindAddress, config.listenPort,
                                      max_frame=config.maxFrameSize,
-                                     idle_timeout=config.clientChannelMaxIdleTimeSeconds)
+                                     idle_timeout=config.clientChannelMaxIdleTimeSeconds,
+                                     tls=config.tls, what="broker")
         self.acl = AclFile(Path(config.aclFile) if config.aclFile else
                            store_config.root / "config" / "plain_acl.yml") \
             if config.aclEnable else None

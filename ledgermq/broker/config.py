@@ -5,11 +5,13 @@ import enum
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from ..config import (
     ConfigError, build, check, explain_unknown, non_negative, positive, read_properties,
 )
 from ..peer_auth import load_secret
+from ..remoting.tls import DISABLED, Tls, needs_tls_links, split_tls
 from ..store.config import StoreConfig
 
 log = logging.getLogger(__name__)
@@ -144,6 +146,9 @@ class BrokerConfig:
     dLegerMaxPushTimeOutMs: int = field(default=1000, metadata=check(positive))
     dLegerQuorumAckTimeoutMs: int = field(default=3000, metadata=check(positive))
     preferredLeaderId: str = ""  # a dLegerSelfId: leadership moves there once it caught up
+    # TLS: RocketMQ's tls.* keys (tls.server.mode, tls.enable, ...), read by
+    # load_broker_config into this; not a key of its own
+    tls: ClassVar[Tls] = DISABLED
 
     def __post_init__(self) -> None:
         self.cluster_secret = load_secret(self.clusterSecret, self.clusterSecretFile)
@@ -219,7 +224,12 @@ def load_broker_config(path: str | Path | None = None,
     returned and logged, wrong values raise ConfigError naming the key."""
     values: dict[str, str] = read_properties(path) if path else {}
     values.update(overrides or {})
+    tls, values = split_tls(values, path)
     broker, rest = build(BrokerConfig, values)
+    broker.tls = tls
+    if broker.replicated_log or broker.enableConsistentCheckpoint \
+            or broker.brokerRole is BrokerRole.SLAVE:
+        needs_tls_links(tls, "a replicated broker")
     store, unknown = build(StoreConfig, {k: values[k] for k in rest})
     for text in explain_unknown(unknown, BrokerConfig, StoreConfig):
         log.warning("unknown config key ignored: %s", text)

@@ -33,7 +33,8 @@ class NameServerLink:
         self.broker = broker
         self.config = broker.config
         creds = (self.config.accessKey, self.config.secretKey)
-        self.client = RemotingClient(signer=signer(*creds) if all(creds) else None)
+        self.client = RemotingClient(signer=signer(*creds) if all(creds) else None,
+                                     ssl_context=broker.config.tls.client)
         self.learned_ha_master = ""  # the master's HA address, as the name server says
         self._announcing: set[asyncio.Task] = set()
         self.unreached: set[str] = set()  # name servers the last registration missed

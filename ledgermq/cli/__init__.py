@@ -6,6 +6,7 @@ import asyncio
 import errno
 import json
 import logging
+import os
 import sys
 
 import click
@@ -19,10 +20,19 @@ from ..files import DirectoryInUse
 @click.group()
 @click.version_option(__version__, prog_name="ledgermq")
 @click.option("-v", "--verbose", is_flag=True, help="Log debug detail.")
-def main(verbose: bool) -> None:
+@click.option("--tls", is_flag=True, help="Client commands connect with TLS (as "
+              "LEDGERMQ_TLS=true): to servers with tls.server.mode enforcing or permissive.")
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The CA certificate (PEM) that signed the servers' certificates (as "
+              "LEDGERMQ_TLS_CA; default: the system's CAs). Implies --tls.")
+def main(verbose: bool, tls: bool, tls_ca: str | None) -> None:
     """ledgermq: a RocketMQ-compatible message broker with a replicated commit log."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if tls or tls_ca:  # every client this process makes reads these (client.instance)
+        os.environ["LEDGERMQ_TLS"] = "true"
+    if tls_ca:
+        os.environ["LEDGERMQ_TLS_CA"] = os.path.abspath(tls_ca)
 
 
 def _aio(coro):

@@ -36,9 +36,11 @@ def cluster() -> None:
               "as 'a;b'.")
 @click.option("--grpc/--no-grpc", default=True, show_default=True,
               help="Each broker also serves RocketMQ 5 clients (gRPC) on a port of its own.")
+@click.option("--tls", is_flag=True, help="Make a CA and certificates in DIR/tls; every "
+              "server enforces TLS (tls.server.mode=enforcing) and its links use it.")
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
-def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, directory, as_json):
+def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, tls, directory, as_json):
     """Start the groups; prints the name servers and each node's name, pid and ports."""
     from ..cluster import up
     if replicas < 1:
@@ -51,9 +53,10 @@ def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, directory, a
         raise click.BadParameter("--namesrvs must be at least 1")
     try:
         state = up(mode, replicas, directory, controllers=controllers, groups=groups,
-                   namesrvs=namesrvs, grpc=grpc)
+                   namesrvs=namesrvs, grpc=grpc, tls=tls)
     except (RuntimeError, ValueError) as e:
         raise click.ClickException(str(e)) from None
+    cli_tls = f" --tls-ca {state['tls']['ca']}" if tls else ""
     _emit(state, as_json, lambda s: click.echo(
         f"namesrv {s['namesrv']}\n" + "\n".join(
             f"{p['name']:8} pid={p['pid']} port={p['port']}" +
@@ -61,9 +64,11 @@ def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, directory, a
             (f" replication={p['replPort']}" if "replPort" in p else "") +
             (f" grpc={p['grpcPort']}" if "grpcPort" in p else "")
             for p in s["processes"]) +
-        (f"\nnext: ledgermq admin updateTopic -n {_quoted(s['namesrv'])} -t Demo "
+        (f"\nTLS on every port: clients trust {s['tls']['ca']} (ledgermq --tls-ca CA ...; "
+         "LEDGERMQ_TLS=true LEDGERMQ_TLS_CA=CA; Producer(..., tls=True))" if tls else "") +
+        (f"\nnext: ledgermq{cli_tls} admin updateTopic -n {_quoted(s['namesrv'])} -t Demo "
          "-c DefaultCluster" if len(s["groups"]) > 1 else "") +
-        f"\nnext: ledgermq produce -n {_quoted(s['namesrv'])} -t Demo --count 100 "
+        f"\nnext: ledgermq{cli_tls} produce -n {_quoted(s['namesrv'])} -t Demo --count 100 "
         "--body 'hello {i}'"
         f"\n      ledgermq cluster status --dir {directory}"))
 

@@ -14,10 +14,11 @@ JSON_OPT = click.option("--json", "as_json", is_flag=True)
 
 
 def _controller_call(addrs: str, fn):
+    from ..client.instance import tls_context
     from ..controller.client import ControllerClient
 
     async def go():
-        async with ControllerClient(addrs) as c:
+        async with ControllerClient(addrs, ssl_context=tls_context(None)) as c:
             return await fn(c)
     return _aio(go())
 

@@ -120,7 +120,9 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
         bcfg.enablePropertyFilter = True
     if console_port is None:
         console_port = -1 if conf is not None else DEV_CONSOLE_PORT
-    namesrv = NameServer(NamesrvConfig(listenPort=namesrv_port))
+    ncfg = NamesrvConfig(listenPort=namesrv_port)
+    ncfg.tls = bcfg.tls  # one process, one set of TLS keys
+    namesrv = NameServer(ncfg)
 
     async def main_(stop):
         broker = Broker(bcfg, scfg, standalone=True)
@@ -165,18 +167,21 @@ def namesrv(port: int | None, bind: str | None, conf: Path | None, metrics_port:
     from ..config import build, read_properties
     from ..metrics_http import port_of
     from ..namesrv import NamesrvConfig, NameServer
+    from ..remoting.tls import split_tls
     from ..server import run, serve_until
 
     values = read_properties(conf) if conf else {}
     values.update({k: str(v) for k, v in (("listenPort", port), ("bindAddress", bind),
                                           ("metricsPort", metrics_port)) if v is not None})
+    tls, values = split_tls(values, conf)
     ncfg, rest = build(NamesrvConfig, values)
+    ncfg.tls = tls
     ns = NameServer(ncfg)
     ready = {}
     if values.get("enableControllerInNamesrv", "false").lower() == "true":
         from ..controller.config import load_controller_config
         from ..controller.server import ControllerServer
-        ccfg = load_controller_config(None, {k: values[k] for k in rest})
+        ccfg = load_controller_config(None, {k: values[k] for k in rest}, tls=tls)
         ns.controller = ControllerServer(ccfg)
         ready["controller"] = ns.controller.address
     elif rest:
@@ -250,18 +255,28 @@ def broker(conf: Path, namesrv_addr: str | None, as_json: bool) -> None:
               help="ms without a master heartbeat before a slave takes over.")
 @click.option("--metrics-port", default=0, show_default=True,
               type=click.IntRange(0, 65535), help="Prometheus metrics over HTTP (0: off).")
+@click.option("--tls-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="A properties file of tls.* keys (tls.server.mode, "
+              "tls.server.certPath, ..., tls.enable for its links to the brokers).")
 @click.option("--json", "as_json", is_flag=True)
 def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
-                metrics_port: int, as_json: bool) -> None:
+                metrics_port: int, tls_config: Path | None, as_json: bool) -> None:
     """Run the control node of checkpoint-mode broker groups (S3)."""
+    from ..config import read_properties
     from ..controlnode import ControlNode
+    from ..remoting.tls import split_tls
     from ..replication.checkpoint import ControlConfig
     from ..server import run, serve_until
 
     if master_timeout <= 0:
         raise click.BadParameter("--master-timeout must be positive")
+    tls, rest = split_tls(read_properties(tls_config), tls_config) if tls_config \
+        else (None, {})
+    if rest:
+        raise click.BadParameter(f"not tls.* keys: {', '.join(sorted(rest))}",
+                                 param_hint="--tls-config")
     node = ControlNode(directory, bind, port, ControlConfig(master_timeout_ms=master_timeout),
-                       metrics_port=metrics_port)
+                       metrics_port=metrics_port, **({"tls": tls} if tls else {}))
 
     async def main_(stop):
         from ..metrics_http import port_of

@@ -15,8 +15,9 @@ TOOLS_GROUP = "TOOLS_CONSUMER"  # the group RocketMQ's tools read as
 
 
 class Admin:
-    def __init__(self, namesrv: str, instance: ClientInstance | None = None):
-        self.instance = instance or ClientInstance(namesrv)
+    def __init__(self, namesrv: str, instance: ClientInstance | None = None, *, tls=None):
+        """`tls`: True, False, an SSLContext, or None (LEDGERMQ_TLS decides)."""
+        self.instance = instance or ClientInstance(namesrv, tls=tls)
 
     async def close(self) -> None:
         await self.instance.close()

@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import socket
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -18,6 +19,7 @@ from ..remoting import (
 )
 from ..remoting.codes import PERM_READ, PERM_WRITE
 from ..remoting.signing import signer
+from ..remoting.tls import client_context
 from .message import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,25 @@ def env_signer():
     process's clients send is signed with them (a broker with aclEnable wants that)."""
     ak, sk = os.environ.get("LEDGERMQ_ACCESS_KEY"), os.environ.get("LEDGERMQ_SECRET_KEY")
     return signer(ak, sk) if ak and sk else None
+
+
+def tls_context(tls: bool | ssl.SSLContext | None) -> ssl.SSLContext | None:
+    """A client's TLS (RocketMQ clients' tls.enable): an SSLContext as given; True: TLS,
+    trusting the CA file LEDGERMQ_TLS_CA (else the system's CAs); False: plaintext; None:
+    as LEDGERMQ_TLS says (true/false, default false)."""
+    if tls is None:
+        raw = os.environ.get("LEDGERMQ_TLS", "").strip().lower()
+        if raw not in ("", "true", "false"):
+            raise ValueError(f"LEDGERMQ_TLS={raw!r}: expected true or false")
+        tls = raw == "true"
+    if isinstance(tls, ssl.SSLContext):
+        return tls
+    if not tls:
+        return None
+    ca = os.environ.get("LEDGERMQ_TLS_CA") or None
+    if ca and not os.path.isfile(ca):
+        raise ValueError(f"LEDGERMQ_TLS_CA={ca!r}: no such file (the CA certificate, PEM)")
+    return client_context(ca)
 
 
 def loads_lenient(raw: bytes):
@@ -121,14 +142,16 @@ def default_client_id() -> str:
 class ClientInstance:
     def __init__(self, namesrv: str, *, client_id: str | None = None,
                  request_timeout: float = 3.0,
-                 on_request: Callable[[RemotingCommand, Connection], RemotingCommand | None] | None = None):
+                 on_request: Callable[[RemotingCommand, Connection], RemotingCommand | None] | None = None,
+                 tls: bool | ssl.SSLContext | None = None):
+        """`tls`: see tls_context (None: the LEDGERMQ_TLS environment variable)."""
         self.namesrvs = [a.strip() for a in namesrv.split(";") if a.strip()]
         if not self.namesrvs:
             raise ValueError("no name server address given")
         self.client_id = client_id or default_client_id()
         self.request_timeout = request_timeout
         self.remoting = RemotingClient(on_request or self._default_handler,
-                                       signer=env_signer())
+                                       signer=env_signer(), ssl_context=tls_context(tls))
         self.routes: dict[str, TopicRoute] = {}
         self._ns_index = 0
 

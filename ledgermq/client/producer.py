@@ -137,9 +137,10 @@ class Producer:
                  default_topic_queue_nums: int = 4, linger_ms: float = 0,
                  batch_max_messages: int = 256, coalesce: bool = True,
                  instance: ClientInstance | None = None,
-                 resolve_pending: bool = True, resolve_timeout: float = 60.0):
+                 resolve_pending: bool = True, resolve_timeout: float = 60.0, tls=None):
+        """`tls`: True, False, an SSLContext, or None (LEDGERMQ_TLS decides)."""
         self.group = group
-        self.instance = instance or ClientInstance(namesrv)
+        self.instance = instance or ClientInstance(namesrv, tls=tls)
         self.send_timeout = send_timeout
         self.retry_times = retry_times
         self.default_topic_queue_nums = default_topic_queue_nums

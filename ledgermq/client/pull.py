@@ -68,9 +68,9 @@ class ConsumerBase:
     """Queue-level requests of a consumer group: pulls, queue bounds, committed offsets."""
 
     def __init__(self, group: str, namesrv: str, instance: ClientInstance | None,
-                 on_request=None):
+                 on_request=None, tls=None):
         self.group = group
-        self.instance = instance or ClientInstance(namesrv, on_request=on_request)
+        self.instance = instance or ClientInstance(namesrv, on_request=on_request, tls=tls)
 
     async def _broker_for(self, mq: MessageQueue) -> str:
         """The queue's master, or a slave while the master is down (reads only)."""
@@ -166,8 +166,9 @@ class PullConsumer(ConsumerBase):
     """Pull messages from queues you choose, at offsets you choose."""
 
     def __init__(self, group: str = "DEFAULT_CONSUMER", namesrv: str = "127.0.0.1:9876", *,
-                 instance: ClientInstance | None = None):
-        super().__init__(group, namesrv, instance)
+                 instance: ClientInstance | None = None, tls=None):
+        """`tls`: True, False, an SSLContext, or None (LEDGERMQ_TLS decides)."""
+        super().__init__(group, namesrv, instance, tls=tls)
 
     async def start(self) -> "PullConsumer":
         return self

@@ -49,13 +49,14 @@ class PushConsumer(QueueRebalance, ConsumerBase):
                  consume_batch_size: int = 1, max_reconsume_times: int | None = None,
                  concurrency: int = 16, rebalance_interval: float = 20.0,
                  pull_suspend_ms: int = 15_000, offset_dir: str | Path | None = None,
-                 instance: ClientInstance | None = None):
+                 instance: ClientInstance | None = None, tls=None):
+        """`tls`: True, False, an SSLContext, or None (LEDGERMQ_TLS decides)."""
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise ValueError("message_model must be CLUSTERING or BROADCASTING")
         if consume_from not in ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
                                 "CONSUME_FROM_TIMESTAMP"):
             raise ValueError(f"unknown consume_from {consume_from}")
-        super().__init__(group, namesrv, instance, on_request=self._on_broker_request)
+        super().__init__(group, namesrv, instance, on_request=self._on_broker_request, tls=tls)
         self.message_model = message_model
         self.orderly = orderly
         self.consume_from = consume_from

@@ -51,8 +51,8 @@ class TransactionProducer(Producer):
 
     def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", *,
                  check: CheckListener | None = None, **kw):
-        instance = kw.pop("instance", None) or ClientInstance(namesrv,
-                                                              on_request=self._on_broker_request)
+        instance = kw.pop("instance", None) or ClientInstance(
+            namesrv, on_request=self._on_broker_request, tls=kw.get("tls"))
         super().__init__(group, namesrv, instance=instance, **kw)
         self.check = check
         self._checks: set[asyncio.Task] = set()

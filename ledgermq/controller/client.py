@@ -19,10 +19,11 @@ class ControllerRefused(ControllerError):
 
 class ControllerClient:
     """`auth`: the cluster secret, proven on each connection (a controller with one serves
-    registrations, heartbeats, elections and SyncStateSet changes to no one else)."""
+    registrations, heartbeats, elections and SyncStateSet changes to no one else);
+    `ssl_context`: TLS to the controllers (a broker's tls.enable, the CLI's --tls)."""
 
     def __init__(self, addresses: str | list[str], timeout: float = 3.0,
-                 auth: PeerAuth | None = None):
+                 auth: PeerAuth | None = None, ssl_context=None):
         if isinstance(addresses, str):
             addresses = [a.strip() for a in addresses.split(";") if a.strip()]
         if not addresses:
@@ -30,7 +31,8 @@ class ControllerClient:
         self.addresses = list(addresses)
         self.timeout = timeout
         self.client = RemotingClient(
-            authenticate=PeerGate(auth or PeerAuth(), "controller link").authenticate)
+            authenticate=PeerGate(auth or PeerAuth(), "controller link").authenticate,
+            ssl_context=ssl_context)
         self.leader: str | None = None
 
     async def close(self) -> None:

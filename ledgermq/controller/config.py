@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from ..config import ConfigError, build, check, positive, read_properties
 from ..drivers.raft import parse_peers
 from ..peer_auth import load_secret
+from ..remoting.tls import DISABLED, Tls, needs_tls_links, split_tls
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,7 @@ class ControllerConfig:
     # and brokers registering, heartbeating, electing, prove they know it. "": off
     clusterSecret: str = field(default="", repr=False)
     clusterSecretFile: str = ""
+    tls: ClassVar[Tls] = DISABLED  # from the tls.* keys
 
     def __post_init__(self) -> None:
         self.cluster_secret = load_secret(self.clusterSecret, self.clusterSecretFile)
@@ -49,12 +52,17 @@ class ControllerConfig:
 
 
 def load_controller_config(path: str | Path | None, overrides: dict[str, str] | None = None,
-                           *, others_ok: bool = False) -> ControllerConfig:
+                           *, others_ok: bool = False, tls: Tls | None = None
+                           ) -> ControllerConfig:
     """From a controller.conf; unknown keys are logged (or left to the name server's
     config when `others_ok`), wrong values raise ConfigError naming the key."""
     values = read_properties(path) if path else {}
     values.update(overrides or {})
+    file_tls, values = split_tls(values, path)
     config, unknown = build(ControllerConfig, values)
+    config.tls = tls or file_tls  # `tls`: the name server's, when embedded in one
+    if len(config.peers) > 1:
+        needs_tls_links(config.tls, "several controllers")
     if not others_ok:
         for key in unknown:
             log.warning("unknown config key %r ignored (check its spelling)", key)

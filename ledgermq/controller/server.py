@@ -52,7 +52,8 @@ class ControllerServer(RaftDriver):
         self._dir_lock = DirectoryLock(directory, "controller store")
         self._dir_lock.acquire()  # one controller per log
         super().__init__(config.controllerDLegerSelfId, config.peers, RaftMeta(directory),
-                         FileRaftLog(directory / "log"), PeerAuth(config.cluster_secret))
+                         FileRaftLog(directory / "log"), PeerAuth(config.cluster_secret),
+                         tls=config.tls)
         self.core = ControllerNode(
             self.self_id, list(self.peers),
             RaftConfig(election_timeout_ms=config.electionTimeoutMs,

@@ -16,6 +16,7 @@ from ..remoting import (
     Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer, RequestCode,
     ResponseCode,
 )
+from ..remoting.tls import DISABLED, Tls
 from ..replication.checkpoint import (
     ControlConfig, GroupControl, Promote, SaveCache, SaveState, View,
 )
@@ -40,9 +41,10 @@ def view_json(v: View) -> dict:
 class ControlNode:
     def __init__(self, directory: Path, host: str = "127.0.0.1", port: int = 9880,
                  config: ControlConfig | None = None, auth: PeerAuth | None = None,
-                 metrics_port: int = 0):
+                 metrics_port: int = 0, tls: Tls = DISABLED):
         """`auth`: the cluster secret; brokers heartbeat and hand over messages only on a
-        connection that proved it, and a promotion proves it to the broker."""
+        connection that proved it, and a promotion proves it to the broker. `tls`: its
+        port's tls.server.mode, and TLS to the brokers it promotes."""
         self.dir = Path(directory)
         self._dir_lock = DirectoryLock(self.dir, "control-node state")
         self._dir_lock.acquire()  # one control node per state directory
@@ -52,8 +54,9 @@ class ControlNode:
         self.remoting_addr: dict[tuple[str, str], str] = {}  # (group, ha addr) -> broker addr
         self.auth = auth or PeerAuth()
         self.gate = PeerGate(self.auth, "control node")
-        self.server = RemotingServer(self.handle, host, port)
-        self.client = RemotingClient(authenticate=self.gate.authenticate)
+        self.server = RemotingServer(self.handle, host, port, tls=tls, what="control node")
+        self.client = RemotingClient(authenticate=self.gate.authenticate,
+                                     ssl_context=tls.client)
         self._promoting: set[str] = set()
         self._task: asyncio.Task | None = None
         self.host, self.metrics_port = host, metrics_port  # Prometheus (0: off)

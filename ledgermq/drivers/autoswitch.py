@@ -27,6 +27,7 @@ from ..store import MessageStore, StoreError
 from ..store.epoch_file import EpochFile
 from ..clock import now_ms
 from ..peer_auth import PeerAuth
+from ..remoting.tls import DISABLED, Tls
 from .ha import HAMasterDriver, HASlaveDriver
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,8 @@ class AutoSwitchMasterDriver(HAMasterDriver):
     def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int,
                  epochs: EpochFile, tracker: SyncStateTracker,
                  on_propose: Callable[[ProposeSyncStateSet], None],
-                 auth: PeerAuth | None = None):
-        super().__init__(store, config, host, port, auth=auth)
+                 auth: PeerAuth | None = None, tls: Tls = DISABLED):
+        super().__init__(store, config, host, port, auth=auth, tls=tls)
         self.core = AutoSwitchMaster(config, epochs.entries, store.commitlog.min_offset,
                                      store.commitlog.max_offset, tracker, now_ms())
         self.on_propose = on_propose
@@ -110,8 +111,8 @@ class AutoSwitchSlaveDriver(HASlaveDriver):
     def __init__(self, store: MessageStore, config: HAConfig, epochs: EpochFile,
                  master_addr: Callable[[], Awaitable[str | None]], *, slave_id: int,
                  learner: bool = False, from_last_file: bool = False,
-                 auth: PeerAuth | None = None):
-        super().__init__(store, config, master_addr, slave_id=slave_id, auth=auth)
+                 auth: PeerAuth | None = None, tls: Tls = DISABLED):
+        super().__init__(store, config, master_addr, slave_id=slave_id, auth=auth, tls=tls)
         self.epochs = epochs
         self.learner = learner
         self.from_last_file = from_last_file  # syncFromLastFile: said in the handshake

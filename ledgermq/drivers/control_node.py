@@ -18,11 +18,14 @@ CACHE_TIMEOUT_S = 1.0
 
 
 class ControlNodeClient:
-    def __init__(self, addr: str, group: str, auth: PeerAuth | None = None):
-        """`auth`: the cluster secret, proven on each connection to the control node."""
+    def __init__(self, addr: str, group: str, auth: PeerAuth | None = None,
+                 ssl_context=None):
+        """`auth`: the cluster secret, proven on each connection to the control node;
+        `ssl_context`: TLS to it (tls.enable)."""
         self.addr, self.group = addr, group
         self.client = RemotingClient(
-            authenticate=PeerGate(auth or PeerAuth(), "control node link").authenticate)
+            authenticate=PeerGate(auth or PeerAuth(), "control node link").authenticate,
+            ssl_context=ssl_context)
 
     async def heartbeat(self, ext: dict[str, str]) -> View:
         r = await self.client.invoke(self.addr, RemotingCommand(

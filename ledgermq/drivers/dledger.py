@@ -17,6 +17,7 @@ from .raft import RaftDriver, RaftMeta, parse_peers
 from ..clock import now_ms
 from ..peer_auth import PeerAuth
 from ..replication.raft import Code, Complete, RaftConfig, Role
+from ..remoting.tls import DISABLED, Tls
 from ..store import MessageStore
 from .dledger_log import StoreRaftLog, entry_data
 
@@ -34,12 +35,13 @@ class DLedgerDriver(RaftDriver):
     def __init__(self, store: MessageStore, self_id: str, peers: dict[str, str],
                  directory: Path, on_role_change: Callable[[Role], None],
                  config: RaftConfig | None = None, preferred_leader: str = "",
-                 status_log_ms: int = STATUS_LOG_MS, auth: PeerAuth | None = None):
+                 status_log_ms: int = STATUS_LOG_MS, auth: PeerAuth | None = None,
+                 tls: Tls = DISABLED):
         if self_id not in peers:
             raise ValueError(f"dLegerSelfId {self_id} is not in dLegerPeers {sorted(peers)}")
         self.store = store
         raft_log = StoreRaftLog(store, directory)
-        super().__init__(self_id, peers, RaftMeta(directory), raft_log, auth)
+        super().__init__(self_id, peers, RaftMeta(directory), raft_log, auth, tls=tls)
         # bytes the commit log holds past the last raft entry were never replicated
         if store.commitlog.max_offset > raft_log.log_end:
             store.truncate(raft_log.log_end)

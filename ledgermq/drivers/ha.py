@@ -19,6 +19,8 @@ from typing import Awaitable, Callable
 
 from ..clock import now_ms
 from ..peer_auth import PeerAuth, PeerRefused
+from ..remoting.listen import listen
+from ..remoting.tls import DISABLED, Tls
 from ..replication.ha import (
     CHECKPOINT_FRAME, HEADER, REPORT, CHECKPOINT_REPORT, Append, Close, Complete, Disconnect,
     Flush, HAConfig, HAMaster, HASlave, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint,
@@ -47,9 +49,10 @@ class HAMasterDriver:
     def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int, *,
                  checkpoint: int = 0, members: dict[int, int] | None = None,
                  epoch: int = 0, on_checkpoint: Callable[[int, tuple], None] | None = None,
-                 auth: PeerAuth | None = None):
+                 auth: PeerAuth | None = None, tls: Tls = DISABLED):
         self.store = store
         self.auth = auth or PeerAuth()
+        self.tls = tls  # tls.server.mode of the HA port, as of the client port
         self.durable_push = config.checkpoint  # S3: slaves get only what is flushed
         self._flush_asked = 0  # S3: the log end the last flush wait was asked for
         self._stopped = False
@@ -68,7 +71,9 @@ class HAMasterDriver:
         self._conn_tasks: set[asyncio.Task] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self._server = await listen(
+            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._serve),
+            self.host, self.port, self.tls, what="HA port")
         self.port = self._server.sockets[0].getsockname()[1]
         self._ticker = asyncio.create_task(self._tick_loop())
 
@@ -263,11 +268,12 @@ class HASlaveDriver:
     def __init__(self, store: MessageStore, config: HAConfig,
                  master_addr: Callable[[], Awaitable[str | None]], *, slave_id: int = 0,
                  epoch: int = 0, on_checkpoint: Callable[[int], None] | None = None,
-                 auth: PeerAuth | None = None):
+                 auth: PeerAuth | None = None, tls: Tls = DISABLED):
         self.store = store
         self.auth = auth or PeerAuth()  # the master must prove it knows our secret too
         self.frames = 0  # from the master on this connection (none: it closed at once)
         self.config = config
+        self.tls = tls  # tls.client: the master's HA port with TLS (tls.enable)
         self.master_addr = master_addr
         self.slave_id = slave_id
         self.epoch = epoch  # S3: the epoch whose master it follows (sent in each report)
@@ -334,7 +340,7 @@ class HASlaveDriver:
 
     async def _connect(self, addr: str) -> asyncio.StreamReader:
         """Connect (and authenticate) to the master; its link is ours from now on."""
-        reader, writer = await connect(addr, self.auth.secret)
+        reader, writer = await connect(addr, self.auth.secret, ssl_context=self.tls.client)
         self.writer, self.connected_to, self.frames = writer, addr, 0
         return reader
 

@@ -54,12 +54,14 @@ async def _admit(reader, writer, secret: str) -> bytes:
     return b""
 
 
-async def connect(addr: str, secret: str, timeout: float = 3.0
+async def connect(addr: str, secret: str, timeout: float = 3.0, ssl_context=None
                   ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """The slave's side: a connection to the master at `addr`, authenticated when we have
-    a secret (PeerRefused, the link closed, if the master does not prove it knows it)."""
+    """The slave's side: a connection to the master at `addr` (TLS with `ssl_context`),
+    authenticated when we have a secret (PeerRefused, the link closed, if the master does
+    not prove it knows it)."""
     host, port = addr.rsplit(":", 1)
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection(host, int(port), ssl=ssl_context), timeout)
     if not secret:
         return reader, writer
     try:

@@ -6,6 +6,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
@@ -13,6 +14,7 @@ from prometheus_client.registry import Collector
 from ..config import check, positive
 from ..metrics_http import gauge, serve as serve_metrics
 from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
+from ..remoting.tls import DISABLED, Tls
 from .routes import RouteTable
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,7 @@ class NamesrvConfig:
     clientChannelMaxIdleTimeSeconds: float = field(default=120.0, metadata=check(positive))
     metricsPort: int = field(default=0, metadata=check(lambda v: None if 0 <= v < 65536
                                                         else "must be a TCP port"))
+    tls: ClassVar[Tls] = DISABLED  # from the tls.* keys
 
 
 def json_body(obj) -> bytes:
@@ -58,7 +61,8 @@ class NameServer:
         self.kv: dict[tuple[str, str], str] = {}
         self.server = RemotingServer(self.handle, self.config.bindAddress,
                                      self.config.listenPort, max_frame=self.config.maxFrameSize,
-                                     idle_timeout=self.config.clientChannelMaxIdleTimeSeconds)
+                                     idle_timeout=self.config.clientChannelMaxIdleTimeSeconds,
+                                     tls=self.config.tls, what="name server")
         self._scanner: asyncio.Task | None = None
         self.metrics_server: asyncio.Server | None = None
         self.controller = None  # enableControllerInNamesrv: serves the controller's codes

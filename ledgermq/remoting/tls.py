@@ -59,6 +59,22 @@ def split_tls_keys(values: dict[str, str]) -> tuple[dict[str, str], dict[str, st
     return tls, {k: v for k, v in values.items() if not k.startswith("tls.")}
 
 
+def split_tls(values: dict[str, str], config_file: str | Path | None = None
+              ) -> tuple[Tls, dict[str, str]]:
+    """(the Tls of a config file's tls.* keys, its other keys); relative paths are read
+    from the config file's folder."""
+    tls_values, rest = split_tls_keys(values)
+    return load_tls(tls_values, Path(config_file).parent if config_file else None), rest
+
+
+def needs_tls_links(tls: Tls, what: str) -> None:
+    """ConfigError when a server whose peers dial its own kind of port enforces TLS there
+    but would dial them in plaintext: the group could never form."""
+    if tls.mode is TlsMode.ENFORCING and tls.client is None:
+        raise ConfigError(f"tls.server.mode=enforcing with {what} needs tls.enable=true "
+                          "(with tls.client.trustCertPath): its peers' ports enforce TLS too")
+
+
 def load_tls(values: dict[str, str], base: Path | None = None) -> Tls:
     """The Tls of a config file's tls.* keys (others are ignored); relative paths are
     read from `base` (the config file's folder). ConfigError names the bad key."""

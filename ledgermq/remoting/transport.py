@@ -91,6 +91,8 @@ class Connection(asyncio.Protocol):
         self._corked: list | None = None
         self._later: list | None = None  # replies of finished tasks, written together
         self.signer: Callable[[RemotingCommand], None] | None = None  # ACL: signs requests
+        self.silent_close_hint = ""  # said when the peer closes before sending anything
+        self._born = self.last_active
 
     # ---- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -128,7 +130,8 @@ class Connection(asyncio.Protocol):
                 self.transport.writelines(corked)
 
     def connection_lost(self, exc) -> None:
-        err = RemotingError(f"connection to {self.peer} closed")
+        hint = self.silent_close_hint if self.last_active == self._born else ""
+        err = RemotingError(f"connection to {self.peer} closed{hint}")
         for fut in self.pending.values():
             if not fut.done():
                 fut.set_exception(err)
@@ -354,6 +357,9 @@ class RemotingClient:
                 raise RemotingError(f"cannot connect to {addr}: {e or 'timeout'}{tls_hint}"
                                     ) from None
             conn.signer = self.signer
+            if self.ssl_context is None:
+                conn.silent_close_hint = (" before answering (a server with tls.server.mode="
+                                          "enforcing closes plaintext: connect with TLS)")
             if self.authenticate is not None:
                 try:
                     await self.authenticate(conn)

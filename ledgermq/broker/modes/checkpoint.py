@@ -49,7 +49,7 @@ class CheckpointMode(HAPortMode):
         epoch, promotion = load_role(self.role_path)
         self.replica = CheckpointReplica(epoch, promotion)
         self.control = ControlNodeClient(self.config.controlNodeAddr, self.config.brokerName,
-                                         self.auth)
+                                         self.auth, ssl_context=self.config.tls.client)
         self.wants_master = self.config.brokerRole.name != "SLAVE"
         self.slot = 0
         self.master_epoch = -1  # the epoch this broker leads, when it is master
@@ -234,7 +234,8 @@ class CheckpointMode(HAPortMode):
             return addr
         await self.links.follow(HASlaveDriver(
             self.store, ha_config(self.config, self.store, True), master, slave_id=a.slot,
-            epoch=self.replica.epoch, on_checkpoint=self._slave_checkpoint, auth=self.auth))
+            epoch=self.replica.epoch, on_checkpoint=self._slave_checkpoint, auth=self.auth,
+            tls=self.config.tls))
         log.info("checkpoint mode: slave (slot %d) of %s", a.slot, a.master_addr)
         await self.host.role_changed()
 
@@ -258,7 +259,7 @@ class CheckpointMode(HAPortMode):
         c = self.config
         driver = HAMasterDriver(self.store, ha_config(c, self.store, True), c.bindAddress,
                                 c.ha_port, checkpoint=checkpoint, members=members,
-                                epoch=a.epoch, on_checkpoint=save, auth=self.auth)
+                                epoch=a.epoch, on_checkpoint=save, auth=self.auth, tls=c.tls)
         await driver.start()
         await self.links.lead(driver)
         log.warning("checkpoint mode: master of epoch %d (checkpoint %d, members %s)", a.epoch,

@@ -42,10 +42,11 @@ class ClassicHAMode(HAPortMode):
         c = self.config
         if self.role is BrokerRole.SLAVE:
             await self.links.follow(HASlaveDriver(self.store, ha_config(c, self.store),
-                                                  self._master_addr, auth=self.auth))
+                                                  self._master_addr, auth=self.auth,
+                                                  tls=c.tls))
             return
         ha = HAMasterDriver(self.store, ha_config(c, self.store), c.bindAddress, c.ha_port,
-                            auth=self.auth)
+                            auth=self.auth, tls=c.tls)
         try:
             await ha.start()
         except OSError as e:

@@ -55,7 +55,8 @@ class ControllerMode(HAPortMode):
         super().__init__(host)
         c = self.config
         self.group = c.brokerName
-        self.controller = ControllerClient(c.controllerAddr, auth=self.auth)
+        self.controller = ControllerClient(c.controllerAddr, auth=self.auth,
+                                           ssl_context=c.tls.client)
         self.epochs = load_epochs(self.store)
         self.controller_id: int | None = None  # given by the controller
         self.role = "NONE"  # MASTER | SLAVE | NONE
@@ -225,7 +226,7 @@ class ControllerMode(HAPortMode):
                                  min_in_sync_replicas=c.minInSyncReplicas))
         driver = AutoSwitchMasterDriver(self.store, ha_config(c, self.store), c.bindAddress,
                                         c.ha_port, self.epochs, tracker, self._propose,
-                                        auth=self.auth)
+                                        auth=self.auth, tls=c.tls)
         for _ in range(25):  # our own previous HA server may take a moment to let go
             try:
                 await driver.start()
@@ -248,7 +249,8 @@ class ControllerMode(HAPortMode):
         await self.links.follow(AutoSwitchSlaveDriver(
             self.store, ha_config(self.config, self.store), self.epochs, self._master_ha_addr,
             slave_id=self.controller_id, learner=self.config.asyncLearner,
-            from_last_file=self.config.syncFromLastFile, auth=self.auth))
+            from_last_file=self.config.syncFromLastFile, auth=self.auth,
+            tls=self.config.tls))
         self.role, self.master_epoch = "SLAVE", view["masterEpoch"]
         log.info("controller: broker %d follows master %s (%s) in epoch %d", self.controller_id,
                  view["masterBrokerId"], view["masterHaAddress"], view["masterEpoch"])

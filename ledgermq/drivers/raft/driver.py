@@ -23,6 +23,7 @@ from ...replication.raft import (
     AppendEntries, Complete, RaftNode, ResetLog, Role, SaveCommit, SaveMeta, Send, TruncateAfter,
 )
 from ...files import replace_file
+from ...remoting.tls import DISABLED, Tls
 from .codec import RAFT_MESSAGE, decode_message, encode_message
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class RaftDriver:
     LINK = "raft peer port"  # names the port in authentication failures
 
     def __init__(self, self_id: str, peers: dict[str, str], meta: RaftMeta, log_store,
-                 auth: PeerAuth | None = None):
+                 auth: PeerAuth | None = None, tls: Tls = DISABLED):
         if self_id not in peers:
             raise ValueError(f"self id {self_id} is not among the peers {sorted(peers)}")
         self.self_id = self_id
@@ -94,10 +95,12 @@ class RaftDriver:
         self.log = log_store
         self.role = Role.FOLLOWER
         self.gate = PeerGate(auth or PeerAuth(), self.LINK)
-        self.client = RemotingClient(authenticate=self.gate.authenticate)
+        # peers (and, for a controller, brokers) reach this port; this node dials its peers
+        self.client = RemotingClient(authenticate=self.gate.authenticate,
+                                     ssl_context=tls.client)
         host, port = peers[self_id].rsplit(":", 1)
         self.server = RemotingServer(self._on_request, host, int(port),
-                                     max_frame=PEER_MAX_FRAME)
+                                     max_frame=PEER_MAX_FRAME, tls=tls, what="raft port")
         self.waiters: dict[int, asyncio.Future] = {}
         self._next_rid = 1
         self._task: asyncio.Task | None = None
