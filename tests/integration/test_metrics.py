@@ -132,7 +132,7 @@ def test_controller_mode_leader_and_sync_state_set_in_the_metrics(tmp_path):
                         continue
                     if value(m, "ledgermq_controller_role", role="MASTER"):
                         return p, m
-        first, m = master()
+        first, m = wait_until(master, "the master's metrics")
         assert value(m, "ledgermq_became_master_total") == 1
         # its two slaves by broker id, each caught up
         wait_until(lambda: list(series(scrape(first["metricsPort"]), "ledgermq_replica_lag_bytes",

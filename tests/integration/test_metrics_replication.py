@@ -86,9 +86,11 @@ def test_a_paused_slave_lags_by_what_was_written_and_catches_up(tmp_path):
             m = scrape(port)
             return (series(m, "ledgermq_replica_lag_bytes", "replica"),
                     series(m, "ledgermq_replica_lag_seconds", "replica"))
+        def caught_up():
+            return (b := lag()[0]) and list(b.values()) == [0]
+        wait_until(caught_up, "the slave connected, in the master's metrics")
         assert send_all(st["namesrv"], "Lagged", [b"x" * 50] * 3) == [SendStatus.SEND_OK] * 3
-        wait_until(lambda: (b := lag()[0]) and list(b.values()) == [0],
-                   "one slave, caught up, in the master's metrics")
+        wait_until(caught_up, "the slave caught up, in the master's metrics")
         before = value(scrape(port), "rocketmq_throughput_in_total", topic="Lagged")
         with paused(procs(d)["n1"]["pid"]):
             got = send_all(st["namesrv"], "Lagged", [b"y" * 70], [b"z" * 30] * 5)
@@ -158,6 +160,9 @@ def test_control_node_endpoint_agrees_with_the_master_and_counts_cached_sends(tm
         m = wait_until(master, "a checkpoint-mode master")
         slave = next(p for p in procs(d).values()
                      if p.get("kind") == "broker" and p["name"] != m["name"])
+        # the slave joins the checkpoint first (else the sends wait, and are cached)
+        wait_until(lambda: value(scrape(m["metricsPort"]), "ledgermq_checkpoint_members") == 1,
+                   "the slave a member of the master's checkpoint")
         assert send_all(st["namesrv"], "Ckpt", [b"c" * 80] * 3) == [SendStatus.SEND_OK] * 3
 
         def agree():
