@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cluster_conf import broker_conf, controller_conf
 from .cluster_tls import cluster_client_tls, make_cluster_tls, tls_conf_line, with_tls
 
 MODES = ("dledger", "sync", "async", "checkpoint", "controller")
@@ -105,60 +106,6 @@ def namesrv_names(k: int) -> list[str]:
     return ["namesrv"] if k == 1 else [f"namesrv{j}" for j in range(k)]
 
 
-def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str, str],
-                group: str = "broker-a", node: str | None = None,
-                addrs: dict[str, str] | None = None) -> str:
-    """broker.conf of replica `i` of `n` in `group`; ports["broker"] and ports["repl"] are
-    that group's, ports["namesrvs"] every name server's. `addrs` has each address by role:
-    "self", "peers" (the group's, by replica), "namesrvs", "control", "controllers"
-    (127.0.0.1 for whatever is not given)."""
-    node = node or f"n{i}"
-    a = {"self": "127.0.0.1", "peers": ["127.0.0.1"] * n,
-         "namesrvs": ["127.0.0.1"] * len(ports["namesrvs"]), "control": "127.0.0.1",
-         "controllers": ["127.0.0.1"] * len(ports.get("controllers", [])), **(addrs or {})}
-    conf = {"brokerClusterName": "DefaultCluster", "brokerName": group,
-            "listenPort": ports["broker"][i],
-            "namesrvAddr": ";".join(f"{h}:{p}" for h, p in zip(a["namesrvs"], ports["namesrvs"])),
-            "storePathRootDir": str(d / node / "store"),
-            "mappedFileSizeCommitLog": str(64 << 20), "maxHashSlotNum": "100000",
-            "maxIndexNum": "400000"}
-    if "metrics" in ports:  # Prometheus, each broker on its own port
-        conf["metricsPort"] = ports["metrics"][i]
-    if "grpc" in ports:  # RocketMQ 5 clients, each broker on its own port
-        conf["grpcServerPort"] = ports["grpc"][i]
-    if a["self"] != "127.0.0.1":  # listen on, and advertise, the host's own address
-        conf.update(brokerIP1=a["self"], bindAddress=a["self"])
-    if mode == "dledger":
-        peers = ";".join(f"n{k}-{a['peers'][k]}:{ports['repl'][k]}" for k in range(n))
-        conf.update(enableDLegerCommitLog="true", dLegerGroup=group, dLegerPeers=peers,
-                    dLegerSelfId=f"n{i}")
-    else:
-        master_role = "ASYNC_MASTER" if mode == "async" else "SYNC_MASTER"
-        conf.update(brokerId=str(i), brokerRole=master_role if i == 0 else "SLAVE",
-                    haListenPort=str(ports["repl"][i]), haSendHeartbeatInterval="1000",
-                    haHousekeepingInterval="5000")
-        if mode == "checkpoint":
-            conf.update(enableConsistentCheckpoint="true",
-                        controlNodeAddr=f"{a['control']}:{ports['control']}")
-        if mode == "controller":  # roles come from the controller, not from brokerRole
-            del conf["brokerId"], conf["brokerRole"]
-            conf.update(enableControllerMode="true", controllerAddr=";".join(
-                f"{h}:{p}" for h, p in zip(a["controllers"], ports["controllers"])),
-                brokerHeartbeatInterval="200",
-                haMaxTimeSlaveNotCatchUp="3000")  # acknowledging: the safe default
-    conf.update(extra)
-    return "".join(f"{k}={v}\n" for k, v in conf.items())
-
-
-def controller_conf(k: int, ports: list[int], d: Path, hosts: list[str] | None = None,
-                    metrics_port: int = 0) -> str:
-    hosts = hosts or ["127.0.0.1"] * len(ports)
-    peers = ";".join(f"c{i}-{h}:{p}" for i, (h, p) in enumerate(zip(hosts, ports)))
-    return (f"controllerDLegerPeers={peers}\ncontrollerDLegerSelfId=c{k}\n"
-            f"controllerStorePath={d / f'c{k}' / 'data'}\nbrokerNotActiveTimeoutMillis=1000\n"
-            f"metricsPort={metrics_port}\n")
-
-
 def names(mode: str, replicas: int, groups: int = 1, namesrvs: int = 1,
           controllers: int = 1) -> dict[str, str]:
     """Every process `up` starts for this layout, by name, with its role as the chaos
@@ -230,6 +177,8 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     control = at("control") if mode == "checkpoint" else "127.0.0.1"
     hosts = {at(n) for n in names(mode, replicas, groups, namesrvs, controllers)}
     tls_file = make_cluster_tls(d, hosts) if tls else None
+    from .peer_auth import write_secret  # every server gets it: their links authenticate
+    extra = {"clusterSecretFile": str(write_secret(d / "cluster.secret")), **(extra or {})}
     procs = _start_all(d, [{"name": name, "kind": "namesrv", "port": port, "metricsPort": mport,
                             "args": with_tls(["namesrv", "--port", str(port), "--bind", at(name),
                                               "--metrics-port", str(mport), "--json"], "-c",
@@ -243,7 +192,8 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
                                  "args": with_tls([
                                      "controlnode", "--port", str(ports["control"]), "--bind",
                                      at("control"), "--metrics-port", str(ports["control_metrics"]),
-                                     "--dir", str(d / "control" / "data"), "--json"],
+                                     "--dir", str(d / "control" / "data"), "--json",
+                                     "--cluster-secret-file", extra["clusterSecretFile"]],
                                      "--tls-config", tls_file)}],
                             started, place)
     if mode == "controller":  # one controller group serves every broker group
@@ -252,7 +202,8 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
             (d / f"c{k}").mkdir(parents=True, exist_ok=True)
             (d / f"c{k}" / "controller.conf").write_text(
                 controller_conf(k, ports["controllers"], d, [at(c) for c in c_names],
-                                ports["controller_metrics"][k]) + tls_conf_line(tls_file))
+                                ports["controller_metrics"][k], extra["clusterSecretFile"])
+                + tls_conf_line(tls_file))
             entries.append({"name": f"c{k}", "kind": "controller", "port": port,
                             "metricsPort": ports["controller_metrics"][k], "args": [
                                 "controller", "-c", str(d / f"c{k}" / "controller.conf"),
@@ -272,7 +223,7 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
             conf.parent.mkdir(parents=True, exist_ok=True)
             addrs = {"self": at(node), "peers": peers, "namesrvs": [at(n) for n in ns_names],
                      "control": control, "controllers": [at(c) for c in c_names]}
-            conf.write_text(broker_conf(mode, i, replicas, gports, d, extra or {}, group, node,
+            conf.write_text(broker_conf(mode, i, replicas, gports, d, extra, group, node,
                                         addrs) + tls_conf_line(tls_file))
             entries.append({"name": node, "kind": "broker", "group": group,
                             "port": gports["broker"][i], "replPort": gports["repl"][i],
@@ -282,7 +233,8 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     procs += _start_all(d, entries, started, place)
     state = {"mode": mode, "groups": group_names(groups),
              "namesrv": ";".join(f"{at(n)}:{p}" for n, p in zip(ns_names, ports["namesrvs"])),
-             "processes": procs, **({"tls": {"ca": str(d / "tls" / "ca.pem")}} if tls else {})}
+             "processes": procs, "clusterSecretFile": extra["clusterSecretFile"],
+             **({"tls": {"ca": str(d / "tls" / "ca.pem")}} if tls else {})}
     if mode == "checkpoint":
         state["controlNode"] = f"{at('control')}:{ports['control']}"
     if mode == "controller":

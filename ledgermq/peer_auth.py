@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import os
 import secrets
 import time
 from collections import Counter
@@ -41,10 +42,10 @@ INCOMPLETE = "incomplete"  # it went away or stalled mid-handshake
 UNEXPECTED = "unexpected_auth"  # it wants to authenticate, we have no secret
 
 
-def load_secret(secret: str, secret_file: str, what: str = "clusterSecret") -> str:
-    """The cluster secret from `what` (inline) or `whatFile` (a file holding it); "" when
+def load_secret(secret: str, secret_file: str, what: str = "clusterSecret",
+                file_key: str = "clusterSecretFile") -> str:
+    """The cluster secret from `what` (inline) or `file_key` (a file holding it); "" when
     neither is set (peer authentication off). ConfigError naming the key otherwise."""
-    file_key = f"{what}File"
     if secret and secret_file:
         raise ConfigError(f"set {what} or {file_key}, not both")
     if secret_file:
@@ -61,6 +62,15 @@ def load_secret(secret: str, secret_file: str, what: str = "clusterSecret") -> s
         raise ConfigError(f"{what}: the secret has {len(secret)} characters, use at least "
                           f"{MIN_SECRET_CHARS} (e.g. `openssl rand -hex 32`)")
     return secret
+
+
+def write_secret(path: Path) -> Path:
+    """A new random secret in `path` (replacing any), readable by its owner only."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32) + "\n")
+    return path
 
 
 def new_nonce() -> bytes:

@@ -11,14 +11,24 @@ from .admin import admin
 CONTROLLER_OPT = click.option("-a", "--controller", "controller", required=True,
                               help="Controller address(es), ';'-separated (controllerAddr).")
 JSON_OPT = click.option("--json", "as_json", is_flag=True)
+SECRET_OPT = click.option("--cluster-secret-file", "secret_file", default="",
+                          help="A file holding the cluster secret (the controllers' "
+                               "clusterSecret): changing metadata needs it when they have one.")
 
 
-def _controller_call(addrs: str, fn):
+def _controller_call(addrs: str, fn, secret_file: str = ""):
     from ..client.instance import tls_context
+    from ..config import ConfigError
     from ..controller.client import ControllerClient
+    from ..peer_auth import PeerAuth, load_secret
+
+    try:
+        auth = PeerAuth(load_secret("", secret_file, file_key="--cluster-secret-file"))
+    except ConfigError as e:
+        raise click.BadParameter(str(e)) from None
 
     async def go():
-        async with ControllerClient(addrs, ssl_context=tls_context(None)) as c:
+        async with ControllerClient(addrs, ssl_context=tls_context(None), auth=auth) as c:
             return await fn(c)
     return _aio(go())
 
@@ -73,10 +83,12 @@ def get_controller_config(controller, as_json):
 @click.option("-i", "--broker-id", type=int, default=None,
               help="The broker to make master (default: the controller picks from the "
                    "SyncStateSet).")
+@SECRET_OPT
 @JSON_OPT
-def elect_master(controller, broker_name, broker_id, as_json):
+def elect_master(controller, broker_name, broker_id, secret_file, as_json):
     """Elect a new master now (from the SyncStateSet unless enableElectUncleanMaster)."""
-    data = _controller_call(controller, lambda c: c.elect_master(broker_name, broker_id))
+    data = _controller_call(controller, lambda c: c.elect_master(broker_name, broker_id),
+                            secret_file)
 
     def render(d):
         click.echo(f"{broker_name}: master is now broker {d['masterBrokerId']} "
@@ -92,15 +104,17 @@ def elect_master(controller, broker_name, broker_id, as_json):
 @click.option("-b", "--broker-name", required=True, help="The broker group.")
 @click.option("-i", "--broker-ids", default="",
               help="';'-separated broker ids to forget (default: the whole group).")
+@SECRET_OPT
 @JSON_OPT
-def clean_broker_metadata(controller, broker_name, broker_ids, as_json):
+def clean_broker_metadata(controller, broker_name, broker_ids, secret_file, as_json):
     """Forget brokers (or a whole group) in the controller's metadata."""
     try:
         ids = [int(x) for x in broker_ids.replace(",", ";").split(";") if x.strip()]
     except ValueError:
         raise click.BadParameter(f"--broker-ids {broker_ids!r} is not a ';'-list of "
                                  "numbers") from None
-    data = _controller_call(controller, lambda c: c.clean_broker_metadata(broker_name, ids))
+    data = _controller_call(controller, lambda c: c.clean_broker_metadata(broker_name, ids),
+                            secret_file)
     _emit(data, as_json, lambda d: click.echo(
         f"cleaned {broker_ids or 'the whole group'} of {broker_name}"))
 

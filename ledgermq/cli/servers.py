@@ -258,12 +258,17 @@ def broker(conf: Path, namesrv_addr: str | None, as_json: bool) -> None:
 @click.option("--tls-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="A properties file of tls.* keys (tls.server.mode, "
               "tls.server.certPath, ..., tls.enable for its links to the brokers).")
+@click.option("--cluster-secret-file", "secret_file", default="",
+              help="A file holding the cluster secret (the brokers' clusterSecret): brokers "
+                   "must prove it to heartbeat and hand over messages.")
 @click.option("--json", "as_json", is_flag=True)
 def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
-                metrics_port: int, tls_config: Path | None, as_json: bool) -> None:
+                metrics_port: int, tls_config: Path | None, secret_file: str,
+                as_json: bool) -> None:
     """Run the control node of checkpoint-mode broker groups (S3)."""
-    from ..config import read_properties
+    from ..config import ConfigError, read_properties
     from ..controlnode import ControlNode
+    from ..peer_auth import PeerAuth, load_secret
     from ..remoting.tls import split_tls
     from ..replication.checkpoint import ControlConfig
     from ..server import run, serve_until
@@ -275,8 +280,12 @@ def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
     if rest:
         raise click.BadParameter(f"not tls.* keys: {', '.join(sorted(rest))}",
                                  param_hint="--tls-config")
+    try:
+        auth = PeerAuth(load_secret("", secret_file, file_key="--cluster-secret-file"))
+    except ConfigError as e:
+        raise click.BadParameter(str(e)) from None
     node = ControlNode(directory, bind, port, ControlConfig(master_timeout_ms=master_timeout),
-                       metrics_port=metrics_port, **({"tls": tls} if tls else {}))
+                       metrics_port=metrics_port, auth=auth, **({"tls": tls} if tls else {}))
 
     async def main_(stop):
         from ..metrics_http import port_of

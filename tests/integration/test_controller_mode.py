@@ -138,8 +138,14 @@ def test_operator_elect_master(group):
     d, state = group
     view = group_view(state)
     target = next(b for b in view["syncStateSet"] if b != view["masterBrokerId"])
+    # the cluster runs with a cluster secret: an operator without it changes nothing
+    r = subprocess.run([sys.executable, "-m", "ledgermq", "admin", "electMaster", "-a",
+                        state["controllerAddr"], "-b", "broker-a", "-i", str(target)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "requires the cluster secret" in r.stderr, r.stderr
+    assert group_view(state)["masterEpoch"] == view["masterEpoch"]
     out = admin("electMaster", "-a", state["controllerAddr"], "-b", "broker-a", "-i",
-                str(target))
+                str(target), "--cluster-secret-file", state["clusterSecretFile"])
     assert out["masterBrokerId"] == target and out["masterEpoch"] == view["masterEpoch"] + 1
     wait_until(lambda: procs(d)[master_name(d)]["brokerId"] == target,
                "the elected broker serves as master")
@@ -148,7 +154,8 @@ def test_operator_elect_master(group):
     check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
     # a broker outside the SyncStateSet is refused (enableElectUncleanMaster is false)
     r = subprocess.run([sys.executable, "-m", "ledgermq", "admin", "electMaster", "-a",
-                        state["controllerAddr"], "-b", "broker-a", "-i", "99"],
+                        state["controllerAddr"], "-b", "broker-a", "-i", "99",
+                        "--cluster-secret-file", state["clusterSecretFile"]],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "99" in r.stderr
 
