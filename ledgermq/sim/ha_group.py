@@ -19,9 +19,9 @@ from typing import ClassVar
 from ..replication.ha import BUGS as HA_BUGS
 from ..replication.ha import SLAVE_BUGS
 from ..replication.ha import (
-    Append, Close, Complete, Connect, Disconnect, Flush, HAConfig, HAMaster, HASlave,
-    Heartbeat, PublishCheckpoint, Report, SaveCheckpoint, StartAt, StoreCheckpoint,
-    SyncStatus, Transfer,
+    REFILL_FRAME, Append, AskRefill, Close, Complete, Connect, Disconnect, Flush, HAConfig,
+    HAMaster, HASlave, Heartbeat, PublishCheckpoint, Recovered, RefillAppend, Report,
+    SaveCheckpoint, SendLog, StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 from .disk import SimLog
 from .events import (
@@ -52,6 +52,14 @@ class SlaveReport:
     offset: int
     slot: int | None
     epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RefillChunk:
+    """Slave -> master: `body`, its log's bytes at `offset`, asked for by a recovering
+    master (AskRefill)."""
+    offset: int
+    body: bytes
 
 
 @dataclass
@@ -130,10 +138,20 @@ class HAGroupSim(Simulation):
         raise NotImplementedError
 
     def _can_write(self, node: Node) -> bool:
-        return node.master is not None
+        return node.master is not None and not node.master.recovering
 
     def _epoch(self, node: Node) -> int:
         return 0
+
+    def _recover_ms(self, node: Node) -> int | None:
+        """How long a new master waits for its slaves to refill it (S2 SYNC_MASTER)."""
+        return None
+
+    def _damage(self, node: Node) -> None:
+        """What a crash does to a node's log (beyond what LOSES_UNFLUSHED says)."""
+
+    def _on_recovered(self, node: Node) -> None:
+        """A restarted master finished its refill and takes writes: check what it holds."""
 
     def _on_acked(self, node: Node, s: Sent) -> None:
         """A send was just acknowledged by `node`: check what that promises."""
@@ -179,7 +197,8 @@ class HAGroupSim(Simulation):
         self._unfollow(node)
         node.master = HAMaster(self.ha_config, self._pushable(node), self.w.now,
                                checkpoint=checkpoint, members=dict(members),
-                               epoch=self._epoch(node), bug=self.ha_bug)
+                               epoch=self._epoch(node), recover_ms=self._recover_ms(node),
+                               bug=self.ha_bug)
         self.w.log(f"{name} leads (log end {node.log.end})")
 
     def _follow(self, name: str, master: str) -> None:
@@ -230,6 +249,14 @@ class HAGroupSim(Simulation):
                 self._save_checkpoint(node, a)
             elif isinstance(a, Complete):
                 self._completed(node, a)
+            elif isinstance(a, AskRefill):
+                to_slave(node.name, a.link, Frame(a.offset, REFILL_FRAME, b""))
+            elif isinstance(a, RefillAppend):
+                end = node.log.append_prefix(a.offset, a.data)
+                self._run_master(node, node.master.refill_appended(end, self.w.now))
+            elif isinstance(a, Recovered):
+                self.w.log(f"{node.name} recovered (log end {a.log_end}): takes writes")
+                self._on_recovered(node)
 
     def _run_slave(self, node: Node, actions: list) -> None:
         for a in actions:
@@ -252,6 +279,11 @@ class HAGroupSim(Simulation):
                 self._flush(node)
             elif isinstance(a, StoreCheckpoint):
                 pass  # the slave's copy of the checkpoint: nothing the checks read
+            elif isinstance(a, SendLog):
+                step = self.ha_config.transfer_batch
+                for at in range(a.offset, a.end, step):
+                    chunk = RefillChunk(at, node.log.read(at, min(a.end, at + step)))
+                    self.net_links.to_master(node.name, node.link, chunk)
 
     def _flush(self, node: Node) -> None:
         """Start a group-commit flush of the node's log, unless one is under way."""
@@ -349,6 +381,10 @@ class HAGroupSim(Simulation):
             if node.master is not None:
                 self._run_master(node, node.master.report(link, msg.offset, self.w.now,
                                                           msg.slot, epoch=msg.epoch))
+        elif isinstance(msg, RefillChunk):
+            if node.master is not None:
+                self._run_master(node, node.master.refill_data(link, msg.offset, msg.body,
+                                                               self.w.now))
         elif isinstance(msg, Frame):
             if node.slave is not None and link == node.link:
                 self._run_slave(node, node.slave.frame(msg.offset, msg.size, msg.body,
@@ -402,6 +438,7 @@ class HAGroupSim(Simulation):
         node.incarnation += 1
         node.flushing = False
         lost = node.log.lose_unflushed() if self.LOSES_UNFLUSHED else 0
+        self._damage(node)
         self.w.log(f"{name} crashed (log end {node.log.end}, {lost} unflushed bytes lost)")
         self.net_links.close_all(name, f"{name} crashed")
         if node.master is not None:  # its waiting sends will never be answered

@@ -7,8 +7,8 @@ from ledgermq.sim.classic_ha import BUGS, MODES, ClassicHASim
 SEEDS = 100
 STEPS = 10_000
 BUG_SEED_BOUND = 100
-BUG_MODE = {"ack-on-master-write": "sync"}
-BUG_BREAKS = {"ack-on-master-write": "sync-ack-on-slave"}
+BUG_MODE = {"ack-on-master-write": "sync", "no-refill": "sync"}
+BUG_BREAKS = {"ack-on-master-write": "sync-ack-on-slave", "no-refill": "acked-kept"}
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from .members import BUGS as MEMBER_BUGS
 from .members import Membership
+from .refill import BUGS as REFILL_BUGS
+from .refill import Recovery
 from .types import (
     Close, Complete, HAConfig, Heartbeat, PublishCheckpoint, SaveCheckpoint, SyncStatus,
     Transfer,
@@ -36,6 +38,7 @@ BUGS = {
     "ack-on-master-write": "SYNC_MASTER answers OK after the master's own write",
     "checkpoint-max": "the consistent checkpoint is the max, not the min, of the slave acks",
     **MEMBER_BUGS,
+    **REFILL_BUGS,
 }
 
 
@@ -47,13 +50,18 @@ class Link:
     base: int = 0  # where pushing started
     acked: int = -1
     slave_id: int | None = None
+    reported: int = -1  # its last report (while the master recovers: maybe past our end)
 
 
 class HAMaster:
     def __init__(self, config: HAConfig, log_end: int, now: int, *, checkpoint: int = 0,
                  members: dict[int, int] | None = None, epoch: int = 0,
+                 recover_ms: int | None = None, had_slaves: bool = True,
                  bug: str | None = None):
         self.config = config
+        # S2 SYNC_MASTER: refill from the slaves before the first write (refill.py)
+        self.recovery = None if recover_ms is None else \
+            Recovery(now, recover_ms, had_slaves, bug)
         self.epoch = epoch  # S3: the epoch this master leads
         self.log_end = log_end
         self.links: dict[int, Link] = {}
@@ -77,7 +85,13 @@ class HAMaster:
 
     def disconnected(self, link: int) -> list:
         self.links.pop(link, None)
+        if self.recovering:
+            return self.recovery.gone(link, self.log_end)
         return []
+
+    @property
+    def recovering(self) -> bool:
+        return self.recovery is not None and not self.recovery.done
 
     def report(self, link: int, offset: int, now: int, slave_id: int | None = None,
                log_begin: int = 0, epoch: int = 0) -> list:
@@ -96,6 +110,11 @@ class HAMaster:
             self.links.pop(link)
             return [Close(link, f"slave follows epoch {epoch}, this master leads epoch "
                                 f"{self.epoch}: it must take its view first")]
+        ln.reported = offset
+        if self.recovering:
+            asks = self.recovery.reported(link, offset, self.log_end)
+            if offset > self.log_end:
+                return asks
         if offset > self.log_end or offset < 0:
             self.links.pop(link)
             return [Close(link, f"slave reports offset {offset} but the master's log ends at "
@@ -118,6 +137,30 @@ class HAMaster:
         out += self._push(link, ln, now)
         return out
 
+    # ---- recovery (S2 SYNC_MASTER) -------------------------------------------------
+    def refill_data(self, link: int, offset: int, body: bytes, now: int) -> list:
+        """Bytes of its log a slave sent back, as asked (AskRefill)."""
+        self.now = now
+        if link not in self.links:
+            return []
+        if not self.recovering:
+            self.links.pop(link)
+            return [Close(link, "slave sent log bytes the master did not ask for")]
+        return self.recovery.data(link, offset, body, self.log_end)
+
+    def refill_appended(self, end: int, now: int) -> list:
+        """The driver appended a RefillAppend's whole messages: our log ends at `end`."""
+        old, self.log_end = self.log_end, end
+        return self.recovery.appended(old, end) + self.appended(end, now)
+
+    def _recovered(self, now: int) -> list:
+        """Pushing starts for the slaves that reported while we recovered."""
+        out: list = []
+        for link, ln in self.links.items():
+            if ln.push is None and 0 <= ln.reported <= self.log_end:
+                out += self.report(link, ln.reported, now, ln.slave_id)
+        return out
+
     # ---- local writes -------------------------------------------------------------
     def appended(self, end: int, now: int) -> list:
         """The master's log now ends at `end`: push to every slave that is waiting."""
@@ -131,6 +174,8 @@ class HAMaster:
     def sync(self, request_id: int, end: int, now: int) -> list:
         """Wait until the write ending at `end` is covered (see the module doc)."""
         self.now = now
+        if self.recovering:  # (the broker takes no write before Recovered)
+            return [Complete(request_id, SyncStatus.SLAVE_NOT_AVAILABLE)]
         if self.bug == "ack-on-master-write":
             return [Complete(request_id, SyncStatus.OK)]
         if self._covered() >= end:
@@ -228,6 +273,10 @@ class HAMaster:
                 out.append(Heartbeat(link, ln.push))
                 if cfg.checkpoint and ln.slave_id is not None:
                     out.append(PublishCheckpoint(link, self.saved))
+        if self.recovering:
+            done = self.recovery.tick(now, self.log_end)
+            if done:
+                out += done + self._recovered(now)
         if cfg.checkpoint and self.membership.expire(now):  # (only under an injected bug)
             out += self._recompute()
         while self.waiters and self.waiters[0][1] <= now:
@@ -240,4 +289,4 @@ class HAMaster:
                 "leaving": {str(k): why for k, why in self.membership.leaving.items()},
                 "slaves": [{"link": k, "acked": ln.acked, "push": ln.push,
                             "slaveId": ln.slave_id} for k, ln in self.links.items()],
-                "waiting": len(self.waiters)}
+                "waiting": len(self.waiters), "recovering": self.recovering}

@@ -15,8 +15,9 @@ the master resends from there and the slave skips the bytes it holds.
 """
 from __future__ import annotations
 
+from .refill import SendLog
 from .types import (
-    CHECKPOINT_FRAME, Append, Connect, Disconnect, Flush, HAConfig, Report, StartAt,
+    CHECKPOINT_FRAME, REFILL_FRAME, Append, Connect, Disconnect, Flush, HAConfig, Report, StartAt,
     StoreCheckpoint,
 )
 
@@ -80,6 +81,8 @@ class HASlave:
     def frame(self, offset: int, size: int, body, now: int) -> list:
         """A header (and body) from the master."""
         self.heard_at = now
+        if size == REFILL_FRAME:  # a recovering master asks for what it lost (refill.py)
+            return [SendLog(offset, self.max_offset)] if offset < self.max_offset else []
         if size == CHECKPOINT_FRAME:
             if offset > self.checkpoint:
                 self.checkpoint = offset

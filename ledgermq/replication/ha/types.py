@@ -10,7 +10,10 @@ Wire (the seed's, RocketMQ's HA port):
   takeover offset; a master of another epoch must not take its offset as an ack).
 - master -> slave: a 12-byte header (physical offset 8, body size 4) and `size` raw
   commit-log bytes; size 0 is a heartbeat. Size -1 (S3 only, no body) publishes the
-  consistent checkpoint: the header's offset is the checkpoint.
+  consistent checkpoint: the header's offset is the checkpoint. Size -2 (S2 only, no
+  body) asks the slave for its log from the header's offset (a recovering master, see
+  refill.py); the slave answers with refill frames: the 8-byte value -2 in place of a
+  report, then a 12-byte header (offset, size) and the bytes.
 
 Driver contract: execute a step's actions in order. `Append` is answered by calling the
 slave core's `appended(new_max_offset)` before anything else is fed to it; `Flush` (S3)
@@ -27,6 +30,8 @@ REPORT = struct.Struct(">q")
 CHECKPOINT_REPORT = struct.Struct(">qqq")  # offset, brokerId, epoch
 HEADER = struct.Struct(">qi")
 CHECKPOINT_FRAME = -1
+REFILL_FRAME = -2  # master -> slave: send me your log from this offset
+REFILL_DATA = -2  # slave -> master, in a report's place: a refill header and bytes follow
 
 
 class SyncStatus(enum.Enum):
