@@ -17,7 +17,7 @@ from ledgermq.remoting import RemotingClient, RemotingCommand, RemotingError, Re
 from ledgermq.remoting.peer_auth import PeerAuthError, PeerGate
 from ledgermq.replication.raft import Entry, Push, PushType, VoteRequest
 
-from ..controller.test_controller_server import REGISTER, controller
+from ..controller.test_controller_server import REGISTER, broker_in_controller_mode, controller
 from ..wait import until
 from .test_dledger_driver import append, log_bytes, start_group, stop_group
 
@@ -127,6 +127,33 @@ def test_a_broker_without_the_secret_cannot_register_nor_elect(tmp_path, caplog)
             await c.stop()
     asyncio.run(go())
     assert "controller: peer 127.0.0.1" in caplog.text and "wrong cluster secret" in caplog.text
+
+
+def test_the_controller_in_the_name_server_asks_the_secret_on_its_port(tmp_path):
+    """enableControllerInNamesrv: brokers reach the controller through the name server's
+    port, whose connections authenticate the same way."""
+    from ledgermq.namesrv import NamesrvConfig, NameServer
+    ns_port, ctl_port = free_ports(2)
+
+    async def go():
+        ns = NameServer(NamesrvConfig(listenPort=ns_port))
+        ns.controller = controller(tmp_path, ctl_port, clusterSecret=SECRET)
+        await ns.start()
+        try:
+            await until(lambda: ns.controller.is_leader, "the embedded controller leads")
+            async with ControllerClient(ns.address) as stranger:
+                with pytest.raises(ControllerError, match="requires the cluster secret"):
+                    await stranger.call(RequestCode.CONTROLLER_REGISTER_BROKER, REGISTER)
+            b = broker_in_controller_mode(tmp_path, ns.address, clusterSecret=SECRET)
+            await b.start()
+            try:
+                await until(lambda: b.mode.is_master, "the broker with the secret is master")
+            finally:
+                await b.stop()
+            assert list(ns.controller.core.metadata.groups) == ["broker-a"]
+        finally:
+            await ns.stop()
+    asyncio.run(go())
 
 
 # ---- the control node and a broker's promotion ------------------------------------------
