@@ -3,6 +3,8 @@ its replicas replicate with it, while a stranger on the master's HA port, with n
 or another one, gets not one byte of the log and the master logs why."""
 import asyncio
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -44,3 +46,22 @@ def test_cluster_up_authenticates_the_ha_port(tmp_path):
                    "the master logged both refusals", timeout=10)
     finally:
         down(d)
+
+
+def test_a_bad_secret_setting_stops_the_server_with_the_key_named(tmp_path):
+    def run(*args):
+        r = subprocess.run([sys.executable, "-m", "ledgermq", *args], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode != 0
+        return r.stderr
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"listenPort=0\nstorePathRootDir={tmp_path / 'b'}\nclusterSecret=hush\n")
+    err = run("broker", "-c", str(conf))
+    assert "clusterSecret: the secret has 4 characters, use at least 16" in err
+    assert "hush" not in err  # the secret itself is never printed
+    conf.write_text(f"listenPort=0\nstorePathRootDir={tmp_path / 'b'}\n"
+                    f"clusterSecretFile={tmp_path / 'missing'}\n")
+    assert "clusterSecretFile=" in run("broker", "-c", str(conf))
+    err = run("controlnode", "--port", "0", "--dir", str(tmp_path / "cn"),
+              "--cluster-secret-file", str(tmp_path / "missing"))
+    assert "--cluster-secret-file=" in err and "cannot read it" in err
