@@ -122,12 +122,12 @@ def names(mode: str, replicas: int, groups: int = 1, namesrvs: int = 1,
 
 def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
        controllers: int = 1, groups: int = 1, namesrvs: int = 1,
-       place: Placement = LOCAL, grpc: bool = False, tls: bool = False) -> dict:
+       place: Placement = LOCAL, grpc: bool = False, tls: str = "") -> dict:
     """Start K name servers, N replica groups of `mode` (every broker registers with every
     name server) and what the mode needs beside them: one control node (checkpoint) or one
     controller group (controller), shared by every group as RocketMQ shares them. `grpc`:
     each broker also serves RocketMQ 5 clients on a port of its own (`grpcPort`). `tls`:
-    every port enforces TLS and every link uses it (cluster_tls.py)."""
+    "enforcing" or "permissive" on every port, every link over TLS (cluster_tls.py)."""
     if mode not in MODES:
         raise ValueError(f"mode {mode} is not available yet (have: {', '.join(MODES)})")
     group_names(groups)
@@ -164,7 +164,7 @@ def _start_all(d: Path, entries: list[dict], started: list, place: Placement = L
 
 def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
         started: list, controllers: int, groups: int, namesrvs: int,
-        place: Placement, grpc: bool, tls: bool) -> dict:
+        place: Placement, grpc: bool, tls: str) -> dict:
     got = iter(free_ports(2 * namesrvs + 2 + 2 * controllers + 4 * replicas * groups))
     ports = {"namesrvs": [next(got) for _ in range(namesrvs)],
              "namesrv_metrics": [next(got) for _ in range(namesrvs)], "control": next(got),
@@ -176,7 +176,7 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     c_names = [f"c{k}" for k in range(controllers)] if mode == "controller" else []
     control = at("control") if mode == "checkpoint" else "127.0.0.1"
     hosts = {at(n) for n in names(mode, replicas, groups, namesrvs, controllers)}
-    tls_file = make_cluster_tls(d, hosts) if tls else None
+    tls_file = make_cluster_tls(d, hosts, tls) if tls else None
     from .peer_auth import write_secret  # every server gets it: their links authenticate
     extra = {"clusterSecretFile": str(write_secret(d / "cluster.secret")), **(extra or {})}
     procs = _start_all(d, [{"name": name, "kind": "namesrv", "port": port, "metricsPort": mport,
@@ -234,7 +234,7 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     state = {"mode": mode, "groups": group_names(groups),
              "namesrv": ";".join(f"{at(n)}:{p}" for n, p in zip(ns_names, ports["namesrvs"])),
              "processes": procs, "clusterSecretFile": extra["clusterSecretFile"],
-             **({"tls": {"ca": str(d / "tls" / "ca.pem")}} if tls else {})}
+             **({"tls": {"ca": str(d / "tls" / "ca.pem"), "mode": tls}} if tls else {})}
     if mode == "checkpoint":
         state["controlNode"] = f"{at('control')}:{ports['control']}"
     if mode == "controller":

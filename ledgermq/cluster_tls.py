@@ -1,6 +1,7 @@
 """TLS for a local cluster (`ledgermq cluster up --tls`): a CA of the cluster's own in
 DIR/tls, one certificate for its servers, and the tls.properties every server reads
-(tls.config.file): enforcing on every port it serves, TLS on every link it dials."""
+(tls.config.file): enforcing (or permissive) on every port it serves, TLS on every link it
+dials."""
 from __future__ import annotations
 
 import ssl
@@ -8,7 +9,7 @@ from pathlib import Path
 
 TLS_PROPERTIES = """\
 # written by `ledgermq cluster up --tls`; paths are relative to this file
-tls.server.mode=enforcing
+tls.server.mode={mode}
 tls.server.certPath=server.pem
 tls.server.keyPath=server-key.pem
 tls.enable=true
@@ -16,15 +17,18 @@ tls.client.trustCertPath=ca.pem
 """
 
 
-def make_cluster_tls(d: Path, hosts: set[str]) -> Path:
-    """DIR/tls/{ca.pem, server.pem, server-key.pem, tls.properties}; the certificate names
-    every host a process of the cluster is dialled at. Returns tls.properties."""
+def make_cluster_tls(d: Path, hosts: set[str], mode: str = "enforcing") -> Path:
+    """DIR/tls/{ca.pem, server.pem, server-key.pem, tls.properties} for servers in `mode`
+    (enforcing or permissive); the certificate names every host a process of the cluster
+    is dialled at. Returns tls.properties."""
+    if mode not in ("enforcing", "permissive"):
+        raise ValueError(f"TLS mode {mode!r}: expected enforcing or permissive")
     from .certs import CertAuthority  # `cryptography` only when a cluster asks for TLS
     tls_dir = d / "tls"
     ca = CertAuthority.create(tls_dir, f"ledgermq cluster CA ({d.name})")
     ca.issue(tls_dir, "server", sorted(hosts | {"127.0.0.1", "localhost"}))
     props = tls_dir / "tls.properties"
-    props.write_text(TLS_PROPERTIES)
+    props.write_text(TLS_PROPERTIES.format(mode=mode))
     return props
 
 

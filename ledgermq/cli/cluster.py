@@ -36,8 +36,10 @@ def cluster() -> None:
               "as 'a;b'.")
 @click.option("--grpc/--no-grpc", default=True, show_default=True,
               help="Each broker also serves RocketMQ 5 clients (gRPC) on a port of its own.")
-@click.option("--tls", is_flag=True, help="Make a CA and certificates in DIR/tls; every "
-              "server enforces TLS (tls.server.mode=enforcing) and its links use it.")
+@click.option("--tls", type=click.Choice(["enforcing", "permissive"]), default=None,
+              is_flag=False, flag_value="enforcing", help="Make a CA and certificates in "
+              "DIR/tls; every server serves TLS (--tls: enforcing, TLS only; --tls "
+              "permissive: plaintext too, e.g. for RocketMQ's C++ client) and its links use it.")
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
 def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, tls, directory, as_json):
@@ -53,7 +55,7 @@ def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, tls, directo
         raise click.BadParameter("--namesrvs must be at least 1")
     try:
         state = up(mode, replicas, directory, controllers=controllers, groups=groups,
-                   namesrvs=namesrvs, grpc=grpc, tls=tls)
+                   namesrvs=namesrvs, grpc=grpc, tls=tls or "")
     except (RuntimeError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     cli_tls = f" --tls-ca {state['tls']['ca']}" if tls else ""
@@ -64,7 +66,7 @@ def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, tls, directo
             (f" replication={p['replPort']}" if "replPort" in p else "") +
             (f" grpc={p['grpcPort']}" if "grpcPort" in p else "")
             for p in s["processes"]) +
-        (f"\nTLS on every port: clients trust {s['tls']['ca']} (ledgermq --tls-ca CA ...; "
+        (f"\nTLS ({tls}) on every port: clients trust {s['tls']['ca']} (ledgermq --tls-ca CA ...; "
          "LEDGERMQ_TLS=true LEDGERMQ_TLS_CA=CA; Producer(..., tls=True))" if tls else "") +
         (f"\nnext: ledgermq{cli_tls} admin updateTopic -n {_quoted(s['namesrv'])} -t Demo "
          "-c DefaultCluster" if len(s["groups"]) > 1 else "") +

@@ -44,10 +44,21 @@ class Tls:
     mode: TlsMode = TlsMode.DISABLED
     server: ssl.SSLContext | None = None
     client: ssl.SSLContext | None = None
+    # the server side's files, for what takes PEM rather than a context (gRPC)
+    server_files: "ServerFiles | None" = None
 
     @property
     def serves_tls(self) -> bool:
         return self.mode is not TlsMode.DISABLED
+
+
+@dataclass(frozen=True)
+class ServerFiles:
+    cert: Path
+    key: Path
+    key_password: str | None
+    client_auth: str  # none | optional | require
+    trust: Path | None
 
 
 DISABLED = Tls()
@@ -96,7 +107,16 @@ def load_tls(values: dict[str, str], base: Path | None = None) -> Tls:
                           "enforcing") from None
     server = _server_context(values, base) if mode is not TlsMode.DISABLED else None
     client = _client_context(values, base) if _bool(values, "tls.enable", False) else None
-    return Tls(mode, server, client)
+    files = None
+    if server is not None:  # checked by _server_context already
+        cert = _path(values, "tls.server.certPath", base)
+        key = _path(values, "tls.server.keyPath", base) if values.get("tls.server.keyPath") \
+            else cert
+        auth = values.get("tls.server.need.client.auth", "none").strip().lower()
+        trust = _path(values, "tls.server.trustCertPath", base) if auth != "none" else None
+        files = ServerFiles(cert, key, values.get("tls.server.keyPassword") or None, auth,
+                            trust)
+    return Tls(mode, server, client, files)
 
 
 def _bool(values: dict[str, str], key: str, default: bool) -> bool:

@@ -24,6 +24,10 @@ from rocketmq import (
 )
 
 
+# V5_TLS=1: connect with TLS (trusting the CA file GRPC_DEFAULT_SSL_ROOTS_FILE_PATH names)
+TLS = os.environ.get("V5_TLS") == "1"
+
+
 def config(endpoint):
     """V5_ACCESS_KEY / V5_SECRET_KEY in the environment: the client signs its calls."""
     creds = Credentials(os.environ.get("V5_ACCESS_KEY", ""), os.environ.get("V5_SECRET_KEY", ""))
@@ -53,7 +57,7 @@ def seen(m):
 
 
 def produce(endpoint, topic, n, kind):
-    p = Producer(config(endpoint), (topic,))
+    p = Producer(config(endpoint), (topic,), tls_enable=TLS)
     p.startup()
     out = []
     try:
@@ -74,7 +78,7 @@ def produce(endpoint, topic, n, kind):
 
 def simple(endpoint, group, topic, tag="*", await_s=2):
     c = SimpleConsumer(config(endpoint), group, {topic: FilterExpression(tag)},
-                       await_duration=await_s)
+                       await_duration=await_s, tls_enable=TLS)
     c.startup()
     return c
 
@@ -147,7 +151,7 @@ class Checker(TransactionChecker):
 def transaction(endpoint, topic):
     """Three half messages: committed, rolled back, and left open (the broker asks)."""
     checker = Checker()
-    p = Producer(config(endpoint), (topic,), checker)
+    p = Producer(config(endpoint), (topic,), checker, tls_enable=TLS)
     p.startup()
     out = {}
     try:
@@ -207,7 +211,8 @@ def pushfifo(endpoint, group, topic, n, timeout):
 
 def push_until(endpoint, group, topic, listener, got, n, timeout):
     """Run a push consumer with `listener` until it has put `n` messages in `got`."""
-    c = PushConsumer(config(endpoint), group, listener, {topic: FilterExpression()})
+    c = PushConsumer(config(endpoint), group, listener, {topic: FilterExpression()},
+                     tls_enable=TLS)
     c.startup()
     try:
         wait_for(lambda: len(got) >= int(n) or None, float(timeout))
@@ -225,7 +230,7 @@ def failover(endpoints, group, topic, seconds, progress):
     done = threading.Event()
 
     def produce_loop():
-        p = Producer(config(endpoints), (topic,))
+        p = Producer(config(endpoints), (topic,), tls_enable=TLS)
         p.startup()
         i = 0
         try:

@@ -115,7 +115,8 @@ async def send_and_read(namesrv, tls, bodies, topic="TlsTopic"):
 def test_classic_ha_replicates_over_tls_and_refuses_plaintext(tmp_path, tls):
     proxy = CapturingProxy()  # the slave follows the master through it
     d = tmp_path / "ha"
-    state = up("sync", 2, d, {"haMasterAddress": f"127.0.0.1:{proxy.port}"}, tls=tls)
+    state = up("sync", 2, d, {"haMasterAddress": f"127.0.0.1:{proxy.port}"},
+               tls="enforcing" if tls else "")
     try:
         master = procs(d)["n0"]
         proxy.target = ("127.0.0.1", master["replPort"])
@@ -145,7 +146,7 @@ def test_classic_ha_replicates_over_tls_and_refuses_plaintext(tmp_path, tls):
 
 def test_dledger_group_replicates_over_tls(tmp_path):
     d = tmp_path / "dledger"
-    state = up("dledger", 3, d, tls=True)
+    state = up("dledger", 3, d, tls="enforcing")
     try:
         ctx = cluster_client_tls(state)
         wait_until(lambda: any(p.get("role") == "LEADER" for p in procs(d).values()),
@@ -162,5 +163,50 @@ def test_dledger_group_replicates_over_tls(tmp_path):
         # the raft ports refuse a plaintext peer
         assert all(refused_at_once(p["replPort"]) for p in state["processes"]
                    if "replPort" in p)
+    finally:
+        down(d)
+
+
+def test_controller_mode_permissive_serves_both_and_links_use_tls(tmp_path):
+    """Two controllers (raft between them), a master and a slave, all permissive with
+    tls.enable: the brokers dial the controllers and each other with TLS, and a plaintext
+    client (RocketMQ's C++ client has no TLS) and a TLS client share the cluster."""
+    d = tmp_path / "ctl"
+    state = up("controller", 2, d, controllers=2, tls="permissive")
+    try:
+        def caught_up():
+            st = procs(d)
+            master = next((p for p in st.values() if p.get("role") == "MASTER"), None)
+            slave = next((p for p in st.values() if p.get("role") == "SLAVE"), None)
+            return master and slave and \
+                slave.get("ha", {}).get("maxOffset") == master["ha"]["logEnd"]
+        wait_until(caught_up, lambda: f"a master and a caught-up slave: {procs(d)}", 20)
+        ctx = cluster_client_tls(state)
+        assert asyncio.run(send_and_read(state["namesrv"], False, [b"plain"])) == [b"plain"]
+        got = asyncio.run(send_and_read(state["namesrv"], ctx, [b"tls"]))
+        assert sorted(got) == [b"plain", b"tls"]
+        wait_until(caught_up, "the slave has both", 10)
+        logs = "".join((d / n / "server.log").read_text() for n in ("c0", "c1", "n0", "n1"))
+        assert "TLS handshake" not in logs  # every link's handshake succeeded
+    finally:
+        down(d)
+
+
+def test_checkpoint_mode_over_tls(tmp_path):
+    """The control node, its brokers and their HA links, all enforcing TLS."""
+    d = tmp_path / "cp"
+    state = up("checkpoint", 2, d, {"syncFlushTimeout": "500"}, tls="enforcing")
+    try:
+        def caught_up():
+            st = procs(d)
+            master = next((p for p in st.values() if p.get("role") == "MASTER"), None)
+            slave = next((p for p in st.values() if p.get("role") == "SLAVE"), None)
+            return master and slave and \
+                slave.get("ha", {}).get("maxOffset") == master["ha"]["logEnd"]
+        wait_until(caught_up, lambda: f"a master and a caught-up slave: {procs(d)}", 20)
+        ctx = cluster_client_tls(state)
+        bodies = [f"cp-{i}".encode() for i in range(5)]
+        assert sorted(asyncio.run(send_and_read(state["namesrv"], ctx, bodies))) == bodies
+        assert refused_at_once(int(state["controlNode"].rsplit(":", 1)[1]))
     finally:
         down(d)

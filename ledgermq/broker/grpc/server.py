@@ -1,5 +1,7 @@
 """The gRPC server on the broker's event loop (grpc.aio): started when grpcServerPort is
-set, stopped with the broker."""
+set, stopped with the broker. With tls.server.mode=enforcing it serves TLS only, with the
+broker's certificate; gRPC cannot tell TLS from plaintext on one port, so under
+permissive it stays plaintext (and says so)."""
 from __future__ import annotations
 
 import logging
@@ -7,6 +9,7 @@ import logging
 import grpc
 
 from ...apis import rpc
+from ...remoting.tls import ServerFiles, TlsMode
 from .service import MessagingService
 
 log = logging.getLogger(__name__)
@@ -27,7 +30,15 @@ class GrpcEndpoint:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0)])
         rpc.add_to_server(self.service, self.server)
-        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        tls = self.service.broker.config.tls
+        if tls.mode is TlsMode.ENFORCING:
+            self.port = self.server.add_secure_port(f"{host}:{port}",
+                                                    credentials(tls.server_files))
+        else:
+            if tls.mode is TlsMode.PERMISSIVE:
+                log.warning("gRPC endpoint: plaintext (tls.server.mode=permissive; gRPC "
+                            "serves TLS only under enforcing)")
+            self.port = self.server.add_insecure_port(f"{host}:{port}")
         if not self.port:
             raise OSError(f"gRPC endpoint: cannot listen on {host}:{port}")
         await self.server.start()
@@ -38,3 +49,18 @@ class GrpcEndpoint:
             ch.close()
         if self.server is not None:
             await self.server.stop(GRACE_S)
+
+
+def credentials(files: ServerFiles) -> grpc.ServerCredentials:
+    """The broker's certificate and key for gRPC (which wants PEM bytes, the key
+    unencrypted: a keyPassword is applied here, in memory)."""
+    key = files.key.read_bytes()
+    if files.key_password:
+        from cryptography.hazmat.primitives import serialization
+        key = serialization.load_pem_private_key(key, files.key_password.encode()) \
+            .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                           serialization.NoEncryption())
+    trust = files.trust.read_bytes() if files.trust else None
+    return grpc.ssl_server_credentials([(key, files.cert.read_bytes())],
+                                       root_certificates=trust,
+                                       require_client_auth=files.client_auth == "require")
