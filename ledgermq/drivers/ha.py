@@ -22,12 +22,14 @@ from ..peer_auth import PeerAuth, PeerRefused
 from ..remoting.listen import listen
 from ..remoting.tls import DISABLED, Tls
 from ..replication.ha import (
-    CHECKPOINT_FRAME, HEADER, REPORT, CHECKPOINT_REPORT, Append, Close, Complete, Disconnect,
-    Flush, HAConfig, HAMaster, HASlave, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint,
+    CHECKPOINT_FRAME, CHECKPOINT_REPORT, HEADER, REFILL_DATA, REFILL_FRAME, REPORT, Append, AskRefill,
+    Close, Complete, Disconnect, Flush, HAConfig, HAMaster, HASlave, Heartbeat,
+    PublishCheckpoint, Recovered, RefillAppend, Report, SaveCheckpoint, SendLog,
     StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 from ..store import FlushDiskType, MessageStore, StoreError
 from .ha_auth import admit, connect
+from .ha_refill import note_slave, read_refill, send_log
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +51,19 @@ class HAMasterDriver:
     def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int, *,
                  checkpoint: int = 0, members: dict[int, int] | None = None,
                  epoch: int = 0, on_checkpoint: Callable[[int, tuple], None] | None = None,
-                 auth: PeerAuth | None = None, tls: Tls = DISABLED):
+                 auth: PeerAuth | None = None, tls: Tls = DISABLED,
+                 recover_ms: int | None = None,
+                 on_recovered: Callable[[], None] | None = None):
         self.store = store
+        self.on_recovered = on_recovered  # S2 SYNC_MASTER: refilled, may take writes
         self.auth = auth or PeerAuth()
         self.tls = tls  # tls.server.mode of the HA port, as of the client port
         self.durable_push = config.checkpoint  # S3: slaves get only what is flushed
         self._flush_asked = 0  # S3: the log end the last flush wait was asked for
         self._stopped = False
         self.core = HAMaster(config, self._pushable(), now_ms(),
-                             checkpoint=checkpoint, members=members, epoch=epoch)
+                             checkpoint=checkpoint, members=members, epoch=epoch,
+                             recover_ms=recover_ms)
         self.host, self.port = host, port
         self.on_checkpoint = on_checkpoint
         self._save_wanted: tuple[int, tuple] | None = None  # the newest unsaved checkpoint
@@ -132,6 +138,8 @@ class HAMasterDriver:
         self.writers[link] = writer
         log.info("HA: slave %s connected%s", peer,
                  " (authenticated)" if self.auth.enabled else "")
+        if not self.core.config.checkpoint:
+            note_slave(self.store)
         try:
             self.execute(self.core.connected(link, now_ms()))
             while link in self.writers:
@@ -153,6 +161,10 @@ class HAMasterDriver:
         else:
             offset, slave_id, epoch = REPORT.unpack(first + await reader.readexactly(
                 REPORT.size - len(first)))[0], None, 0
+            if offset == REFILL_DATA:  # its log, asked for while we recover
+                at, body = await read_refill(reader)
+                self.execute(self.core.refill_data(link, at, body, now_ms()))
+                return
         self.execute(self.core.report(link, offset, now_ms(), slave_id,
                                       log_begin=self.store.commitlog.min_offset, epoch=epoch))
 
@@ -195,6 +207,29 @@ class HAMasterDriver:
             elif isinstance(a, SaveCheckpoint):
                 self._save_wanted = (a.checkpoint, a.members)
                 self._save_next()
+            elif isinstance(a, AskRefill):
+                w = self.writer(a.link)
+                if w is not None:
+                    log.warning("HA: a slave holds our log past %d, which we lost: asking "
+                                "it for the rest", a.offset)
+                    w.write(HEADER.pack(a.offset, REFILL_FRAME))
+            elif isinstance(a, RefillAppend):
+                self._refill(a)
+            elif isinstance(a, Recovered):
+                log.warning("HA: recovered after the restart (log end %d): taking writes",
+                            a.log_end)
+                if self.on_recovered is not None:
+                    self.on_recovered()
+
+    def _refill(self, a: RefillAppend) -> None:
+        try:
+            end = self.store.append_raw(a.offset, a.data, partial_tail=True)
+        except StoreError as e:
+            source = self.core.recovery.source
+            log.error("HA: the slave's log at %d does not append to ours: %s", a.offset, e)
+            self.execute([Close(source, f"its log does not continue ours: {e}")])
+            return
+        self.execute(self.core.refill_appended(end, now_ms()))
 
     def _save_next(self) -> None:
         if self._saving is not None or self._save_wanted is None or self._stopped:
@@ -282,6 +317,7 @@ class HASlaveDriver:
         self.writer: asyncio.StreamWriter | None = None
         self._task: asyncio.Task | None = None
         self._ticker: asyncio.Task | None = None
+        self._sending: asyncio.Task | None = None  # our log, to a recovering master
         self.connected_to: str | None = None
         self._stopped = False
         # S2/S1 under SYNC_FLUSH: flush each append before its report (S3: the core's Flush)
@@ -294,11 +330,10 @@ class HASlaveDriver:
 
     async def stop(self) -> None:
         self._stopped = True
-        for t in (self._task, self._ticker):
-            if t is not None:
-                t.cancel()
-        await asyncio.gather(*(t for t in (self._task, self._ticker) if t),
-                             return_exceptions=True)
+        tasks = [t for t in (self._task, self._ticker, self._sending) if t is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self.writer is not None:
             self.writer.close()
 
@@ -353,7 +388,7 @@ class HASlaveDriver:
         self.execute(self.core.connected(now_ms()))
         while self.writer is writer:
             offset, size = HEADER.unpack(await reader.readexactly(HEADER.size))
-            if size < CHECKPOINT_FRAME or size > (64 << 20):
+            if size < REFILL_FRAME or size > (64 << 20):
                 raise ValueError(f"bad HA header: offset {offset}, size {size}")
             body = await reader.readexactly(size) if size > 0 else b""
             self.frames += 1
@@ -384,6 +419,8 @@ class HASlaveDriver:
             elif isinstance(a, Disconnect):
                 log.warning("HA: leaving master %s: %s", self.connected_to, a.reason)
                 self._drop()
+            elif isinstance(a, SendLog):
+                self._sending = asyncio.create_task(self._send_log(a))
             elif isinstance(a, StoreCheckpoint):
                 if self.on_checkpoint is not None:
                     self.on_checkpoint(a.checkpoint)
@@ -393,6 +430,16 @@ class HASlaveDriver:
         A core of an earlier connection is left alone (the new one began from the store)."""
         if core is self.core and not self._stopped:
             self.execute(core.flushed_to(self.store.commitlog.flushed_offset, now_ms()))
+
+    async def _send_log(self, a: SendLog) -> None:
+        writer = self.writer
+        try:
+            if writer is not None:
+                await send_log(self.store, writer, a.offset, a.end, self.config.transfer_batch)
+        except (StoreError, ConnectionError, OSError) as e:
+            log.error("HA: cannot send the master our log from %d: %s", a.offset, e)
+            if self.writer is writer:
+                self._drop()
 
     def write(self, data: bytes) -> None:
         """To the master, if the link is still open (writing to a closed one raises)."""

@@ -1,12 +1,15 @@
 """Classic master/slave HA (S2) as real processes: kill -9 the SYNC_MASTER under load and
-read every SEND_OK message from the slave; a slave killed, paused or cut off under load;
+read every SEND_OK message from the slave; a SYNC_MASTER whose restart lost acknowledged
+messages refills them from its slave; a slave killed, paused or cut off under load;
 an ASYNC_MASTER that does not wait for its slave."""
 import asyncio
+import random
 import signal
 
 import pytest
 
-from ledgermq.cluster import down, restart, status, up
+from ledgermq.chaos.disk import cut_unsynced
+from ledgermq.cluster import down, restart, status, stop, up
 
 from ..wait import wait_until
 from .load import check_nothing_lost, read_all, under_load
@@ -43,6 +46,26 @@ def test_kill9_sync_master_every_send_ok_is_on_the_slave(sync_group):
     stored = asyncio.run(read_all(state["namesrv"]))  # served by the slave now
     check_nothing_lost(acked, stored)
     assert procs(d)["n1"]["role"] == "SLAVE"
+
+
+def test_sync_master_that_lost_acked_messages_refills_them_from_its_slave(sync_group):
+    """A power cut under ASYNC_FLUSH (or a damaged segment) takes the tail of the master's
+    log, acknowledged messages included: the slave holds them. The master takes no write
+    until it has them back; then nothing acknowledged is missing and the two logs agree."""
+    d, state = sync_group
+    acked = under_load(state["namesrv"], 2, "before", 0, statuses={})
+    end = wait_caught_up(d)
+    stop(d, "n0", signal.SIGKILL)
+    cut = cut_unsynced(d / "n0" / "store", 0, random.Random(7))
+    assert cut.offset < end - 1000, cut  # acknowledged messages are gone from its disk
+    restart(d, "n0")
+    wait_until(lambda: procs(d)["n0"].get("ha", {}).get("recovering") is False,
+               lambda: f"the master recovered: {procs(d)['n0']}")
+    statuses: dict = {}
+    more = under_load(state["namesrv"], 2, "after", 0, statuses=statuses)
+    assert len(more) > 10, statuses  # writable again once refilled
+    check_nothing_lost(acked + more, asyncio.run(read_all(state["namesrv"])))
+    assert wait_caught_up(d) > end  # one log again, the new messages after the old
 
 
 def test_slave_killed_and_restarted_under_load(sync_group):
