@@ -26,16 +26,12 @@ from .workload import Settings, Workload, create_topic
 
 # What each mode's configuration (as `cluster up` writes it) promises an acknowledged send,
 # and the faults it makes no promise against (family -> why).
-_MASTER_DISK = ("classic HA has no failover and no repair from the slave (nor has "
-                "RocketMQ's): what a damaged or power-cut master disk destroyed is gone, and the "
-                "slave, holding more than the master, is refused until the master's log is "
-                "longer again")
 PROMISES = {
     "dledger": (True, "SEND_OK once a majority of the Raft group has the entry: no loss "
                 "while a majority survives", {}),
-    "sync": (True, "SYNC_MASTER: SEND_OK once the slave has it; the master keeps its log "
-             "across a kill (no automatic failover in classic HA)",
-             {"corrupt": _MASTER_DISK, "lost-writes": _MASTER_DISK}),
+    "sync": (True, "SYNC_MASTER: SEND_OK once the slave has it; a restarted master refills "
+             "from its slave what its disk lost before it takes a write (no automatic "
+             "failover in classic HA)", {}),
     "async": (False, "ASYNC_MASTER promises nothing on failover: SEND_OK is the master's "
               "alone, a slave may lag; lost is reported, not held against it", {}),
     "checkpoint": (True, "SEND_OK once on the master's disk and a slave's (consistent "
