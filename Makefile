@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc proto clean
+.PHONY: install run test test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-tls proto clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -63,6 +63,10 @@ bench-timer: install
 # RocketMQ 5's gRPC endpoint next to remoting (sync send, pipelined, consume everything)
 bench-grpc: install
 	$(PY) bench/grpc_bench.py
+
+# the cost of TLS on a single node: sync send p50, pipelined throughput, a new connection
+bench-tls: install
+	$(PY) bench/tls_bench.py
 
 # the gRPC API's Python modules (committed) from ledgermq/apis/*.proto
 proto: install

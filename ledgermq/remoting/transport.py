@@ -70,6 +70,23 @@ def next_opaque() -> int:
 SWEEP_S = 0.05  # how often request deadlines are checked
 
 
+class JoinedWrites:
+    """A TLS transport whose writelines joins its buffers first: the SSL transports
+    encrypt each buffer as a TLS record of its own, and a reply is several buffers (a
+    pipelined burst, hundreds) while one record holds 16 KB."""
+
+    __slots__ = ("transport",)
+
+    def __init__(self, transport: asyncio.Transport):
+        self.transport = transport
+
+    def writelines(self, buffers) -> None:
+        self.transport.write(b"".join(buffers))
+
+    def __getattr__(self, name):
+        return getattr(self.transport, name)
+
+
 class Connection(asyncio.Protocol):
     def __init__(self, handler: Handler | None, *, max_frame: int = MAX_FRAME_DEFAULT,
                  on_close: Callable[["Connection"], None] | None = None):
@@ -96,6 +113,8 @@ class Connection(asyncio.Protocol):
 
     # ---- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport) -> None:
+        if transport.get_extra_info("sslcontext") is not None:
+            transport = JoinedWrites(transport)
         self.transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None:

@@ -4,6 +4,8 @@ and replication runs over TLS: the bytes between a slave and its master, capture
 proxy the test puts between them, do not show a message body (they do without TLS)."""
 import asyncio
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -210,3 +212,25 @@ def test_checkpoint_mode_over_tls(tmp_path):
         assert refused_at_once(int(state["controlNode"].rsplit(":", 1)[1]))
     finally:
         down(d)
+
+
+@pytest.mark.parametrize("command, conf, key", [
+    ("namesrv", "tls.server.mode=strict\n", "tls.server.mode"),
+    ("broker", "tls.server.mode=enforcing\ntls.server.certPath=/nonexistent/cert.pem\n"
+               "tls.server.keyPath=/nonexistent/key.pem\n", "tls.server.certPath"),
+    ("broker", "enableDLegerCommitLog=true\ndLegerPeers=n0-127.0.0.1:40911\n"
+               "dLegerSelfId=n0\ntls.server.mode=enforcing\ntls.server.certPath={cert}\n"
+               "tls.server.keyPath={key}\n", "tls.enable"),
+])
+def test_a_server_with_wrong_tls_settings_does_not_start(tmp_path, command, conf, key):
+    from ledgermq.certs import CertAuthority
+    ca = CertAuthority.create(tmp_path / "pki")
+    cert, key_file = ca.issue(tmp_path / "pki", "server")
+    path = tmp_path / "server.conf"
+    path.write_text(conf.format(cert=cert, key=key_file) +
+                    f"storePathRootDir={tmp_path / 'store'}\nlistenPort=0\n"
+                    if command == "broker" else conf)
+    p = subprocess.run([sys.executable, "-m", "ledgermq", command, "-c", str(path), "--json"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "config error" in p.stderr and key in p.stderr, p.stderr
