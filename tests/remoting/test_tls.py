@@ -200,3 +200,46 @@ def test_bad_settings_fail_at_load_naming_the_key(pki, change, key):
 def test_enforcing_without_a_certificate_names_the_keys():
     with pytest.raises(ConfigError, match=r"tls\.server\.certPath"):
         load_tls({"tls.server.mode": "enforcing"})
+
+
+def test_a_reply_is_one_tls_record(pki):
+    """SSL transports make a TLS record of each buffer they are given, and a reply is
+    several (prefix, header, body): the connection joins them, or every reply costs
+    three records' encryption and framing (pipelined sends ran at a quarter)."""
+    tls = load_tls(server_keys(pki, "enforcing"))
+    records = []
+
+    async def main():
+        server = RemotingServer(lambda cmd, conn: cmd.response(0, "ok", body=b"x" * 10),
+                                tls=tls)
+        await server.start()
+
+        async def relay(reader, writer):
+            up_r, up_w = await asyncio.open_connection("127.0.0.1", server.port)
+
+            async def pump(src, dst, count):
+                buf = b""
+                while data := await src.read(65536):
+                    dst.write(data)
+                    if count:  # TLS records from the server: 5-byte header, then length
+                        buf += data
+                        while len(buf) >= 5 and len(buf) >= 5 + int.from_bytes(buf[3:5]):
+                            records.append(buf[0])
+                            buf = buf[5 + int.from_bytes(buf[3:5]):]
+                dst.close()
+            await asyncio.gather(pump(reader, up_w, False), pump(up_r, writer, True))
+
+        proxy = await asyncio.start_server(relay, "127.0.0.1", 0)
+        client = RemotingClient(ssl_context=client_context(pki["ca"].cert_path))
+        addr = f"127.0.0.1:{proxy.sockets[0].getsockname()[1]}"
+        try:
+            for _ in range(100):
+                assert (await client.invoke(addr, RemotingCommand(code=42))).body == b"x" * 10
+        finally:
+            await client.close()
+            proxy.close()
+            await server.stop()
+
+    uvloop.run(main())
+    app_data = records.count(0x17)  # TLS 1.3: also the encrypted handshake and tickets
+    assert 100 <= app_data < 120, app_data
