@@ -125,6 +125,10 @@ class HAMasterDriver:
             except (ConnectionError, OSError) as e:
                 log.info("HA: slave %s gone before its first message: %s", peer, e)
                 return
+            if first[:1] == b"\x16" and not self.tls.serves_tls:  # a ClientHello, not a report
+                log.warning("HA: closing %s: it starts a TLS handshake and this HA port "
+                            "has tls.server.mode=disabled", peer)
+                return
             if self.auth.enabled:
                 self.auth.accepted += 1
             await self._serve_slave(reader, writer, peer, first)

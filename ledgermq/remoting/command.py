@@ -206,7 +206,10 @@ class FrameSplitter:
         while len(buf) - pos >= 4:  # decode_frame copies what it keeps, so views die here
             length = _LEN.unpack_from(buf, pos)[0]
             if length < 4 or length > self.max_frame:
-                raise FrameError(f"frame length {length} is outside [4, {self.max_frame}]")
+                tls = " (a TLS handshake: this port does not serve TLS, see " \
+                    "tls.server.mode)" if buf[pos] == 0x16 else ""
+                raise FrameError(f"frame length {length} is outside [4, {self.max_frame}]"
+                                 f"{tls}")
             if len(buf) - pos - 4 < length:
                 break
             out.append(decode_frame(memoryview(buf)[pos + 4:pos + 4 + length]))

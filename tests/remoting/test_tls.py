@@ -118,7 +118,7 @@ def test_client_trusting_another_ca_fails_at_once_saying_so(pki, loop_kind):
     run(loop_kind, main)
 
 
-def test_tls_client_at_a_plaintext_port_fails_at_once(pki):
+def test_tls_client_at_a_plaintext_port_fails_at_once(pki, caplog):
     async def main():
         server = RemotingServer(echo)  # tls.server.mode=disabled: create_server as ever
         await server.start()
@@ -131,7 +131,9 @@ def test_tls_client_at_a_plaintext_port_fails_at_once(pki):
         finally:
             await server.stop()
 
-    asyncio.run(main())
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(main())
+    assert "a TLS handshake: this port does not serve TLS" in caplog.text, caplog.text
 
 
 def test_required_client_certificate(pki):
