@@ -22,14 +22,15 @@ from ..peer_auth import PeerAuth, PeerRefused
 from ..remoting.listen import listen
 from ..remoting.tls import DISABLED, Tls
 from ..replication.ha import (
-    CHECKPOINT_FRAME, CHECKPOINT_REPORT, HEADER, REFILL_DATA, REFILL_FRAME, REPORT, Append, AskRefill,
+    CHECKPOINT_FRAME, CHECKPOINT_REPORT, DIGEST, HEADER, HELLO, REFILL_DATA, REFILL_FRAME,
+    REPORT, TAIL, Append, AskRefill,
     Close, Complete, Disconnect, Flush, HAConfig, HAMaster, HASlave, Heartbeat,
     PublishCheckpoint, Recovered, RefillAppend, Report, SaveCheckpoint, SendLog,
     StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 from ..store import FlushDiskType, MessageStore, StoreError
 from .ha_auth import admit, connect
-from .ha_refill import note_slave, read_refill, send_log
+from .ha_refill import forked, note_slave, read_refill, send_log, tail_of
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,15 @@ class HAMasterDriver:
                 at, body = await read_refill(reader)
                 self.execute(self.core.refill_data(link, at, body, now_ms()))
                 return
+            if offset == HELLO:  # first on a link: its end, and the bytes just before it
+                offset, digest = TAIL.unpack(await reader.readexactly(TAIL.size))
+                if forked(self.store, offset, digest):
+                    log.error("HA: slave %s holds other bytes than ours before its end %d "
+                              "(our log lost bytes and took others there while it was "
+                              "away): refused; empty its store to let it copy ours again",
+                              peer, offset)
+                    self.execute([Close(link, "its log forks from ours")])
+                    return
         self.execute(self.core.report(link, offset, now_ms(), slave_id,
                                       log_begin=self.store.commitlog.min_offset, epoch=epoch))
 
@@ -216,7 +226,8 @@ class HAMasterDriver:
                 if w is not None:
                     log.warning("HA: a slave holds our log past %d, which we lost: asking "
                                 "it for the rest", a.offset)
-                    w.write(HEADER.pack(a.offset, REFILL_FRAME))
+                    w.write(HEADER.pack(a.offset, REFILL_FRAME) +
+                            DIGEST.pack(tail_of(self.store, a.offset)))
             elif isinstance(a, RefillAppend):
                 self._refill(a)
             elif isinstance(a, Recovered):
@@ -395,6 +406,11 @@ class HASlaveDriver:
             if size < REFILL_FRAME or size > (64 << 20):
                 raise ValueError(f"bad HA header: offset {offset}, size {size}")
             body = await reader.readexactly(size) if size > 0 else b""
+            if size == REFILL_FRAME:  # the master's tail: we refill it only if ours agrees
+                digest = DIGEST.unpack(await reader.readexactly(DIGEST.size))[0]
+                if forked(self.store, offset, digest):
+                    raise ValueError(f"the master asks for our log from {offset}, but its "
+                                     "bytes before that differ from ours: refusing")
             self.frames += 1
             self.execute(self.core.frame(offset, size, body, now_ms()))
 
@@ -411,8 +427,13 @@ class HASlaveDriver:
                     self.store.commitlog.flush()
                 self.execute(self.core.appended(end, now_ms()))
             elif isinstance(a, Report):
-                self.write(CHECKPOINT_REPORT.pack(a.offset, self.slave_id, self.epoch)
-                           if self.config.checkpoint else REPORT.pack(a.offset))
+                if self.config.checkpoint:
+                    self.write(CHECKPOINT_REPORT.pack(a.offset, self.slave_id, self.epoch))
+                elif a.hello:  # with our tail: a master whose log forked refuses us
+                    self.write(REPORT.pack(HELLO) +
+                               TAIL.pack(a.offset, tail_of(self.store, a.offset)))
+                else:
+                    self.write(REPORT.pack(a.offset))
             elif isinstance(a, Flush):
                 core = self.core
                 self.store.flush_wait(a.offset).add_done_callback(

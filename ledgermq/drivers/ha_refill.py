@@ -1,5 +1,6 @@
 """The I/O of a recovering classic-HA master's refill (replication/ha/refill.py): the
-slave streams its log back, the master learns whether it ever had slaves.
+slave streams its log back, the master learns whether it ever had slaves; and the fork
+check both ends make with the tail digest (replication/ha/types.py).
 
 Wire (slave -> master, in a report's place): the 8-byte value REFILL_DATA, a 12-byte
 header (offset, size) and `size` bytes of the slave's commit log, never crossing one of
@@ -10,7 +11,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from ..replication.ha import HEADER, REFILL_DATA, REPORT
+from ..replication.ha import HEADER, REFILL_DATA, REPORT, TAIL_BYTES, tail_digest
 from ..store import MessageStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,27 @@ def note_slave(store: MessageStore) -> None:
                               "from its slaves before taking writes\n")
         except OSError as e:
             log.warning("cannot write %s: %s", marker, e)
+
+
+def tail_of(store: MessageStore, offset: int) -> int:
+    """Our tail digest before `offset`: the last TAIL_BYTES of its segment before it (0,
+    "not known", when we hold none of them or not all the peer would)."""
+    cl = store.commitlog
+    if offset <= 0 or offset > cl.max_offset:
+        return 0
+    start = max(offset - TAIL_BYTES, (offset - 1) - (offset - 1) % cl.file_size)
+    if start < cl.min_offset:
+        return 0
+    try:
+        return tail_digest(bytes(cl.read(start, offset - start)))
+    except StoreError:
+        return 0
+
+
+def forked(store: MessageStore, offset: int, peer_digest: int) -> bool:
+    """Whether our bytes before `offset` differ from the peer's (both digests known)."""
+    mine = tail_of(store, offset)
+    return bool(mine and peer_digest and mine != peer_digest)
 
 
 async def read_refill(reader: asyncio.StreamReader) -> tuple[int, bytes]:

@@ -19,7 +19,7 @@ from typing import ClassVar
 from ..replication.ha import BUGS as HA_BUGS
 from ..replication.ha import SLAVE_BUGS
 from ..replication.ha import (
-    REFILL_FRAME, Append, AskRefill, Close, Complete, Connect, Disconnect, Flush, HAConfig,
+    DIGEST, REFILL_FRAME, TAIL_BYTES, tail_digest, Append, AskRefill, Close, Complete, Connect, Disconnect, Flush, HAConfig,
     HAMaster, HASlave, Heartbeat, PublishCheckpoint, Recovered, RefillAppend, Report,
     SaveCheckpoint, SendLog, StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
@@ -52,6 +52,7 @@ class SlaveReport:
     offset: int
     slot: int | None
     epoch: int = 0
+    digest: int | None = None  # S2, first on a link: the tail digest before `offset`
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +251,8 @@ class HAGroupSim(Simulation):
             elif isinstance(a, Complete):
                 self._completed(node, a)
             elif isinstance(a, AskRefill):
-                to_slave(node.name, a.link, Frame(a.offset, REFILL_FRAME, b""))
+                to_slave(node.name, a.link, Frame(a.offset, REFILL_FRAME,
+                                                  DIGEST.pack(self._tail(node, a.offset))))
             elif isinstance(a, RefillAppend):
                 end = node.log.append_prefix(a.offset, a.data)
                 self._run_master(node, node.master.refill_appended(end, self.w.now))
@@ -261,7 +263,8 @@ class HAGroupSim(Simulation):
     def _run_slave(self, node: Node, actions: list) -> None:
         for a in actions:
             if isinstance(a, Report):
-                report = SlaveReport(a.offset, node.slot, node.follow_epoch)
+                digest = self._tail(node, a.offset) if a.hello else None
+                report = SlaveReport(a.offset, node.slot, node.follow_epoch, digest)
                 self.net_links.to_master(node.name, node.link, report)
             elif isinstance(a, Append):
                 end = node.log.append_prefix(a.offset, a.data)
@@ -284,6 +287,16 @@ class HAGroupSim(Simulation):
                 for at in range(a.offset, a.end, step):
                     chunk = RefillChunk(at, node.log.read(at, min(a.end, at + step)))
                     self.net_links.to_master(node.name, node.link, chunk)
+
+    @staticmethod
+    def _tail(node: Node, offset: int) -> int:
+        return tail_digest(node.log.read(max(0, offset - TAIL_BYTES), offset))
+
+    def _forked(self, node: Node, offset: int, digest: int) -> bool:
+        """Whether `node` holds `offset` with other bytes before it than the peer whose
+        tail digest this is (the drivers' fork check; see replication/ha/types.py)."""
+        return "no-fork-check" not in self.bugs and offset <= node.log.end and \
+            self._tail(node, offset) != digest
 
     def _flush(self, node: Node) -> None:
         """Start a group-commit flush of the node's log, unless one is under way."""
@@ -378,6 +391,9 @@ class HAGroupSim(Simulation):
         if not node.alive or (link is not None and link not in self.links):
             return  # a dead broker, or a link closed while this was in flight
         if isinstance(msg, SlaveReport):
+            if msg.digest is not None and self._forked(node, msg.offset, msg.digest):
+                self.net_links.close(link, f"{node.name}: the slave's log forks from ours")
+                return
             if node.master is not None:
                 self._run_master(node, node.master.report(link, msg.offset, self.w.now,
                                                           msg.slot, epoch=msg.epoch))
@@ -386,6 +402,10 @@ class HAGroupSim(Simulation):
                 self._run_master(node, node.master.refill_data(link, msg.offset, msg.body,
                                                                self.w.now))
         elif isinstance(msg, Frame):
+            if msg.size == REFILL_FRAME and \
+                    self._forked(node, msg.offset, DIGEST.unpack(msg.body)[0]):
+                self.net_links.close(link, f"{node.name}: the master's log forks from ours")
+                return
             if node.slave is not None and link == node.link:
                 self._run_slave(node, node.slave.frame(msg.offset, msg.size, msg.body,
                                                        self.w.now))

@@ -187,3 +187,44 @@ def test_checkpoint_master_refuses_a_slave_that_follows_another_epoch(tmp_path):
     asyncio.run(scenario())
     master.close()
     slave.close()
+
+
+def test_a_slave_whose_log_forked_is_refused_not_extended(tmp_path):
+    """The slave copied the master, then (away) took other bytes than the master took at
+    the same offsets: a master that lost its tail and wrote anew. Its end is within the
+    master's log, so offsets alone look fine; the tail digest of its first report does
+    not match, and the master refuses it instead of appending after the fork."""
+    master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
+    config = HAConfig(segment_size=SEG, heartbeat_ms=100)
+
+    async def scenario():
+        m = HAMasterDriver(master, config, "127.0.0.1", 0)
+        await m.start()
+        s = HASlaveDriver(slave, config, lambda: _addr(m))
+        await s.start()
+        fill(master, 10)
+        m.appended()
+        await until(lambda: slave.commitlog.max_offset == master.commitlog.max_offset,
+                    "the slave holds the master's log")
+        await s.stop()
+        fill(slave, 5, start=100)  # the fork: its bytes past the common prefix are its own
+        fill(master, 20, start=200)
+        forked_end = slave.commitlog.max_offset
+        assert forked_end < master.commitlog.max_offset
+        closed = []
+
+        def execute(actions, real=m.execute):
+            closed.extend(a for a in actions if isinstance(a, Close))
+            real(actions)
+        m.execute = execute
+        s = HASlaveDriver(slave, config, lambda: _addr(m))
+        await s.start()
+        # refused, and again when it comes back: never fed in between
+        await until(lambda: len(closed) >= 2, "the master refused the forked slave twice")
+        assert all("forks from ours" in c.reason for c in closed)
+        assert slave.commitlog.max_offset == forked_end
+        await s.stop()
+        await m.stop()
+    asyncio.run(scenario())
+    master.close()
+    slave.close()

@@ -7,8 +7,9 @@ from ledgermq.sim.classic_ha import BUGS, MODES, ClassicHASim
 SEEDS = 100
 STEPS = 10_000
 BUG_SEED_BOUND = 100
-BUG_MODE = {"ack-on-master-write": "sync", "no-refill": "sync"}
-BUG_BREAKS = {"ack-on-master-write": "sync-ack-on-slave", "no-refill": "acked-kept"}
+BUG_MODE = {"ack-on-master-write": "sync", "no-refill": "sync", "no-fork-check": "sync"}
+BUG_BREAKS = {"ack-on-master-write": "sync-ack-on-slave", "no-refill": "acked-kept",
+              "no-fork-check": "slave-prefix"}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -42,6 +43,7 @@ def test_every_ha_and_control_node_bug_belongs_to_a_design():
     from ledgermq.replication.ha import SLAVE_BUGS
     from ledgermq.sim.checkpoint import BUGS as CHECKPOINT_BUGS
     from ledgermq.sim.checkpoint import DRIVER_BUGS
-    assert set(BUGS) | set(CHECKPOINT_BUGS) == \
-        set(HA_BUGS) | set(SLAVE_BUGS) | set(CONTROL_BUGS) | set(DRIVER_BUGS)
+    from ledgermq.sim.classic_ha import DRIVER_BUGS as HA_DRIVER_BUGS
+    assert set(BUGS) | set(CHECKPOINT_BUGS) == set(HA_BUGS) | set(SLAVE_BUGS) | \
+        set(CONTROL_BUGS) | set(DRIVER_BUGS) | set(HA_DRIVER_BUGS)
     assert not set(BUGS) & set(CHECKPOINT_BUGS)

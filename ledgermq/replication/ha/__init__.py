@@ -4,13 +4,15 @@ from .slave import BUGS as SLAVE_BUGS
 from .refill import AskRefill, Recovered, RefillAppend, SendLog
 from .slave import HASlave
 from .types import (
-    CHECKPOINT_FRAME, HEADER, REFILL_DATA, REFILL_FRAME, REPORT, CHECKPOINT_REPORT, Append, Close, Complete, Connect,
+    CHECKPOINT_FRAME, DIGEST, HEADER, HELLO, REFILL_DATA, REFILL_FRAME, REPORT, TAIL,
+    TAIL_BYTES, tail_digest, CHECKPOINT_REPORT, Append, Close, Complete, Connect,
     Disconnect, Flush, HAConfig, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint,
     StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 
-__all__ = ["BUGS", "SLAVE_BUGS", "HAMaster", "HASlave", "CHECKPOINT_FRAME", "HEADER",
-           "REFILL_DATA", "REFILL_FRAME", "AskRefill", "Recovered", "RefillAppend", "SendLog",
-           "REPORT", "CHECKPOINT_REPORT", "Append", "Close", "Complete", "Connect", "Disconnect",
-           "Flush", "HAConfig", "Heartbeat", "PublishCheckpoint", "Report", "SaveCheckpoint",
+__all__ = ["BUGS", "SLAVE_BUGS", "HAMaster", "HASlave", "AskRefill", "Recovered",
+           "RefillAppend", "SendLog", "CHECKPOINT_FRAME", "CHECKPOINT_REPORT", "DIGEST",
+           "HEADER", "HELLO", "REFILL_DATA", "REFILL_FRAME", "REPORT", "TAIL", "TAIL_BYTES",
+           "tail_digest", "Append", "Close", "Complete", "Connect", "Disconnect", "Flush",
+           "HAConfig", "Heartbeat", "PublishCheckpoint", "Report", "SaveCheckpoint",
            "StartAt", "StoreCheckpoint", "SyncStatus", "Transfer"]

@@ -49,7 +49,7 @@ class HASlave:
         self.connected_now = True
         self.heard_at = now
         # the master sends from what we report: the bytes we hold past it are skipped
-        report = self._report(now)
+        report = self._report(now, hello=not self.config.checkpoint)
         self.expect, self.pending = report.offset, b""
         return [report] + self._flush()
 
@@ -59,10 +59,10 @@ class HASlave:
         self.expect, self.pending = self.max_offset, b""
         return []
 
-    def _report(self, now: int) -> Report:
+    def _report(self, now: int, hello: bool = False) -> Report:
         self.reported_at = now
         durable = self.config.checkpoint and self.bug != "slave-reports-unflushed"
-        return Report(self.flushed if durable else self.max_offset)
+        return Report(self.flushed if durable else self.max_offset, hello)
 
     def _flush(self) -> list:
         if not self.config.checkpoint or self.flushing or self.flushed >= self.max_offset:

@@ -12,8 +12,13 @@ Wire (the seed's, RocketMQ's HA port):
   commit-log bytes; size 0 is a heartbeat. Size -1 (S3 only, no body) publishes the
   consistent checkpoint: the header's offset is the checkpoint. Size -2 (S2 only, no
   body) asks the slave for its log from the header's offset (a recovering master, see
-  refill.py); the slave answers with refill frames: the 8-byte value -2 in place of a
-  report, then a 12-byte header (offset, size) and the bytes.
+  refill.py), followed by the master's tail digest (8 bytes): a slave whose bytes before
+  that offset differ refuses; otherwise it answers with refill frames: the 8-byte value
+  -2 in place of a report, then a 12-byte header (offset, size) and the bytes.
+- slave -> master (S2), first on a link: the value -3, then its log end and the digest of
+  the TAIL_BYTES before it: a master holding that offset with other bytes before it
+  (its log forked from the slave's: it lost bytes and wrote others there) closes the link
+  instead of extending a forked log.
 
 Driver contract: execute a step's actions in order. `Append` is answered by calling the
 slave core's `appended(new_max_offset)` before anything else is fed to it; `Flush` (S3)
@@ -23,6 +28,7 @@ be fed meanwhile, and their bytes share the next flush).
 from __future__ import annotations
 
 import enum
+import hashlib
 import struct
 from dataclasses import dataclass
 
@@ -32,6 +38,17 @@ HEADER = struct.Struct(">qi")
 CHECKPOINT_FRAME = -1
 REFILL_FRAME = -2  # master -> slave: send me your log from this offset
 REFILL_DATA = -2  # slave -> master, in a report's place: a refill header and bytes follow
+HELLO = -3  # slave -> master (S2), first thing on a link: TAIL follows
+TAIL = struct.Struct(">qQ")  # a log's end and the digest of the bytes just before it
+DIGEST = struct.Struct(">Q")  # after a REFILL_FRAME header: the master's tail digest
+TAIL_BYTES = 256
+
+
+def tail_digest(tail: bytes) -> int:
+    """A log's last TAIL_BYTES before an offset, as 8 bytes: two logs that agree there
+    (they end in the same messages, whose properties carry unique keys) agree before it;
+    a log that forked (a master that lost bytes and wrote others there) does not."""
+    return int.from_bytes(hashlib.blake2b(tail, digest_size=8).digest(), "big") if tail else 0
 
 
 class SyncStatus(enum.Enum):
@@ -96,6 +113,7 @@ class SaveCheckpoint:
 @dataclass(frozen=True)
 class Report:
     offset: int
+    hello: bool = False  # S2: the first on a link, sent with its tail digest (HELLO)
 
 
 @dataclass(frozen=True)
