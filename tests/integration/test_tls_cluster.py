@@ -124,8 +124,10 @@ def test_classic_ha_replicates_over_tls_and_refuses_plaintext(tmp_path, tls):
         proxy.target = ("127.0.0.1", master["replPort"])
         ctx = cluster_client_tls(state)
         assert (ctx is not None) == tls
-        wait_until(lambda: procs(d)["n1"].get("ha", {}).get("master"),
-                   lambda: f"the slave follows its master: {procs(d)}", 15)
+        # the master counts the slave once its first report came through the proxy
+        wait_until(lambda: any(s["push"] is not None for s in
+                               procs(d)["n0"].get("ha", {}).get("slaves", [])),
+                   lambda: f"the master serves its slave: {procs(d)}", 15)
         marker = b"TLS-BODY-MARKER-7f3a9c"
         got = asyncio.run(send_and_read(state["namesrv"], ctx or False, [marker] * 5))
         assert got == [marker] * 5  # a SYNC_MASTER answers SEND_OK once the slave has it
@@ -169,6 +171,7 @@ def test_dledger_group_replicates_over_tls(tmp_path):
         down(d)
 
 
+@pytest.mark.slow  # ~5 s: the other modes' links (the default run has HA, DLedger)
 def test_controller_mode_permissive_serves_both_and_links_use_tls(tmp_path):
     """Two controllers (raft between them), a master and a slave, all permissive with
     tls.enable: the brokers dial the controllers and each other with TLS, and a plaintext
@@ -194,6 +197,7 @@ def test_controller_mode_permissive_serves_both_and_links_use_tls(tmp_path):
         down(d)
 
 
+@pytest.mark.slow  # ~5 s: the other modes' links (the default run has HA, DLedger)
 def test_checkpoint_mode_over_tls(tmp_path):
     """The control node, its brokers and their HA links, all enforcing TLS."""
     d = tmp_path / "cp"
