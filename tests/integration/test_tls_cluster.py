@@ -13,10 +13,11 @@ import pytest
 
 from ledgermq import Message, Producer, PullConsumer, PullStatus
 from ledgermq.cluster import down, free_ports, status, up
+from ledgermq.client.admin import Admin
 from ledgermq.cluster_tls import cluster_client_tls
 from ledgermq.remoting import RemotingError
 
-from ..wait import wait_until
+from ..wait import until, wait_until
 
 
 class CapturingProxy:
@@ -100,6 +101,8 @@ def refused_at_once(port: int) -> bool:
 
 
 async def send_and_read(namesrv, tls, bodies, topic="TlsTopic"):
+    async with Admin(namesrv, tls=tls) as a:  # a master registered: routes to send by
+        await until(a.master_addrs, "a master known to the name server", timeout=15)
     async with Producer("tls-p", namesrv, tls=tls) as p:
         for body in bodies:
             r = await p.send(Message(topic, body))
@@ -139,8 +142,11 @@ def test_classic_ha_replicates_over_tls_and_refuses_plaintext(tmp_path, tls):
         if tls:
             ports = [state["processes"][0]["port"], master["port"], master["replPort"]]
             assert all(refused_at_once(port) for port in ports)
+            async def plaintext_send():
+                async with Producer("plain-p", state["namesrv"], tls=False) as p:
+                    await p.send(Message("TlsTopic", b"x"))
             with pytest.raises(RemotingError, match="enforcing"):
-                asyncio.run(send_and_read(state["namesrv"], False, [b"x"]))
+                asyncio.run(plaintext_send())
             log = (d / "namesrv" / "server.log").read_text()
             assert "closing plaintext connection" in log
     finally:
