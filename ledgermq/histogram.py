@@ -1,9 +1,11 @@
-"""Histograms cheap enough for a request path: bucket counts per label tuple in plain lists.
+"""Histograms cheap enough for a request path: bucket counts per key in plain lists.
 
 An observation is one bisect over the bucket bounds and two additions (no lock, no object
 per observation, no Prometheus client call); the counts become a Prometheus histogram only
 when scraped (`metrics_http.histogram_family`). A request is one observation however many
-messages it carries (`count` adds a batch's messages to one bucket at once). Counts from
+messages it carries (`count` adds a batch's messages to one bucket at once). Keys are
+ints or strings rather than tuples where the path is hot (no allocation, a cheap hash):
+the collector turns a key into label values. Counts from
 another thread (the flush thread) are plain list additions under the GIL: a scrape may see
 one observation's count without its sum, never a torn number.
 """
@@ -19,8 +21,8 @@ FLUSH_LATENCY_MS = (0.1, 0.5, 1, 2, 5, 10, 20, 50, 100, 500, 1000)
 
 
 class Histogram:
-    """Observations by label tuple: counts per bucket (the last one past every bound),
-    then their sum, in one list per label tuple."""
+    """Observations by key: counts per bucket (the last one past every bound), then their
+    sum, in one list per key."""
 
     __slots__ = ("bounds", "series")
 
@@ -28,13 +30,16 @@ class Histogram:
         self.bounds = tuple(bounds)
         self.series: dict[tuple, list] = {}
 
-    def observe(self, key: tuple, value: float, count: int = 1) -> None:
-        s = self.series.get(key)
-        if s is None:
-            s = self.series[key] = [0] * (len(self.bounds) + 1) + [0.0]
+    def observe(self, key, value: float, count: int = 1) -> None:
+        s = self.series.get(key) or self.new(key)
         s[bisect_left(self.bounds, value)] += count
         s[-1] += value * count
 
-    def count(self, key: tuple) -> int:
+    def new(self, key) -> list:
+        """The (zeroed) counts of `key`: for callers that inline `observe` on a hot path."""
+        s = self.series[key] = [0] * (len(self.bounds) + 1) + [0.0]
+        return s
+
+    def count(self, key) -> int:
         s = self.series.get(key)
         return sum(s[:-1]) if s else 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
@@ -24,17 +25,18 @@ def gauge(name: str, doc: str, labels: list[str], values: list[str], value: floa
 
 
 def histogram_family(name: str, doc: str, labels: list[str], values: list[str],
-                     hist: Histogram, key_labels, key_values=lambda key: key):
-    """One histogram family from `hist`: `labels`/`values` first (cluster, node), then
-    `key_labels` with `key_values(key)` for each recorded label tuple."""
-    fam = HistogramMetricFamily(name, doc, labels=labels + list(key_labels))
-    bounds = [floatToGoString(b) for b in hist.bounds] + ["+Inf"]
-    for key, s in list(hist.series.items()):
-        total, buckets = 0, []
-        for le, n in zip(bounds, s[:-1]):
-            total += n
-            buckets.append((le, total))
-        fam.add_metric(values + [str(v) for v in key_values(key)], buckets, s[-1])
+                     key_labels: list[str], *sources: tuple[Histogram, Callable]):
+    """One histogram family: `labels`/`values` first (cluster, node), then `key_labels`,
+    whose values are `key_values(key)` for each key a source (hist, key_values) recorded."""
+    fam = HistogramMetricFamily(name, doc, labels=labels + key_labels)
+    for hist, key_values in sources:
+        bounds = [floatToGoString(b) for b in hist.bounds] + ["+Inf"]
+        for key, s in list(hist.series.items()):
+            total, buckets = 0, []
+            for le, n in zip(bounds, s[:-1]):
+                total += n
+                buckets.append((le, total))
+            fam.add_metric(values + [str(v) for v in key_values(key)], buckets, s[-1])
     return fam
 
 

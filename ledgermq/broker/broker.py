@@ -79,8 +79,11 @@ class Broker:
         self.timer = TimerService(self)
         self.pop = PopService(self)
         self.stats = BrokerStats(histograms=config.metrics_on)
-        # requests are timed only while metrics are served (see request_timing)
-        self.handle = timed(self._handle, self.stats.rpc) if config.metrics_on else self._handle
+        # requests are timed, by protocol, only while metrics are served (request_timing)
+        self.handle = self.handle_grpc = self._handle
+        if config.metrics_on:
+            self.handle = timed(self._handle, self.stats.rpc["remoting"])
+            self.handle_grpc = timed(self._handle, self.stats.rpc["grpc"])
         self.grpc = None
         if config.grpcServerPort >= 0:  # grpc is imported only by brokers that serve it
             from .grpc.server import GrpcEndpoint

@@ -12,6 +12,8 @@ it while it changes). Served over HTTP on `metricsPort` by `metrics_http.serve` 
 broker's loop."""
 from __future__ import annotations
 
+import functools
+from bisect import bisect_left
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -23,6 +25,7 @@ from ..histogram import MESSAGE_SIZE_BYTES, RPC_LATENCY_MS, Histogram
 from ..metrics_http import gauge, histogram_family
 from ..remoting import RequestCode, ResponseCode
 from .replica_lag import lag_rows
+from .request_timing import rpc_codes
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -30,22 +33,29 @@ if TYPE_CHECKING:
 
 class BrokerStats:
     """What the request paths count (cheap: one dict update per request). `histograms`:
-    also record request latencies and message sizes (while metrics are served)."""
+    record what is written (while metrics are served; nothing reads it otherwise)."""
 
     def __init__(self, histograms: bool = False) -> None:
-        self.in_msgs: dict[str, int] = defaultdict(int)
-        self.in_bytes: dict[str, int] = defaultdict(int)
         self.out_msgs: dict[tuple[str, str], int] = defaultdict(int)
         self.out_bytes: dict[tuple[str, str], int] = defaultdict(int)
         self.acl_denied: dict[str, int] = defaultdict(int)  # by request code
-        self.rpc = Histogram(RPC_LATENCY_MS)  # (protocol, request code, response code)
-        self.sizes = Histogram(MESSAGE_SIZE_BYTES) if histograms else None  # (topic,)
+        # by protocol, then by request_timing.rpc_key(request code, response code)
+        self.rpc = {"remoting": Histogram(RPC_LATENCY_MS), "grpc": Histogram(RPC_LATENCY_MS)}
+        # by topic: each message's stored size (a batch's at their mean); its count and sum
+        # are also the messages and bytes written
+        self.sizes = Histogram(MESSAGE_SIZE_BYTES) if histograms else None
 
     def put(self, topic: str, count: int, size: int) -> None:
-        self.in_msgs[topic] += count
-        self.in_bytes[topic] += size
-        if self.sizes is not None and count:  # a batch: its messages at their mean stored size
-            self.sizes.observe((topic,), size / count, count)
+        sizes = self.sizes
+        if sizes is not None and count:
+            s = sizes.series.get(topic) or sizes.new(topic)  # (observe, inlined)
+            s[bisect_left(sizes.bounds, size / count)] += count
+            s[-1] += size
+
+    def written(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(messages, bytes) written, by topic."""
+        series = list(self.sizes.series.items()) if self.sizes is not None else []
+        return {t: sum(s[:-1]) for t, s in series}, {t: int(s[-1]) for t, s in series}
 
     def pulled(self, topic: str, group: str, count: int, size: int) -> None:
         self.out_msgs[topic, group] += count
@@ -66,10 +76,11 @@ class BrokerCollector(Collector):
             for key, v in rows.items():
                 fam.add_metric([cluster, node, *(key if isinstance(key, tuple) else (key,))], v)
             return fam
+        in_msgs, in_bytes = stats.written()
         yield counter("rocketmq_messages_in", "Messages written by producers, by topic.",
-                      ["topic"], stats.in_msgs)
+                      ["topic"], in_msgs)
         yield counter("rocketmq_throughput_in", "Bytes written by producers, by topic.",
-                      ["topic"], stats.in_bytes)
+                      ["topic"], in_bytes)
         yield counter("rocketmq_messages_out", "Messages pulled by consumers.",
                       ["topic", "consumer_group"], stats.out_msgs)
         yield counter("rocketmq_throughput_out", "Bytes pulled by consumers.",
@@ -91,15 +102,17 @@ class BrokerCollector(Collector):
                      [cluster, node], cl.max_offset - cl.min_offset)
         yield histogram_family("rocketmq_rpc_latency", "Milliseconds from a request's arrival "
                                "to its response (a send's includes waiting for replication).",
-                               base, [cluster, node], stats.rpc,
-                               ["protocol_type", "request_code", "response_code"], _rpc_labels)
+                               base, [cluster, node],
+                               ["protocol_type", "request_code", "response_code"],
+                               *((hist, functools.partial(_rpc_labels, protocol))
+                                 for protocol, hist in stats.rpc.items()))
         if stats.sizes is not None:
             yield histogram_family("rocketmq_message_size", "Stored bytes per message written "
                                    "(a batch's at their mean), by topic.", base, [cluster, node],
-                                   stats.sizes, ["topic"])
+                                   ["topic"], (stats.sizes, lambda topic: [topic]))
         yield histogram_family("ledgermq_store_flush_latency", "Milliseconds per commit-log "
                                "flush (fsync) that made more of the log durable.", base,
-                               [cluster, node], b.store.flush_latency, [])
+                               [cluster, node], [], (b.store.flush_latency, lambda _: []))
         rows = b.mode.metrics()
         if b.log_bounds is not None:
             rows += lag_rows(b.log_bounds, b.mode.replica_offsets())
@@ -127,8 +140,8 @@ def _code_name(enum, code: int) -> str:
         return str(code)
 
 
-def _rpc_labels(key: tuple) -> tuple:
-    protocol, request, response = key
+def _rpc_labels(protocol: str, key: int) -> tuple:
+    request, response = rpc_codes(key)
     return protocol, _code_name(RequestCode, request), _code_name(ResponseCode, response)
 
 

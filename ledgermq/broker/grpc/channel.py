@@ -22,7 +22,7 @@ class ClientChannel:
     def __init__(self, client_id: str, peer: str):
         self.client_id = client_id
         self.peer = peer
-        self.attrs: dict = {"protocol": "grpc"}  # (rocketmq_rpc_latency's protocol_type)
+        self.attrs: dict = {}
         self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
         self.settings: pb.Settings | None = None
         self.outbox: asyncio.Queue | None = None  # the telemetry stream, while open
@@ -56,7 +56,7 @@ class ClientChannel:
 async def call(broker, cmd: RemotingCommand, channel: ClientChannel) -> RemotingCommand:
     """The broker's answer to `cmd`, however its handler gives it (now, later, when a
     replication future settles)."""
-    result = broker.handle(cmd, channel)
+    result = broker.handle_grpc(cmd, channel)  # (timed as gRPC's, while metrics are on)
     if type(result) is ReplyWhen:
         return result.respond(await result.future)
     if inspect.isawaitable(result):
