@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cluster_acl import acl_broker_conf, cluster_signer, make_cluster_acl
 from .cluster_conf import broker_conf, controller_conf
 from .cluster_tls import cluster_client_tls, make_cluster_tls, tls_conf_line, with_tls
 
@@ -122,12 +123,13 @@ def names(mode: str, replicas: int, groups: int = 1, namesrvs: int = 1,
 
 def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
        controllers: int = 1, groups: int = 1, namesrvs: int = 1,
-       place: Placement = LOCAL, grpc: bool = False, tls: str = "") -> dict:
+       place: Placement = LOCAL, grpc: bool = False, tls: str = "", acl: bool = False) -> dict:
     """Start K name servers, N replica groups of `mode` (every broker registers with every
     name server) and what the mode needs beside them: one control node (checkpoint) or one
     controller group (controller), shared by every group as RocketMQ shares them. `grpc`:
     each broker also serves RocketMQ 5 clients on a port of its own (`grpcPort`). `tls`:
-    "enforcing" or "permissive" on every port, every link over TLS (cluster_tls.py)."""
+    "enforcing" or "permissive" on every port, every link over TLS (cluster_tls.py).
+    `acl`: RocketMQ's ACL on every broker, with one admin account (cluster_acl.py)."""
     if mode not in MODES:
         raise ValueError(f"mode {mode} is not available yet (have: {', '.join(MODES)})")
     group_names(groups)
@@ -139,8 +141,15 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
         raise RuntimeError(f"a cluster is already running in {d}; `ledgermq cluster down` first")
     started: list[subprocess.Popen] = []
     try:
-        return _up(mode, replicas, d, extra, started, controllers, groups, namesrvs, place,
-                   grpc, tls)
+        acl_state = make_cluster_acl(d) if acl else None
+        if acl_state:
+            extra = {**acl_broker_conf(acl_state), **(extra or {})}
+        state = _up(mode, replicas, d, extra, started, controllers, groups, namesrvs, place,
+                    grpc, tls)
+        if acl_state:
+            state["acl"] = acl_state
+            (d / "cluster.json").write_text(json.dumps(state, indent=1))
+        return state
     except BaseException:
         for proc in started:  # leave nothing running behind a failed start
             proc.kill()
@@ -323,6 +332,7 @@ def status(d: Path) -> dict:
     async def roles():
         out = {}
         async with Admin(state["namesrv"], tls=cluster_client_tls(state) or False) as a:
+            a.instance.remoting.signer = cluster_signer(state) or a.instance.remoting.signer
             for p in state["processes"]:
                 if "replPort" not in p or not pid_alive(p["pid"]):  # brokers only
                     continue

@@ -40,9 +40,12 @@ def cluster() -> None:
               is_flag=False, flag_value="enforcing", help="Make a CA and certificates in "
               "DIR/tls; every server serves TLS (--tls: enforcing, TLS only; --tls "
               "permissive: plaintext too, e.g. for RocketMQ's C++ client) and its links use it.")
+@click.option("--acl", is_flag=True, help="RocketMQ's ACL on every broker: an admin account "
+              "in DIR/acl/ (plain_acl.yml, admin.secret); every request must be signed.")
 @click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
-def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, tls, directory, as_json):
+def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, tls, acl, directory,
+               as_json):
     """Start the groups; prints the name servers and each node's name, pid and ports."""
     from ..cluster import up
     if replicas < 1:
@@ -55,7 +58,7 @@ def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, tls, directo
         raise click.BadParameter("--namesrvs must be at least 1")
     try:
         state = up(mode, replicas, directory, controllers=controllers, groups=groups,
-                   namesrvs=namesrvs, grpc=grpc, tls=tls or "")
+                   namesrvs=namesrvs, grpc=grpc, tls=tls or "", acl=acl)
     except (RuntimeError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     cli_tls = f" --tls-ca {state['tls']['ca']}" if tls else ""
@@ -68,6 +71,9 @@ def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, tls, directo
             for p in s["processes"]) +
         (f"\nTLS ({tls}) on every port: clients trust {s['tls']['ca']} (ledgermq --tls-ca CA ...; "
          "LEDGERMQ_TLS=true LEDGERMQ_TLS_CA=CA; Producer(..., tls=True))" if tls else "") +
+        (f"\nACL on every broker: export LEDGERMQ_ACCESS_KEY={s['acl']['accessKey']} "
+         f"LEDGERMQ_SECRET_KEY=$(cat {s['acl']['secretKeyFile']}); accounts in "
+         f"{s['acl']['aclFile']}" if acl else "") +
         (f"\nnext: ledgermq{cli_tls} admin updateTopic -n {_quoted(s['namesrv'])} -t Demo "
          "-c DefaultCluster" if len(s["groups"]) > 1 else "") +
         f"\nnext: ledgermq{cli_tls} produce -n {_quoted(s['namesrv'])} -t Demo --count 100 "

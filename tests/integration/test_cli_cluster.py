@@ -81,3 +81,23 @@ def test_a_zombie_counts_as_down():
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_cluster_up_with_acl_refuses_unsigned_requests_and_serves_its_admin_account(
+        tmp_path, monkeypatch):
+    d = tmp_path / "acl"
+    up_out = cli("cluster", "up", "--mode", "async", "--replicas", 1, "--acl", "--dir", d)
+    assert "export LEDGERMQ_ACCESS_KEY=ledgermq-admin" in up_out.stdout
+    try:
+        ns = json.loads((d / "cluster.json").read_text())["namesrv"]
+        refused = cli("produce", "-n", ns, "-t", "Demo", "--body", "x", check=False)
+        assert refused.returncode == 1 and "NO_PERMISSION" in refused.stderr
+        monkeypatch.setenv("LEDGERMQ_ACCESS_KEY", "ledgermq-admin")
+        monkeypatch.setenv("LEDGERMQ_SECRET_KEY", (d / "acl" / "admin.secret").read_text().strip())
+        sent = json.loads(cli("produce", "-n", ns, "-t", "Demo", "--body", "x", "--json").stdout)
+        assert sent["statuses"] == {"SEND_OK": 1}
+        monkeypatch.delenv("LEDGERMQ_ACCESS_KEY")
+        st = json.loads(cli("cluster", "status", "--dir", d, "--json").stdout)  # signs itself
+        assert [p.get("role") for p in st["processes"] if p["name"] == "n0"] == ["ASYNC_MASTER"]
+    finally:
+        cli("cluster", "down", "--dir", d)
