@@ -2,9 +2,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-tls proto clean
+.PHONY: install run test test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-tls proto \
+	clean fuzz sanitize bench-native
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py ledgermq/wire/_native.c
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
@@ -60,6 +61,16 @@ bench: install
 bench-timer: install
 	$(PY) bench/timer_bench.py
 
+# the compiled wire module against its pure-Python twins: a differential fuzz run of
+# FUZZ_SECONDS (make test runs the same for 20 s), corpus kept in .fuzz-corpus/
+FUZZ_SECONDS ?= 600
+fuzz: install
+	$(PY) -m tests.fuzz.fuzz_wire -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 .fuzz-corpus
+
+# the compiled wire module built with ASan + UBSan: twin tests and fuzzing against it
+sanitize: install
+	PY=$(PY) bash tests/fuzz/sanitize.sh 60
+
 # RocketMQ 5's gRPC endpoint next to remoting (sync send, pipelined, consume everything)
 bench-grpc: install
 	$(PY) bench/grpc_bench.py
@@ -75,4 +86,4 @@ proto: install
 		ledgermq/apis/definition.proto ledgermq/apis/service.proto
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info ledgermq/wire/_native*.so

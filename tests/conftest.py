@@ -11,3 +11,22 @@ def dev_once(tmp_path_factory):
     p = DevProcess(tmp_path_factory.mktemp("dev-once")).start()
     yield p
     p.stop()
+
+
+@pytest.fixture(scope="module", params=["native", "pure"])
+def wire_impl(request):
+    """Runs a module's tests once on the compiled wire functions and once on their pure
+    twins (ledgermq/wire/native.py), whatever LEDGERMQ_PURE says: every name bound to a
+    twin in a loaded ledgermq module is pointed at the asked implementation."""
+    import sys
+    from ledgermq.wire import native
+    if request.param == "native" and native._native is None:
+        pytest.skip("the compiled module is not built (no C compiler at install time)")
+    with pytest.MonkeyPatch.context() as mp:
+        for pure, compiled in native.TWINS.values():
+            want = compiled if request.param == "native" else pure
+            for mod in [m for n, m in sys.modules.items() if n.startswith("ledgermq")]:
+                for attr, val in list(vars(mod).items()):
+                    if val is pure or (compiled is not None and val is compiled):
+                        mp.setattr(mod, attr, want)
+        yield request.param

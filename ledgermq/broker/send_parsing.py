@@ -2,15 +2,13 @@
 retries and dead letters."""
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from ..wire.scan import index_keys_of as index_keys  # noqa: F401 (re-exported)
-from ..wire.scan_batch import tags_and_keys
+from ..wire.batch_body import split_batch
 from ..wire.message import (
     NAME_VALUE_SEPARATOR, PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC, PROPERTY_SEPARATOR, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
-    MessageFormatError,
     decode_properties, encode_properties, property_value,
 )
 
@@ -101,10 +99,6 @@ def _is_int(text: str) -> bool:
         return False
 
 
-_BATCH_HEAD = struct.Struct(">iiiii")  # total, magic, body crc, flag, body length
-_I2 = struct.Struct(">h")
-
-
 @dataclass
 class BatchBody:
     """The messages of a SEND_BATCH_MESSAGE body, as views into it (no copies)."""
@@ -117,34 +111,11 @@ class BatchBody:
 
 
 def split_batch_body(body: bytes, extra_props: bytes = b"") -> BatchBody:
-    """Messages of a SEND_BATCH_MESSAGE body, each as MessageDecoder.encodeMessage lays it
-    out: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, body length + body, properties length
-    (2 bytes) + properties. Tags and keys are found with one regex pass per property."""
-    mv = memoryview(body)
-    size = len(mv)
-    bodies, props, flags, prop_starts, prop_ends = [], [], [], [], []
-    unpack_head, unpack_i2 = _BATCH_HEAD.unpack_from, _I2.unpack_from
-    pos = 0
-    while pos < size:
-        if pos + 20 > size:
-            raise MessageFormatError(f"batch body truncated at byte {pos}")
-        total, _, _, flag, blen = unpack_head(mv, pos)
-        end = pos + total
-        p = pos + 20 + blen
-        if total < 22 or end > size or blen < 0 or p + 2 > end or \
-                unpack_i2(mv, p)[0] != end - p - 2:
-            raise MessageFormatError(f"batch message at byte {pos} has inconsistent sizes")
-        bodies.append(mv[pos + 20:p])
-        props.append(mv[p + 2:end])
-        prop_starts.append(p + 2)
-        prop_ends.append(end)
-        flags.append(flag)
-        pos = end
-    if not bodies:
-        raise MessageFormatError("empty batch")
+    """Messages of a SEND_BATCH_MESSAGE body (wire.batch_body.split_batch), with
+    `extra_props` appended to each one's properties."""
+    bodies, props, flags, tags, keys = split_batch(body)
     if extra_props:
         props = [bytes(x) + extra_props for x in props]
-    tags, keys = tags_and_keys(bytes(body), prop_starts, prop_ends)
     return BatchBody(bodies, props, flags, tags, keys)
 
 

@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .native import twin
 from .message import (
     HEADER, MAGIC_CODE, OFF_BODYCRC, OFF_BODYLEN, OFF_BORNTIMESTAMP, OFF_FLAG, OFF_PHYSICALOFFSET,
     OFF_QUEUEOFFSET, OFF_STORETIMESTAMP, OFF_TOTALSIZE, HEADER_SIZE, MessageFormatError,
@@ -96,7 +97,35 @@ def encode_batch(
     template = HEADER.pack(0, MAGIC_CODE, 0, queue_id, flag if scalar_flag else 0, 0, 0, sys_flag,
                            born_timestamp if scalar_born else 0, born_host, 0, store_host,
                            reconsume_times, 0, 0)
-    topic_block = bytes((len(topic_raw),)) + topic_raw
+    buf, starts, sizes = encode_stored(template, bytes((len(topic_raw),)) + topic_raw, bodies,
+                                       properties, flag, born_timestamp, max_message_size)
+    if tags is None or isinstance(tags, str):
+        tag_codes = np.full(n, tag_hash(tags), dtype=np.int64)
+    else:
+        tag_codes = np.fromiter(map(tag_hash, tags), dtype=np.int64, count=n)
+    return EncodedBatch(topic, queue_id, buf, starts, sizes, tag_codes, index_keys)
+
+
+def _arrays(native):
+    """The C version returns its int64 columns as bytearrays: viewed as numpy arrays."""
+    def encode_stored(*args):
+        buf, starts, sizes = native(*args)
+        return buf, np.frombuffer(starts, np.int64), np.frombuffer(sizes, np.int64)
+    return encode_stored
+
+
+@twin("encode_stored", adapt=_arrays)
+def encode_stored(template: bytes, topic_block: bytes, bodies: Sequence[bytes],
+                  properties: Sequence[bytes] | bytes, flag: int | Sequence[int],
+                  born_timestamp: int | Sequence[int], max_message_size: int):
+    """`bodies` laid out as stored messages, back to back: (buffer, starts, sizes).
+    `template` is the 88-byte header every message starts from; TOTALSIZE, BODYCRC and
+    the body length are set per message, FLAG and BORNTIMESTAMP where given per message,
+    positions are left for fill_positions."""
+    n = len(bodies)
+    shared_props = isinstance(properties, (bytes, bytearray))
+    if not shared_props and len(properties) != n:
+        raise MessageFormatError("one properties entry per message is required")
     body_lens = np.fromiter(map(len, bodies), dtype=np.int64, count=n)
     if shared_props:
         prop_lens = np.full(n, len(properties), dtype=np.int64)
@@ -122,17 +151,13 @@ def encode_batch(
     crcs = np.fromiter(map(zlib.crc32, bodies), dtype=np.int64, count=n) & 0x7FFFFFFF
     put_be(u8, starts + OFF_BODYCRC, crcs, 4)
     put_be(u8, starts + OFF_BODYLEN, body_lens, 4)
-    if not scalar_born:
+    if not isinstance(born_timestamp, int):
         put_be(u8, starts + OFF_BORNTIMESTAMP, np.asarray(born_timestamp, np.int64), 8)
-    if not scalar_flag:
+    if not isinstance(flag, int):
         put_be(u8, starts + OFF_FLAG, np.asarray(flag, np.int64), 4)
     if not shared_props:
         put_be(u8, starts + HEADER_SIZE + body_lens + len(topic_block), prop_lens, 2)
-    if tags is None or isinstance(tags, str):
-        tag_codes = np.full(n, tag_hash(tags), dtype=np.int64)
-    else:
-        tag_codes = np.fromiter(map(tag_hash, tags), dtype=np.int64, count=n)
-    return EncodedBatch(topic, queue_id, buf, starts, sizes, tag_codes, index_keys)
+    return buf, starts, sizes
 
 
 def encode_one(topic, queue_id, body, props, tag, flag, sys_flag, born_timestamp, born_host,

@@ -6,6 +6,8 @@ from ledgermq.broker.send_parsing import BadRequest, parse_send_header, split_ba
 from ledgermq.client.producer import encode_for_batch
 from ledgermq.wire.message import MessageFormatError, encode_properties
 
+pytestmark = pytest.mark.usefixtures("wire_impl")  # compiled and pure twins
+
 prop_text = st.text(alphabet=st.characters(blacklist_characters="\x00\x01\x02",
                                            blacklist_categories=("Cs",)), max_size=12)
 

@@ -1,6 +1,7 @@
 """Stored-message layout: the batch encoder, the reference encoder and the decoder agree."""
 import zlib
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from ledgermq.wire.batch import encode_batch, fill_positions
@@ -9,6 +10,8 @@ from ledgermq.wire.message import (
     encode_message, encode_properties, decode_properties, offset_msg_id, pack_host,
     property_value, tag_hash,
 )
+
+pytestmark = pytest.mark.usefixtures("wire_impl")  # compiled and pure twins
 
 topics = st.text(alphabet="abcXYZ019_-%|", min_size=1, max_size=40)
 bodies = st.binary(max_size=300)

@@ -1,10 +1,13 @@
 """The vectorized replica walk agrees with the careful one, on good and damaged ranges."""
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from ledgermq.wire.batch import encode_batch, fill_positions
 from ledgermq.wire.message import SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, encode_properties
 from ledgermq.wire.scan import CORRUPT, walk
 from ledgermq.wire.scan_batch import batch_from_messages, walk_batch
+
+pytestmark = pytest.mark.usefixtures("wire_impl")  # compiled and pure twins
 
 text = st.text(alphabet="abcXY_-", min_size=1, max_size=6)
 props = st.fixed_dictionaries({}, optional={"TAGS": text, "KEYS": text, "UNIQ_KEY": text,

@@ -1,0 +1,377 @@
+/* The per-message byte work of the wire formats, compiled.
+ *
+ * Each function here has a pure-Python twin of the same signature (registered in
+ * ledgermq/wire/native.py); the twin is the readable specification and the property
+ * tests assert both give byte-for-byte the same results and the same errors.  Nothing
+ * here does I/O or decides anything: it walks, checks and lays out bytes.
+ *
+ * Every length read from the input is checked against the buffer before it is used;
+ * arithmetic on lengths is done in int64 so a hostile 32-bit length cannot wrap.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+static PyObject *FormatError;  /* ledgermq.wire.message.MessageFormatError, set by init */
+
+static inline int32_t rd32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+                     ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+static inline int16_t rd16(const unsigned char *p) {
+    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
+}
+
+static inline void wr32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+}
+
+static inline void wr64(unsigned char *p, uint64_t v) {
+    wr32(p, (uint32_t)(v >> 32)); wr32(p + 4, (uint32_t)v);
+}
+
+static PyObject *format_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (msg) {
+        PyErr_SetObject(FormatError ? FormatError : PyExc_ValueError, msg);
+        Py_DECREF(msg);
+    }
+    return NULL;
+}
+
+/* Where property `key` has its value in r[0:n] (pairs "key\x01value\x02"): the first pair
+ * that starts with the key counts, as message.property_value reads it.  Returns the
+ * value's start, or -1 when absent; *vlen gets its length. */
+static Py_ssize_t find_property(const unsigned char *r, Py_ssize_t n, const char *key,
+                                Py_ssize_t klen, Py_ssize_t *vlen) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (n - i > klen && memcmp(r + i, key, klen) == 0 && r[i + klen] == 1) {
+            Py_ssize_t s = i + klen + 1;
+            const unsigned char *e = memchr(r + s, 2, n - s);
+            *vlen = e ? (Py_ssize_t)(e - (r + s)) : n - s;
+            return s;
+        }
+        const unsigned char *sep = memchr(r + i, 2, n - i);
+        if (!sep)
+            break;
+        i = (Py_ssize_t)(sep - r) + 1;
+    }
+    return -1;
+}
+
+static PyObject *decode_utf8(const unsigned char *p, Py_ssize_t n) {
+    return PyUnicode_DecodeUTF8((const char *)p, n, "replace");
+}
+
+/* The keys the index files a message under: KEYS split on spaces, then UNIQ_KEY. */
+static PyObject *index_keys(const unsigned char *r, Py_ssize_t n, PyObject *space) {
+    PyObject *out = PyList_New(0);
+    if (!out)
+        return NULL;
+    Py_ssize_t vlen, at = find_property(r, n, "KEYS", 4, &vlen);
+    if (at >= 0 && vlen > 0) {
+        PyObject *text = decode_utf8(r + at, vlen);
+        PyObject *parts = text ? PyUnicode_Split(text, space, -1) : NULL;
+        Py_XDECREF(text);
+        if (!parts)
+            goto fail;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++) {
+            PyObject *k = PyList_GET_ITEM(parts, i);
+            if (PyUnicode_GET_LENGTH(k) && PyList_Append(out, k) < 0) {
+                Py_DECREF(parts);
+                goto fail;
+            }
+        }
+        Py_DECREF(parts);
+    }
+    at = find_property(r, n, "UNIQ_KEY", 8, &vlen);
+    if (at >= 0 && vlen > 0) {
+        PyObject *u = decode_utf8(r + at, vlen);
+        if (!u)
+            goto fail;
+        int rc = PyList_Append(out, u);
+        Py_DECREF(u);
+        if (rc < 0)
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static int append_new(PyObject *list, PyObject *item) {
+    if (!item)
+        return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+PyDoc_STRVAR(split_batch_doc,
+"split_batch(body) -> (bodies, props, flags, tags, index_keys)\n\n"
+"The messages of a SEND_BATCH_MESSAGE body (see batch_body.split_batch).");
+
+static PyObject *split_batch(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *mv = NULL, *space = NULL, *result = NULL;
+    PyObject *bodies = PyList_New(0), *props = PyList_New(0), *flags = PyList_New(0);
+    PyObject *tags = PyList_New(0), *keys = PyList_New(0);
+    if (!bodies || !props || !flags || !tags || !keys)
+        goto done;
+    if (!(mv = PyMemoryView_FromObject(arg)) || !(space = PyUnicode_FromString(" ")))
+        goto done;
+    const unsigned char *b = view.buf;
+    const int64_t size = view.len;
+    int64_t pos = 0;
+    while (pos < size) {
+        if (pos + 20 > size) {
+            format_error("batch body truncated at byte %lld", (long long)pos);
+            goto done;
+        }
+        int64_t total = rd32(b + pos), blen = rd32(b + pos + 16);
+        int32_t flag = rd32(b + pos + 12);
+        int64_t end = pos + total, p = pos + 20 + blen;
+        if (total < 22 || end > size || blen < 0 || p + 2 > end || rd16(b + p) != end - p - 2) {
+            format_error("batch message at byte %lld has inconsistent sizes", (long long)pos);
+            goto done;
+        }
+        const unsigned char *r = b + p + 2;
+        Py_ssize_t rn = (Py_ssize_t)(end - p - 2), vlen, at;
+        if (append_new(bodies, PySequence_GetSlice(mv, pos + 20, p)) < 0 ||
+            append_new(props, PySequence_GetSlice(mv, p + 2, end)) < 0 ||
+            append_new(flags, PyLong_FromLong(flag)) < 0)
+            goto done;
+        at = find_property(r, rn, "TAGS", 4, &vlen);
+        if (at >= 0) {
+            if (append_new(tags, decode_utf8(r + at, vlen)) < 0)
+                goto done;
+        } else if (PyList_Append(tags, Py_None) < 0) {
+            goto done;
+        }
+        if (append_new(keys, index_keys(r, rn, space)) < 0)
+            goto done;
+        pos = end;
+    }
+    if (PyList_GET_SIZE(bodies) == 0) {
+        format_error("empty batch");
+        goto done;
+    }
+    result = PyTuple_Pack(5, bodies, props, flags, tags, keys);
+done:
+    Py_XDECREF(bodies); Py_XDECREF(props); Py_XDECREF(flags);
+    Py_XDECREF(tags); Py_XDECREF(keys); Py_XDECREF(space);
+    if (mv) {
+        /* the slices keep the buffer alive through their own exports */
+        Py_DECREF(mv);
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* One int64 per message from an int (the same for all) or a sequence of ints. */
+typedef struct { PyObject *seq; long long scalar; int is_seq; } Column;
+
+static int column_init(Column *c, PyObject *obj, Py_ssize_t n, const char *what) {
+    c->seq = NULL;
+    if (PyLong_Check(obj)) {
+        c->is_seq = 0;
+        c->scalar = PyLong_AsLongLong(obj);
+        return (c->scalar == -1 && PyErr_Occurred()) ? -1 : 0;
+    }
+    c->is_seq = 1;
+    c->seq = PySequence_Fast(obj, what);
+    if (!c->seq)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(c->seq) != n) {
+        PyErr_Format(PyExc_ValueError, "%s: one per message is required", what);
+        Py_CLEAR(c->seq);
+        return -1;
+    }
+    return 0;
+}
+
+static int column_get(Column *c, Py_ssize_t i, long long lo, long long hi, long long *out) {
+    if (!c->is_seq) {
+        *out = c->scalar;
+        return 0;
+    }
+    long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(c->seq, i));
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < lo || v > hi) {
+        PyErr_Format(PyExc_OverflowError, "value %lld out of range", v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+PyDoc_STRVAR(encode_stored_doc,
+"encode_stored(template, topic_block, bodies, props, flags, born_timestamps,\n"
+"              max_message_size) -> (buf, starts, sizes)\n\n"
+"Messages of one queue in the stored layout (see batch.encode_stored); starts and\n"
+"sizes are native-endian int64 arrays in bytearrays.");
+
+#define HEADER_SIZE 88
+
+static PyObject *encode_stored(PyObject *self, PyObject *args) {
+    Py_buffer tmpl, topic;
+    PyObject *bodies_obj, *props_obj, *flags_obj, *born_obj;
+    long long max_size;
+    if (!PyArg_ParseTuple(args, "y*y*OOOOL", &tmpl, &topic, &bodies_obj, &props_obj,
+                          &flags_obj, &born_obj, &max_size))
+        return NULL;
+    PyObject *bodies = NULL, *props = NULL, *buf = NULL, *starts = NULL, *sizes = NULL;
+    PyObject *result = NULL;
+    Py_buffer *views = NULL;
+    Py_ssize_t nviews = 0, n = 0;
+    Column flags = {0}, borns = {0};
+    int shared = PyBytes_Check(props_obj) || PyByteArray_Check(props_obj);
+    Py_buffer shared_props = {0};
+    if (tmpl.len != HEADER_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "template must be 88 bytes");
+        goto done;
+    }
+    if (!(bodies = PySequence_Fast(bodies_obj, "bodies must be a sequence")))
+        goto done;
+    n = PySequence_Fast_GET_SIZE(bodies);
+    if (shared) {
+        if (PyObject_GetBuffer(props_obj, &shared_props, PyBUF_SIMPLE) < 0) {
+            shared = 0;
+            goto done;
+        }
+    } else {
+        if (!(props = PySequence_Fast(props_obj, "props must be bytes or a sequence")))
+            goto done;
+        if (PySequence_Fast_GET_SIZE(props) != n) {
+            format_error("one properties entry per message is required");
+            goto done;
+        }
+    }
+    if (column_init(&flags, flags_obj, n, "flags") < 0 ||
+        column_init(&borns, born_obj, n, "born_timestamps") < 0)
+        goto done;
+    views = PyMem_Calloc(2 * (size_t)n + 1, sizeof(Py_buffer));
+    if (!views) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* pass 1: every body and properties buffer, every size checked before any write */
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(bodies, i), &views[nviews],
+                               PyBUF_SIMPLE) < 0)
+            goto done;
+        nviews++;
+        int64_t plen = shared_props.len;
+        if (!shared) {
+            if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(props, i), &views[nviews],
+                                   PyBUF_SIMPLE) < 0)
+                goto done;
+            plen = views[nviews++].len;
+        }
+        int64_t size = HEADER_SIZE + (int64_t)views[nviews - (shared ? 1 : 2)].len +
+                       topic.len + 2 + plen;
+        if (size > max_size) {
+            format_error("message %zd is %lld bytes, above maxMessageSize %lld", i,
+                         (long long)size, max_size);
+            goto done;
+        }
+        total += size;
+    }
+    if (!(buf = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)total)) ||
+        !(starts = PyByteArray_FromStringAndSize(NULL, n * 8)) ||
+        !(sizes = PyByteArray_FromStringAndSize(NULL, n * 8)))
+        goto done;
+    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(buf);
+    int64_t *st = (int64_t *)PyByteArray_AS_STRING(starts);
+    int64_t *sz = (int64_t *)PyByteArray_AS_STRING(sizes);
+    int64_t at = 0;
+    Py_ssize_t v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_buffer *body = &views[v++];
+        const unsigned char *pp = shared_props.buf;
+        Py_ssize_t plen = shared_props.len;
+        if (!shared) {
+            pp = views[v].buf;
+            plen = views[v++].len;
+        }
+        long long flag, born;
+        if (column_get(&flags, i, INT32_MIN, INT32_MAX, &flag) < 0 ||
+            column_get(&borns, i, INT64_MIN, INT64_MAX, &born) < 0)
+            goto done;
+        int64_t size = HEADER_SIZE + body->len + topic.len + 2 + plen;
+        unsigned char *m = out + at;
+        memcpy(m, tmpl.buf, HEADER_SIZE);
+        wr32(m, (uint32_t)size);
+        uLong crc = crc32(0L, Z_NULL, 0);
+        const unsigned char *bp = body->buf;
+        for (Py_ssize_t left = body->len; left > 0;) {  /* zlib takes uInt lengths */
+            uInt chunk = left > (1 << 30) ? (1 << 30) : (uInt)left;
+            crc = crc32(crc, bp, chunk);
+            bp += chunk;
+            left -= chunk;
+        }
+        wr32(m + 8, (uint32_t)(crc & 0x7FFFFFFF));
+        if (flags.is_seq)
+            wr32(m + 16, (uint32_t)flag);
+        if (borns.is_seq)
+            wr64(m + 40, (uint64_t)born);
+        wr32(m + 84, (uint32_t)body->len);
+        unsigned char *p = m + HEADER_SIZE;
+        memcpy(p, body->buf, body->len);
+        p += body->len;
+        memcpy(p, topic.buf, topic.len);
+        p += topic.len;
+        p[0] = (unsigned char)(plen >> 8); p[1] = (unsigned char)plen;
+        memcpy(p + 2, pp, plen);
+        st[i] = at;
+        sz[i] = size;
+        at += size;
+    }
+    result = PyTuple_Pack(3, buf, starts, sizes);
+done:
+    for (Py_ssize_t i = 0; i < nviews; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    if (shared)
+        PyBuffer_Release(&shared_props);
+    Py_XDECREF(flags.seq); Py_XDECREF(borns.seq);
+    Py_XDECREF(bodies); Py_XDECREF(props);
+    Py_XDECREF(buf); Py_XDECREF(starts); Py_XDECREF(sizes);
+    PyBuffer_Release(&tmpl);
+    PyBuffer_Release(&topic);
+    return result;
+}
+
+static PyObject *init(PyObject *self, PyObject *error_class) {
+    Py_XDECREF(FormatError);
+    Py_INCREF(error_class);
+    FormatError = error_class;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"init", init, METH_O, "init(MessageFormatError): the error raised on bad bytes"},
+    {"split_batch", split_batch, METH_O, split_batch_doc},
+    {"encode_stored", encode_stored, METH_VARARGS, encode_stored_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "ledgermq.wire._native",
+    "Compiled twins of the wire formats' per-message byte work.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

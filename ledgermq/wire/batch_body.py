@@ -1,0 +1,48 @@
+"""The body of a SEND_BATCH_MESSAGE request: messages back to back, each as RocketMQ's
+MessageDecoder.encodeMessage lays it out (all integers big-endian):
+
+    TOTALSIZE 4, MAGICCODE 4, BODYCRC 4, FLAG 4, body length 4 + body,
+    properties length 2 + properties
+"""
+from __future__ import annotations
+
+import struct
+
+from .message import MessageFormatError
+from .native import twin
+from .scan_batch import tags_and_keys
+
+_BATCH_HEAD = struct.Struct(">iiiii")  # total, magic, body crc, flag, body length
+_I2 = struct.Struct(">h")
+
+
+@twin("split_batch")
+def split_batch(body: bytes | memoryview) -> tuple[list, list, list[int], list[str | None],
+                                                 list[list[str]]]:
+    """(bodies, properties, flags, tags, index keys) of the messages in `body`; bodies and
+    properties are views into it (no copies). A message's tag is its TAGS property (None
+    without one), its index keys are KEYS split on spaces, then UNIQ_KEY."""
+    mv = memoryview(body)
+    size = len(mv)
+    bodies, props, flags, prop_starts, prop_ends = [], [], [], [], []
+    unpack_head, unpack_i2 = _BATCH_HEAD.unpack_from, _I2.unpack_from
+    pos = 0
+    while pos < size:
+        if pos + 20 > size:
+            raise MessageFormatError(f"batch body truncated at byte {pos}")
+        total, _, _, flag, blen = unpack_head(mv, pos)
+        end = pos + total
+        p = pos + 20 + blen
+        if total < 22 or end > size or blen < 0 or p + 2 > end or \
+                unpack_i2(mv, p)[0] != end - p - 2:
+            raise MessageFormatError(f"batch message at byte {pos} has inconsistent sizes")
+        bodies.append(mv[pos + 20:p])
+        props.append(mv[p + 2:end])
+        prop_starts.append(p + 2)
+        prop_ends.append(end)
+        flags.append(flag)
+        pos = end
+    if not bodies:
+        raise MessageFormatError("empty batch")
+    tags, keys = tags_and_keys(mv.tobytes(), prop_starts, prop_ends)
+    return bodies, props, flags, tags, keys

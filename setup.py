@@ -1,0 +1,10 @@
+"""The optional compiled hot path (ledgermq.wire._native): built with the machine's C
+compiler by the ordinary `pip install`; where it cannot build, the install still succeeds
+and the pure-Python twins run (see ledgermq/wire/native.py)."""
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension(
+    "ledgermq.wire._native", ["ledgermq/wire/_native.c"], libraries=["z"],
+    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                        "-Wno-missing-field-initializers"],
+    optional=True)])

@@ -1,0 +1,125 @@
+"""Differential fuzzing of the compiled wire parsers against their pure-Python twins.
+
+    python -m tests.fuzz.fuzz_wire [libFuzzer flags, e.g. -max_total_time=20] [CORPUS...]
+
+Every input goes to both implementations of each native parser of untrusted bytes; the
+run fails on a crash in C (libFuzzer reports the signal) or on any difference in results
+or errors. Coverage guidance comes from the pure twins, instrumented by atheris: their
+branches are the C code's branches, by construction. Seeds are valid batch bodies, so
+mutations start from messages that get deep into the walk.
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import atheris
+
+with atheris.instrument_imports(include=["ledgermq.wire"]):
+    from ledgermq.wire import batch, batch_body, native  # noqa: F401 (registers twins)
+    from ledgermq.wire.message import HEADER_SIZE
+
+from ledgermq.client.producer import encode_batch_body  # noqa: E402
+
+
+def outcome(fn, *args):
+    try:
+        result = fn(*args)
+    except Exception as e:  # noqa: BLE001 - any error must match the twin's
+        return "error", type(e).__name__, str(e)
+    return "ok", [bytes(col) if isinstance(col, bytearray) else
+                  [bytes(x) if isinstance(x, memoryview) else x for x in col] for col in result]
+
+
+def same(name: str, *args) -> None:
+    pure, compiled = native.TWINS[name]
+    expected, got = outcome(pure, *args), outcome(compiled, *args)
+    if got != expected:
+        raise AssertionError(f"{name} differs on {args!r}:\n native {got}\n pure   {expected}")
+
+
+def structured(data: bytes) -> tuple[list, list, list]:
+    """Messages whose bodies, properties and flags are fuzz bytes (a valid batch body)."""
+    fdp = atheris.FuzzedDataProvider(data)
+    cols: tuple[list, list, list] = ([], [], [])
+    for _ in range(fdp.ConsumeIntInRange(1, 8)):
+        cols[0].append(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40)))
+        cols[1].append(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 80)))
+        cols[2].append(fdp.ConsumeIntInRange(-2**31, 2**31 - 1))
+    return cols
+
+
+def test_one_input(data: bytes) -> None:
+    same("split_batch", data)  # as it came off the wire
+    bodies, props, flags = structured(data)
+    same("split_batch", encode_batch_body(bodies, props, flags))  # deep in the properties
+    same("encode_stored", bytes(HEADER_SIZE), b"\x01T", bodies, props, flags, 5, 1 << 20)
+
+
+DICTIONARY = ["TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01", "\\x02", " ", "\\x01",
+              "\\xda\\xa3\\x20\\xa7"]
+
+
+def seeds(into: Path) -> None:
+    examples = [
+        encode_batch_body([b"hello", b""], [b"TAGS\x01a\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01U\x02",
+                                            b""], [0, 3]),
+        encode_batch_body([b"x" * 100] * 3, [b"UNIQ_KEY\x01ABCDEF\x02"] * 3, [0] * 3),
+        encode_batch_body([b"\x00"], [b"TAGS\x01\xff\xfe\x02TAGS\x01b"], [-1]),
+    ]
+    for i, raw in enumerate(examples):
+        (into / f"seed{i}").write_bytes(raw)
+
+
+def mutate_from(corpus: Path, seconds: float, seed: int = 0) -> int:
+    """Without libFuzzer: random byte flips, cuts and splices of the corpus's units, for
+    `seconds` (the sanitized build's run, where atheris gets no coverage signal)."""
+    import random
+    import time
+    rng = random.Random(seed)
+    units = [f.read_bytes() for f in sorted(corpus.iterdir()) if f.is_file()] or [b""]
+    deadline, runs = time.monotonic() + seconds, 0
+    while time.monotonic() < deadline:
+        data = bytearray(rng.choice(units))
+        for _ in range(rng.randint(1, 4)):
+            op = rng.randrange(4)
+            at = rng.randint(0, len(data))
+            if op == 0 and data:
+                data[min(at, len(data) - 1)] = rng.randrange(256)
+            elif op == 1:
+                del data[at:]
+            elif op == 2:
+                data[at:at] = rng.choice(units)[:rng.randint(0, 64)]
+            else:
+                data[at:at] = rng.randbytes(rng.randint(1, 8))
+        test_one_input(bytes(data))
+        runs += 1
+    return runs
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--mutate":
+        runs = mutate_from(Path(sys.argv[3]), float(sys.argv[2]))
+        print(f"mutated {runs} inputs: native and pure agree")
+        return
+    if native._native is None:
+        sys.exit("the compiled module is not built: nothing to fuzz")
+    args = list(sys.argv)
+    work = Path(tempfile.mkdtemp(prefix="ledgermq-fuzz-"))
+    if not any(a.startswith("-dict=") for a in args):  # the property syntax's tokens
+        (work / "dict").write_text("".join(f'"{t}"\n' for t in DICTIONARY))
+        args.append(f"-dict={work / 'dict'}")
+    dirs = [a for a in args[1:] if not a.startswith("-")]
+    if not dirs:  # no corpus given: a fresh one
+        dirs = [str(work / "corpus")]
+        args.append(dirs[0])
+    Path(dirs[0]).mkdir(parents=True, exist_ok=True)
+    if not any(Path(dirs[0]).iterdir()):
+        seeds(Path(dirs[0]))
+    atheris.Setup(args, test_one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""The compiled wire functions and their pure-Python twins give byte-for-byte the same
+results, and the same errors, on the same inputs (ledgermq/wire/native.py)."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from ledgermq.client.producer import encode_batch_body
+from ledgermq.wire import batch, batch_body, native  # noqa: F401 (registers the twins)
+from ledgermq.wire.message import HEADER_SIZE
+
+needs_native = pytest.mark.skipif(native._native is None,
+                                  reason="the compiled module is not built")
+
+
+def outcome(fn, *args):
+    """What a call gives: its result with buffers as bytes, or its error's type and text."""
+    try:
+        return "ok", plain(fn(*args))
+    except Exception as e:  # noqa: BLE001 - the point is to compare any error
+        return "error", type(e), str(e)
+
+
+def plain(x):
+    if isinstance(x, (memoryview, bytearray)):
+        return bytes(x)
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    if hasattr(x, "tolist"):  # numpy arrays
+        return x.tolist()
+    return x
+
+
+def both(name, *args):
+    pure, compiled = native.TWINS[name]
+    expected = outcome(pure, *args)
+    assert outcome(compiled, *args) == expected
+    return expected
+
+
+# property pairs built to hit the edge cases: keys that prefix or suffix the real ones,
+# values with separators, spaces, empty values, invalid UTF-8, the same key twice
+keys = st.sampled_from([b"TAGS", b"KEYS", b"UNIQ_KEY", b"XTAGS", b"TAG", b"KEYSX", b"A", b""])
+values = st.binary(max_size=12) | st.sampled_from([b"", b" ", b"a b", b" k  j ", b"\xff\xfe",
+                                                   b"\xe2\x82", b"caf\xc3\xa9"])
+props = st.lists(st.tuples(keys, values), max_size=4).map(
+    lambda pairs: b"".join(k + b"\x01" + v + b"\x02" for k, v in pairs)) | st.binary(max_size=40)
+messages = st.lists(st.tuples(st.binary(max_size=40), props, st.integers(-2**31, 2**31 - 1)),
+                    min_size=1, max_size=6)
+
+
+def damage(raw: bytes, how: tuple) -> bytes:
+    kind, at, value = how
+    if not raw or kind == "none":
+        return raw
+    at %= len(raw)
+    if kind == "cut":
+        return raw[:at]
+    if kind == "set":
+        return raw[:at] + bytes([value]) + raw[at + 1:]
+    return raw + bytes([value]) * (at % 25)
+
+
+damages = st.tuples(st.sampled_from(["none", "cut", "set", "grow"]), st.integers(0, 10_000),
+                    st.integers(0, 255))
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(messages, damages)
+def test_split_batch_twins_agree(msgs, how):
+    raw = damage(encode_batch_body([b for b, _, _ in msgs], [p for _, p, _ in msgs],
+                                   [f for _, _, f in msgs]), how)
+    result = both("split_batch", raw)
+    if how[0] == "none":  # an undamaged body reads back as written
+        assert result[0] == "ok" and result[1][0] == [b for b, _, _ in msgs]
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_split_batch_twins_agree_on_any_bytes(raw):
+    both("split_batch", raw)
+
+
+@needs_native
+def test_split_batch_reads_tags_and_keys_like_property_value():
+    raw = encode_batch_body(
+        [b"TAGS\x01body", b"x", b"y"],
+        [b"XTAGS\x01no\x02TAGS\x01t1\x02TAGS\x01t2\x02KEYS\x01 a  b\x02UNIQ_KEY\x01U\x02",
+         b"TAGS\x01\x02UNIQ_KEY\x01\x02", b"KEYS\x01k\xff\x02"],
+        [0, 1, 2])
+    _, (_, _, flags, tags, keys) = both("split_batch", raw)
+    assert flags == [0, 1, 2]
+    assert tags == ["t1", "", None]  # the first TAGS pair counts; present but empty is ""
+    assert keys == [["a", "b", "U"], [], ["k\ufffd"]]
+
+
+stored_items = st.lists(st.tuples(st.binary(max_size=60), st.binary(max_size=30),
+                                  st.integers(-2**31, 2**31 - 1), st.integers(-2**63, 2**63 - 1)),
+                        min_size=1, max_size=6)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(stored_items, st.binary(min_size=HEADER_SIZE, max_size=HEADER_SIZE),
+       st.binary(min_size=1, max_size=20), st.booleans(), st.booleans(), st.booleans(),
+       st.integers(HEADER_SIZE, 300))
+def test_encode_stored_twins_agree(items, template, topic, shared, per_flag, per_born, limit):
+    bodies = [b for b, _, _, _ in items]
+    props = items[0][1] if shared else [p for _, p, _, _ in items]
+    flags = [f for _, _, f, _ in items] if per_flag else 7
+    borns = [t for _, _, _, t in items] if per_born else 9
+    topic_block = bytes([len(topic)]) + topic
+    both("encode_stored", template, topic_block, bodies, props, flags, borns, limit)
+    both("encode_stored", template, topic_block, bodies, props, flags, borns, 1 << 20)
+
+
+@needs_native
+def test_encode_stored_errors_agree():
+    t = bytes(HEADER_SIZE)
+    assert both("encode_stored", t, b"\x01T", [b"a", b"b"], [b""], 0, 0, 1000)[0] == "error"
+    assert both("encode_stored", t, b"\x01T", [b"a" * 50], b"", 0, 0, 100)[2] == \
+        "message 0 is 142 bytes, above maxMessageSize 100"
+
+
+def test_the_module_is_built_where_a_compiler_is():
+    """Where the machine has a C compiler, `pip install` builds the module, and it is
+    the one in use unless LEDGERMQ_PURE=1 asks for the twins."""
+    if shutil.which(os.environ.get("CC", "gcc")) is None:
+        pytest.skip("no C compiler on this machine")
+    assert native._native is not None, "ledgermq.wire._native did not build: see pip's log"
+    code = "from ledgermq.wire import native, batch_body; print(native.active(), " \
+           "batch_body.split_batch is native.TWINS['split_batch'][0])"
+    for env, expected in (("0", "native False"), ("1", "pure (LEDGERMQ_PURE=1) True")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**os.environ, "LEDGERMQ_PURE": env}, check=True).stdout
+        assert out.strip() == expected
