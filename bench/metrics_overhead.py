@@ -67,6 +67,11 @@ def run(metrics: bool, n: int, coalesce: bool) -> tuple[float, float]:
             cpu = cpu_seconds(dev.proc.pid)
             r = asyncio.run(w_pipelined(dev.namesrv, n, "BenchMetrics", coalesce=coalesce))
             cpu = cpu_seconds(dev.proc.pid) - cpu
+            if metrics:  # how many messages a send request carried, from the metrics
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read()
+                sends = sum(float(ln.rsplit(b" ", 1)[1]) for ln in text.splitlines()
+                            if ln.startswith(b"rocketmq_rpc_latency_count") and b"send_" in ln)
+                r["msgs_per_request"] = round((n + 1) / sends, 1)
         finally:
             stop.set()
             dev.stop()
@@ -83,9 +88,10 @@ class _Conn:
         self.closed = asyncio.get_running_loop().create_future()
 
 
-async def handle_cost(blocks: int, per_block: int) -> dict:
+async def handle_cost(blocks: int, per_block: int, batch: int = 1) -> dict:
     from ledgermq.broker.broker import Broker
     from ledgermq.broker.config import load_broker_config
+    from ledgermq.client.producer import encode_batch_body
     from ledgermq.namesrv.server import NamesrvConfig, NameServer
     from ledgermq.remoting import RemotingCommand, RequestCode, ResponseCode
 
@@ -108,14 +114,22 @@ async def handle_cost(blocks: int, per_block: int) -> dict:
             for k in range(blocks):
                 for on in ((False, True) if k % 2 else (True, False)):  # no side goes first
                     broker.stats.sizes = sizes if on else None
-                    cmds = [RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext={
-                        **ext, "i": f"UNIQ_KEY\x01{next(ids):032X}\x02WAIT\x01true\x02"},
-                        body=b"x" * 100) for _ in range(per_block)]
+                    if batch == 1:
+                        cmds = [RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext={
+                            **ext, "i": f"UNIQ_KEY\x01{next(ids):032X}\x02WAIT\x01true\x02"},
+                            body=b"x" * 100) for _ in range(per_block)]
+                    else:  # what the producer's coalescing sends: SEND_BATCH_MESSAGE
+                        cmds = [RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, ext={
+                            **ext, "i": "", "m": "true"}, body=encode_batch_body(
+                                [b"x" * 100] * batch,
+                                [f"UNIQ_KEY\x01{next(ids):032X}\x02".encode()
+                                 for _ in range(batch)], [0] * batch))
+                            for _ in range(per_block)]
                     handle = arms[on]
                     t0 = time.thread_time()  # CPU of this thread: not the machine's load
                     for cmd in cmds:
                         r = handle(cmd, conn)
-                    ns_per[on].append((time.thread_time() - t0) / per_block * 1e9)
+                    ns_per[on].append((time.thread_time() - t0) / per_block / batch * 1e9)
                     assert r.code == ResponseCode.SUCCESS, r.remark
         finally:
             await broker.stop()
@@ -123,9 +137,10 @@ async def handle_cost(blocks: int, per_block: int) -> dict:
     off, on = statistics.median(ns_per[False]), statistics.median(ns_per[True])
     # each block beside the one before it: the machine's load changes slower than that
     pairs = statistics.median(b / a for a, b in zip(ns_per[False], ns_per[True]))
-    return {"bench": "metrics_overhead", "workload": "broker handler, one 100B send a request",
-            "blocks": blocks, "requests_per_block": per_block, "ns_per_request_off": round(off),
-            "ns_per_request_on": round(on), "overhead_pct": round(100 * (on / off - 1), 1),
+    return {"bench": "metrics_overhead", "workload": "broker handler, 100B sends, "
+            f"{batch} a request", "blocks": blocks, "requests_per_block": per_block,
+            "ns_per_msg_off": round(off), "ns_per_msg_on": round(on),
+            "overhead_pct": round(100 * (on / off - 1), 1),
             "overhead_pct_paired": round(100 * (pairs - 1), 1)}
 
 
@@ -134,9 +149,10 @@ def main() -> None:
     ap.add_argument("--msgs", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--in-process", action="store_true")
+    ap.add_argument("--batch", type=int, default=1, help="--in-process: messages a request")
     a = ap.parse_args()
     if a.in_process:
-        print(json.dumps(asyncio.run(handle_cost(a.rounds, a.msgs))), flush=True)
+        print(json.dumps(asyncio.run(handle_cost(a.rounds, a.msgs, a.batch))), flush=True)
         return
     for coalesce in (True, False):
         rates, cpus = {True: [], False: []}, {True: [], False: []}

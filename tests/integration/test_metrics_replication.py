@@ -12,6 +12,7 @@ from ledgermq import Message, Producer, PullConsumer, SendStatus
 from ledgermq.cluster import down, status, up
 
 from ..wait import wait_until
+from .test_grpc_endpoint import message as grpc_message, pb, send as grpc_send
 from .test_metrics import free_port, scrape, series, value
 
 
@@ -47,9 +48,12 @@ def procs(d):
 
 def test_latency_and_size_histograms_count_requests_and_messages(dev):
     port = free_port()
-    d = dev({"metricsPort": str(port), "flushIntervalCommitLog": "50"})
+    d = dev({"metricsPort": str(port), "flushIntervalCommitLog": "50", "grpcServerPort": "0"})
     singles = [b"s" * 100] * 7 + [b"L" * 5000]
     assert send_all(d.namesrv, "Timed", singles, [b"b" * 200] * 10) == [SendStatus.SEND_OK] * 9
+    # a RocketMQ 5 client's two messages: two sends, timed as gRPC's
+    r = grpc_send(d, grpc_message("Timed", b"g" * 100), grpc_message("Timed", b"g" * 100))
+    assert [e.status.code for e in r.entries] == [pb.OK, pb.OK]
 
     async def pull():
         async with PullConsumer("mr-g", d.namesrv) as c:
@@ -62,14 +66,21 @@ def test_latency_and_size_histograms_count_requests_and_messages(dev):
              for k in ("send_message_v2", "send_batch_message")}
     assert sends == {"send_message_v2": 8, "send_batch_message": 1}  # a batch: one request
     assert total(m, "rocketmq_rpc_latency_count", request_code="pull_message") == 3
+    assert total(m, "rocketmq_rpc_latency_count", protocol_type="grpc",
+                 request_code="send_message", response_code="success") == 2
+    assert total(m, "rocketmq_rpc_latency_count", protocol_type="remoting",
+                 request_code="send_message") == 0
     assert total(m, "rocketmq_rpc_latency_sum", request_code="send_message_v2") > 0
     # cumulative buckets end at the count
     assert total(m, "rocketmq_rpc_latency_bucket", request_code="send_message_v2",
                  le="+Inf") == 8
-    # per message: 17 small ones under 1 KiB stored, the 5,000-byte one above 4 KiB
-    assert value(m, "rocketmq_message_size_count", topic="Timed") == 18
-    assert value(m, "rocketmq_message_size_bucket", topic="Timed", le="1024.0") == 17
-    assert value(m, "rocketmq_message_size_bucket", topic="Timed", le="4096.0") == 17
+    # per message: 19 small ones under 1 KiB stored, the 5,000-byte one above 4 KiB
+    assert value(m, "rocketmq_message_size_count", topic="Timed") == 20 == \
+        value(m, "rocketmq_messages_in_total", topic="Timed")
+    assert value(m, "rocketmq_message_size_bucket", topic="Timed", le="1024.0") == 19
+    assert value(m, "rocketmq_message_size_bucket", topic="Timed", le="4096.0") == 19
+    assert value(m, "rocketmq_message_size_sum", topic="Timed") == \
+        value(m, "rocketmq_throughput_in_total", topic="Timed")
     flushes = wait_until(lambda: value(scrape(port), "ledgermq_store_flush_latency_count"),
                          "a commit-log flush in the metrics", timeout=10)
     assert flushes >= 1
