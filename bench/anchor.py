@@ -38,7 +38,23 @@ def ensure_tools() -> Path:
     return py
 
 
-def run_anchor(replicas: int, phases: str, nb: int = 200_000, na: int = 20_000) -> list[dict]:
+def build_go_client() -> tuple[Path | None, str]:
+    """The anchor's native Go client (gobench/), built offline from Debian's packages by
+    its build.sh into .cache/gobench: (path, "") or (None, why not)."""
+    out = ROOT / ".cache" / "gobench"
+    if (out / "gobench").exists():
+        return out / "gobench", ""
+    run = subprocess.run(["bash", str(ANCHOR / "gobench" / "build.sh"), str(out)],
+                         capture_output=True, text=True, timeout=900)
+    if run.returncode != 0 or not (out / "gobench").exists():
+        return None, f"gobench/build.sh failed: {(run.stderr or run.stdout)[-500:]}"
+    return out / "gobench", ""
+
+
+def run_anchor(replicas: int, phases: str, nb: int = 200_000, na: int = 20_000,
+               go: Path | None = None) -> list[dict]:
+    """Rows of nats-py's bench.py and, given `go`, of the Go client (marked "client":
+    "go") on the same fresh cluster."""
     py = ensure_tools()
     work = Path(tempfile.mkdtemp(prefix="nats-anchor-"))
     subprocess.run(["bash", str(ANCHOR / "start.sh"), str(work)], check=True,
@@ -51,7 +67,15 @@ def run_anchor(replicas: int, phases: str, nb: int = 200_000, na: int = 20_000) 
                         "--phases", phases, "--nb", str(nb), "--na", str(na), "--out", str(out)],
                        check=True, capture_output=True, timeout=1500,
                        env={**os.environ, "NATS_ANCHOR_DIR": str(work)})
-        return [json.loads(line) for line in out.read_text().splitlines()]
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        if go is not None:
+            gout = work / "go.jsonl"
+            subprocess.run([str(go), "--replicas", str(replicas), "--phases", phases,
+                            "--nb", str(nb), "--na", str(na), "--out", str(gout)],
+                           check=True, capture_output=True, timeout=1500,
+                           env={**os.environ, "NATS_ANCHOR_DIR": str(work)})
+            rows += [json.loads(line) for line in gout.read_text().splitlines()]
+        return rows
     finally:
         for pid in pids:  # the servers start.sh started for us
             try:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..wire.scan import pulled_spans
 from ..wire.message import (
     MAGIC_CODE_V2, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_RETRY_TOPIC,
     PROPERTY_TAGS, PROPERTY_UNIQ_KEY, SYSFLAG_BORNHOST_V6, SYSFLAG_COMPRESSED,
@@ -200,17 +201,8 @@ class MessageExt(_PropertyAccess):
 
 def decode_pulled(body: bytes, queue: MessageQueue) -> list[MessageExt]:
     """The messages of a pull response body (stored messages back to back)."""
-    out = []
-    pos = 0
     mv = memoryview(body)
-    unpack = _I4.unpack_from
-    while pos + 4 <= len(mv):
-        size = unpack(mv, pos)[0]
-        if size <= 0 or pos + size > len(mv):
-            break
-        out.append(MessageExt(mv[pos:pos + size], queue))
-        pos += size
-    return out
+    return [MessageExt(mv[a:a + n], queue) for a, n in zip(*pulled_spans(mv))]
 
 
 class UniqueIdGenerator:

@@ -11,10 +11,8 @@ import zlib
 from dataclasses import replace
 from typing import Callable, Sequence
 
-import numpy as np
-
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
-from ..wire.batch import put_be
+from ..wire.batch_body import encode_batch_body
 from ..wire.message import PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_KEY
 from .faults import BrokerFaults
 from .instance import AUTO_CREATE_TOPIC, ClientInstance, MQClientError, periodic
@@ -103,32 +101,6 @@ def select_by_hash(queues: list[MessageQueue], msg: Message, key) -> MessageQueu
 def encode_for_batch(body: bytes, props: str, flag: int) -> bytes:
     """One message as MessageDecoder.encodeMessage lays it out in a batch body."""
     return encode_batch_body([body], [props.encode()], [flag])
-
-
-_BATCH_HEAD_LEN = 20  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, body length
-
-
-def encode_batch_body(bodies: Sequence[bytes], props: Sequence[bytes],
-                      flags: Sequence[int]) -> bytes:
-    """A SEND_BATCH_MESSAGE body: one join, then sizes written in place with numpy."""
-    n = len(bodies)
-    parts: list = [None] * (4 * n)
-    parts[0::4] = [bytes(_BATCH_HEAD_LEN)] * n
-    parts[1::4] = bodies
-    parts[2::4] = [b"\0\0"] * n
-    parts[3::4] = props
-    buf = bytearray().join(parts)
-    blen = np.fromiter(map(len, bodies), np.int64, n)
-    plen = np.fromiter(map(len, props), np.int64, n)
-    sizes = _BATCH_HEAD_LEN + blen + 2 + plen
-    starts = np.zeros(n, np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    u8 = np.frombuffer(buf, np.uint8)
-    put_be(u8, starts, sizes, 4)
-    put_be(u8, starts + 12, np.asarray(flags, np.int64), 4)
-    put_be(u8, starts + 16, blen, 4)
-    put_be(u8, starts + _BATCH_HEAD_LEN + blen, plen, 2)
-    return bytes(buf)
 
 
 class Producer:

@@ -355,6 +355,102 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(encode_batch_body_doc,
+"encode_batch_body(bodies, props, flags) -> bytes\n\n"
+"A SEND_BATCH_MESSAGE body (see batch_body.encode_batch_body).");
+
+static PyObject *encode_batch_body(PyObject *self, PyObject *args) {
+    PyObject *bodies_obj, *props_obj, *flags_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &bodies_obj, &props_obj, &flags_obj))
+        return NULL;
+    PyObject *bodies = NULL, *props = NULL, *out = NULL, *result = NULL;
+    Py_buffer *views = NULL;
+    Py_ssize_t nviews = 0, n;
+    Column flags = {0};
+    if (!(bodies = PySequence_Fast(bodies_obj, "bodies must be a sequence")) ||
+        !(props = PySequence_Fast(props_obj, "props must be a sequence")))
+        goto done;
+    n = PySequence_Fast_GET_SIZE(bodies);
+    if (PySequence_Fast_GET_SIZE(props) != n) {
+        PyErr_SetString(PyExc_ValueError, "one properties entry per body is required");
+        goto done;
+    }
+    if (column_init(&flags, flags_obj, n, "flags") < 0)
+        goto done;
+    if (!(views = PyMem_Calloc(2 * (size_t)n + 1, sizeof(Py_buffer)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(bodies, i), &views[nviews],
+                               PyBUF_SIMPLE) < 0)
+            goto done;
+        nviews++;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(props, i), &views[nviews],
+                               PyBUF_SIMPLE) < 0)
+            goto done;
+        nviews++;
+        total += 22 + (int64_t)views[nviews - 2].len + views[nviews - 1].len;
+    }
+    if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total)))
+        goto done;
+    unsigned char *m = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_buffer *body = &views[2 * i], *prop = &views[2 * i + 1];
+        long long flag;
+        if (column_get(&flags, i, INT32_MIN, INT32_MAX, &flag) < 0)
+            goto done;
+        memset(m, 0, 20);  /* MAGICCODE and BODYCRC stay 0, as RocketMQ's clients send */
+        wr32(m, (uint32_t)(22 + body->len + prop->len));
+        wr32(m + 12, (uint32_t)flag);
+        wr32(m + 16, (uint32_t)body->len);
+        memcpy(m + 20, body->buf, body->len);
+        m += 20 + body->len;
+        m[0] = (unsigned char)(prop->len >> 8); m[1] = (unsigned char)prop->len;
+        memcpy(m + 2, prop->buf, prop->len);
+        m += 2 + prop->len;
+    }
+    result = out;
+    out = NULL;
+done:
+    for (Py_ssize_t i = 0; i < nviews; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    Py_XDECREF(flags.seq);
+    Py_XDECREF(bodies); Py_XDECREF(props); Py_XDECREF(out);
+    return result;
+}
+
+PyDoc_STRVAR(pulled_spans_doc,
+"pulled_spans(body) -> (starts, sizes)\n\n"
+"Where each stored message of a pull response body is (see scan.pulled_spans).");
+
+static PyObject *pulled_spans(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *starts = PyList_New(0), *sizes = PyList_New(0), *result = NULL;
+    if (!starts || !sizes)
+        goto done;
+    const unsigned char *b = view.buf;
+    int64_t pos = 0, len = view.len;
+    while (pos + 4 <= len) {
+        int64_t size = rd32(b + pos);
+        if (size <= 0 || pos + size > len)
+            break;
+        if (append_new(starts, PyLong_FromLongLong(pos)) < 0 ||
+            append_new(sizes, PyLong_FromLongLong(size)) < 0)
+            goto done;
+        pos += size;
+    }
+    result = PyTuple_Pack(2, starts, sizes);
+done:
+    Py_XDECREF(starts); Py_XDECREF(sizes);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *init(PyObject *self, PyObject *error_class) {
     Py_XDECREF(FormatError);
     Py_INCREF(error_class);
@@ -366,6 +462,8 @@ static PyMethodDef methods[] = {
     {"init", init, METH_O, "init(MessageFormatError): the error raised on bad bytes"},
     {"split_batch", split_batch, METH_O, split_batch_doc},
     {"encode_stored", encode_stored, METH_VARARGS, encode_stored_doc},
+    {"encode_batch_body", encode_batch_body, METH_VARARGS, encode_batch_body_doc},
+    {"pulled_spans", pulled_spans, METH_O, pulled_spans_doc},
     {NULL, NULL, 0, NULL},
 };
 

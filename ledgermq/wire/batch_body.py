@@ -7,7 +7,11 @@ MessageDecoder.encodeMessage lays it out (all integers big-endian):
 from __future__ import annotations
 
 import struct
+from typing import Sequence
 
+import numpy as np
+
+from .batch import put_be
 from .message import MessageFormatError
 from .native import twin
 from .scan_batch import tags_and_keys
@@ -46,3 +50,33 @@ def split_batch(body: bytes | memoryview) -> tuple[list, list, list[int], list[s
         raise MessageFormatError("empty batch")
     tags, keys = tags_and_keys(mv.tobytes(), prop_starts, prop_ends)
     return bodies, props, flags, tags, keys
+
+
+_HEAD_LEN = 20  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, body length
+
+
+@twin("encode_batch_body")
+def encode_batch_body(bodies: Sequence[bytes], props: Sequence[bytes],
+                      flags: Sequence[int]) -> bytes:
+    """A SEND_BATCH_MESSAGE body (MAGICCODE and BODYCRC left 0, as RocketMQ's clients
+    send them): one join, then sizes written in place with numpy."""
+    n = len(bodies)
+    if len(props) != n:
+        raise ValueError("one properties entry per body is required")
+    parts: list = [None] * (4 * n)
+    parts[0::4] = [bytes(_HEAD_LEN)] * n
+    parts[1::4] = bodies
+    parts[2::4] = [b"\0\0"] * n
+    parts[3::4] = props
+    buf = bytearray().join(parts)
+    blen = np.fromiter(map(len, bodies), np.int64, n)
+    plen = np.fromiter(map(len, props), np.int64, n)
+    sizes = _HEAD_LEN + blen + 2 + plen
+    starts = np.zeros(n, np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    u8 = np.frombuffer(buf, np.uint8)
+    put_be(u8, starts, sizes, 4)
+    put_be(u8, starts + 12, np.asarray(flags, np.int64), 4)
+    put_be(u8, starts + 16, blen, 4)
+    put_be(u8, starts + _HEAD_LEN + blen, plen, 2)
+    return bytes(buf)

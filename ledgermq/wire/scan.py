@@ -10,6 +10,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from .native import twin
 from .message import (
     BLANK_MAGIC_CODE, HEADER_SIZE, MAGIC_CODE, MAGIC_CODE_V2, PROPERTY_KEYS, PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, property_value, tag_hash,
@@ -120,3 +121,20 @@ def walk(view: memoryview, pos: int, limit: int, base: int, seg_end: int, *,
         keys = index_keys_of(props) if (want_keys and plen) else []
         append(ScannedMessage(base + pos, total, topic, qid, qoff, tag_hash(tag), store_ts, keys))
         pos = end
+
+
+@twin("pulled_spans")
+def pulled_spans(body: bytes | memoryview) -> tuple[list[int], list[int]]:
+    """(starts, sizes) of the stored messages back to back in a pull response body, up to
+    the first that is cut short or has no positive TOTALSIZE."""
+    starts, sizes = [], []
+    pos, end = 0, len(body)
+    unpack = _I4.unpack_from
+    while pos + 4 <= end:
+        size = unpack(body, pos)[0]
+        if size <= 0 or pos + size > end:
+            break
+        starts.append(pos)
+        sizes.append(size)
+        pos += size
+    return starts, sizes

@@ -17,7 +17,7 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports(include=["ledgermq.wire"]):
-    from ledgermq.wire import batch, batch_body, native  # noqa: F401 (registers twins)
+    from ledgermq.wire import batch, batch_body, native, scan  # noqa: F401 (twins)
     from ledgermq.wire.message import HEADER_SIZE
 
 from ledgermq.client.producer import encode_batch_body  # noqa: E402
@@ -28,6 +28,8 @@ def outcome(fn, *args):
         result = fn(*args)
     except Exception as e:  # noqa: BLE001 - any error must match the twin's
         return "error", type(e).__name__, str(e)
+    if isinstance(result, bytes):
+        return "ok", result
     return "ok", [bytes(col) if isinstance(col, bytearray) else
                   [bytes(x) if isinstance(x, memoryview) else x for x in col] for col in result]
 
@@ -52,9 +54,11 @@ def structured(data: bytes) -> tuple[list, list, list]:
 
 def test_one_input(data: bytes) -> None:
     same("split_batch", data)  # as it came off the wire
+    same("pulled_spans", data)
     bodies, props, flags = structured(data)
     same("split_batch", encode_batch_body(bodies, props, flags))  # deep in the properties
     same("encode_stored", bytes(HEADER_SIZE), b"\x01T", bodies, props, flags, 5, 1 << 20)
+    same("encode_batch_body", bodies, props, flags)
 
 
 DICTIONARY = ["TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01", "\\x02", " ", "\\x01",

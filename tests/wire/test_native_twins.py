@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ledgermq.client.producer import encode_batch_body
-from ledgermq.wire import batch, batch_body, native  # noqa: F401 (registers the twins)
+from ledgermq.wire import batch, batch_body, native, scan  # noqa: F401 (registers twins)
 from ledgermq.wire.message import HEADER_SIZE
 
 needs_native = pytest.mark.skipif(native._native is None,
@@ -125,6 +125,24 @@ def test_encode_stored_errors_agree():
     assert both("encode_stored", t, b"\x01T", [b"a", b"b"], [b""], 0, 0, 1000)[0] == "error"
     assert both("encode_stored", t, b"\x01T", [b"a" * 50], b"", 0, 0, 100)[2] == \
         "message 0 is 142 bytes, above maxMessageSize 100"
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(messages)
+def test_encode_batch_body_twins_agree(msgs):
+    _, raw = both("encode_batch_body", [b for b, _, _ in msgs], [p for _, p, _ in msgs],
+                  [f for _, _, f in msgs])
+    assert both("split_batch", raw)[1][2] == [f for _, _, f in msgs]
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=40), max_size=6), damages)
+def test_pulled_spans_twins_agree(chunks, how):
+    """Messages of any length prefix (negative, zero, too long) and cut tails."""
+    raw = b"".join(len(c).to_bytes(4, "big", signed=True) + c for c in chunks)
+    both("pulled_spans", damage(raw, how))
 
 
 def test_the_module_is_built_where_a_compiler_is():

@@ -1,0 +1,160 @@
+"""The compiled wire path beside its pure-Python twins and both NATS JetStream anchors,
+single node, in one run (JSON rows).
+
+    python bench/native_bench.py [--quick] [--no-anchor] [--no-go]
+
+For each implementation (native, then LEDGERMQ_PURE=1) a worker process starts a fresh
+`ledgermq dev` with the same environment and runs the single-node workloads of
+bench/single_node_bench.py from its own client: a sync send p50, pipelined single sends
+(the producer's default coalescing, and one request per message), batches of 100 x 100 B,
+consume everything. Each row carries the CPU each process spent per message (client:
+getrusage; broker: /proc/PID/stat, before and after the workload). The anchors run on one
+fresh NATS cluster (replicas=1) in the same run: nats-py (bench.py) and the native Go
+client (gobench/, built offline by its build.sh; the row says why when it cannot be).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.anchor import build_go_client, by_phase, run_anchor  # noqa: E402
+from bench.single_node_bench import (  # noqa: E402
+    arun, w_batch, w_consume, w_pipelined, w_sync,
+)
+from tests.dev_process import DevProcess  # noqa: E402
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def measured(broker_pid: int, run) -> dict:
+    """Run one workload; add the CPU microseconds per message of client and broker."""
+    c0, b0 = own_cpu_seconds(), cpu_seconds(broker_pid)
+    row = arun(run())
+    c1, b1 = own_cpu_seconds(), cpu_seconds(broker_pid)
+    n = max(row["msgs"], 1)
+    row["cpu_us_per_msg"] = {"client": round((c1 - c0) * 1e6 / n, 2),
+                             "broker": round((b1 - b0) * 1e6 / n, 2)}
+    return row
+
+
+# key, what the issue's table calls it, workload
+def workloads(ns: str, na: int, nb: int):
+    return [
+        ("a", "sync send p50", lambda: w_sync(ns, na)),
+        ("b", "pipelined single sends (coalesced per loop turn)",
+         lambda: w_pipelined(ns, nb, "BenchB")),
+        ("b1", "pipelined single sends, one request each",
+         lambda: w_pipelined(ns, nb // 4, "BenchB1", coalesce=False)),
+        ("c", "batches of 100 x 100 B", lambda: w_batch(ns, nb)),
+        ("d", "consume everything", lambda: w_consume(ns, "BenchB", nb + 1)),
+    ]
+
+
+def worker(na: int, nb: int) -> None:
+    """One implementation (as LEDGERMQ_PURE says): a fresh broker, every workload."""
+    from ledgermq.wire import native
+    with tempfile.TemporaryDirectory(prefix="ledgermq-bench-") as d:
+        dev = DevProcess(Path(d), {"flushDiskType": "ASYNC_FLUSH",
+                                   "mappedFileSizeCommitLog": str(1 << 30)}).start()
+        try:
+            for key, name, run in workloads(dev.namesrv, na, nb):
+                row = measured(dev.proc.pid, run)
+                row.update(key=key, figure=name, impl=native.active())
+                print(json.dumps(row), flush=True)
+        finally:
+            dev.stop()
+
+
+def run_worker(pure: bool, na: int, nb: int) -> dict[str, dict]:
+    env = {**os.environ, "LEDGERMQ_PURE": "1" if pure else "0"}
+    out = subprocess.run([sys.executable, __file__, "--worker", "--na", str(na), "--nb",
+                          str(nb)], env=env, capture_output=True, text=True, check=True,
+                         timeout=1800).stdout
+    return {r["key"]: r for r in map(json.loads, out.splitlines())}
+
+
+def figure(row: dict | None, key: str) -> float | None:
+    """msgs/s, or p50 ms for the sync workload."""
+    if not row:
+        return None
+    return row.get("p50_ms") if key == "a" else row.get("msgs_per_s")
+
+
+def ratio(ours: float | None, anchor: float | None, key: str) -> float | None:
+    """How many times the anchor: throughput ours/anchor; for p50, ours/anchor (lower is
+    better)."""
+    if not ours or not anchor:
+        return None
+    return round(ours / anchor, 2)
+
+
+ANCHOR_PHASE = {"a": "a", "b": "b", "b1": "b", "c": "b", "d": "d"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-anchor", action="store_true")
+    ap.add_argument("--no-go", action="store_true")
+    ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--na", type=int)
+    ap.add_argument("--nb", type=int)
+    args = ap.parse_args()
+    na, nb = (2000, 20000) if args.quick else (20000, 200000)
+    na, nb = args.na or na, args.nb or nb
+    if args.worker:
+        return worker(na, nb)
+    go_note = "skipped (--no-go)"
+    nats_py, go = {}, {}
+    if not args.no_anchor:
+        go_bin = None
+        if not args.no_go:
+            go_bin, why = build_go_client()
+            go_note = "built" if go_bin else why
+        rows = run_anchor(1, "a,b,d", nb=nb, na=na, go=go_bin)
+        for r in rows:
+            print(json.dumps({"bench": "anchor nats-jetstream replicas=1", **r}), flush=True)
+        nats_py = by_phase([r for r in rows if r.get("client") != "go"])
+        go = by_phase([r for r in rows if r.get("client") == "go"])
+    ours = {"native": run_worker(False, na, nb), "pure": run_worker(True, na, nb)}
+    for key in ("a", "b", "b1", "c", "d"):
+        nat, pure = ours["native"].get(key), ours["pure"].get(key)
+        phase = ANCHOR_PHASE[key]
+        f_nat, f_pure = figure(nat, key), figure(pure, key)
+        a_py, a_go = figure(nats_py.get(phase), key), figure(go.get(phase), key)
+        unit = "p50_ms" if key == "a" else "msgs_per_s"
+        print(json.dumps({
+            "bench": "native single_node", "figure": nat["figure"], "unit": unit,
+            "native": f_nat, "pure": f_pure, "native_over_pure": ratio(f_nat, f_pure, key),
+            "native_impl": nat["impl"], "pure_impl": pure["impl"],
+            "anchor_nats_py": a_py, "anchor_go": a_go, "go_client": go_note,
+            "ratio_vs_nats_py": {"native": ratio(f_nat, a_py, key),
+                                 "pure": ratio(f_pure, a_py, key)},
+            "ratio_vs_go": {"native": ratio(f_nat, a_go, key), "pure": ratio(f_pure, a_go, key)},
+            "cpu_us_per_msg": {"native": nat["cpu_us_per_msg"], "pure": pure["cpu_us_per_msg"],
+                               "anchor_go": (go.get(phase) or {}).get("cpu")},
+            "p99_ms": {"native": nat.get("p99_ms"), "pure": pure.get("p99_ms")},
+        }), flush=True)
+
+
+if __name__ == "__main__":
+    main()
