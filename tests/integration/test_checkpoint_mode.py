@@ -17,6 +17,7 @@ from ledgermq.cluster import down, restart, status, up
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
 from ..wait import wait_until
+from .test_metrics import scrape, value
 from .load import Sighting, acked_after, check_nothing_lost, read_all, under_load
 
 
@@ -117,6 +118,9 @@ def test_pending_resolves_done_when_the_master_survives(group):
     finally:
         _thaw(*frozen)
     assert [r.status for r in results] == [SendStatus.PENDING] * 3
+    m = scrape(single_master(d)["metricsPort"])  # counted, and timed as what they were
+    assert value(m, "ledgermq_checkpoint_pending_sends_total") == 3
+    assert value(m, "rocketmq_rpc_latency_count", response_code="send_pending") == 3
     assert asyncio.run(_resolve_all(state["namesrv"], results)) == ["DONE"] * 3
     bodies = {b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q}
     assert {b"d-0", b"d-1", b"d-2"} <= bodies
