@@ -91,7 +91,7 @@ class _Conn:
 async def handle_cost(blocks: int, per_block: int, batch: int = 1) -> dict:
     from ledgermq.broker.broker import Broker
     from ledgermq.broker.config import load_broker_config
-    from ledgermq.client.producer import encode_batch_body
+    from ledgermq.wire.batch_body import encode_batch_body
     from ledgermq.namesrv.server import NamesrvConfig, NameServer
     from ledgermq.remoting import RemotingCommand, RequestCode, ResponseCode
 
