@@ -299,6 +299,16 @@ class CommitLog:
             cur = seg.end  # the segment is whole (or safe_offset lies in it: done)
         return safe_offset, ""
 
+    def _start_before(self, offset: int) -> int:
+        """Where the message ending at `offset` starts (`offset` when none does)."""
+        seg = self.files.find(offset - 1) if offset > self.min_offset else None
+        if seg is None:
+            return offset
+        found: list = []
+        walk(seg.view, 0, offset - seg.start, seg.start, seg.size, check_crc=False,
+             want_keys=False, out=found)
+        return found[-1].phys if found else offset
+
     def recover(self, safe_offset: int, report: RecoveryReport,
                 verify_bytes: int = 0) -> RecoveryReport:
         """Find the end of the log from `safe_offset` (a durable message boundary).
@@ -320,13 +330,18 @@ class CommitLog:
             self.max_offset = self.flushed_offset = safe_offset
             report.end_offset = safe_offset
             return report
+        cap = None  # where damage found below the checkpoint ends the log
         if self.files.files:
             checked, why = self.verify_below(safe_offset, verify_bytes)
             if why:
+                # damage is a run of bytes: it may begin in the last message the checks
+                # passed, in its header or properties, which no CRC covers
+                cut = self._start_before(checked)
                 log.error("commit log damaged below its checkpoint (%d): %s; the log now "
-                          "ends there, replication must restore the rest", safe_offset, why)
+                          "ends at %d, before the message in front of it; replication must "
+                          "restore the rest", safe_offset, why, cut)
                 report.damaged_from, report.truncated_reason = checked, why
-                safe_offset = checked
+                safe_offset = cap = cut
         cur = max(safe_offset, self.min_offset)
         report.scanned_from = cur
         while True:
@@ -342,6 +357,9 @@ class CommitLog:
             if reason == CORRUPT and not report.truncated_reason:
                 report.truncated_reason = f"{detail} at offset {cur}"
             break
+        if cap is not None and cur > cap:  # (the walk passed the message the cap drops)
+            cur = cap
+            report.messages = [m for m in report.messages if m.phys < cap]
         self.max_offset = cur
         cleared, dropped = self.cut(cur) if self.files.files else (0, 0)
         report.truncated_bytes = cleared if report.truncated_reason else 0

@@ -177,36 +177,42 @@ def test_a_cut_segment_followed_only_by_empty_ones_is_the_tail(tmp_path):
         assert r.ok and int(r.phys_offsets[0]) == start
 
 
-@pytest.mark.parametrize("damage", ["zero-flushed-tail", "flip-flushed-body-byte"])
+@pytest.mark.parametrize("damage", ["zero-flushed-tail", "flip-flushed-body-byte",
+                                    "from-the-properties-before"])
 def test_recovery_finds_damage_below_the_checkpoint(tmp_path, damage):
     """Flushed bytes below the checkpoint zeroed or flipped while the broker was down
     (issue #17's corruption fault): recovery re-reads them with their CRCs, and the log
-    ends where the damage starts, its queues with it, instead of serving zeros."""
+    ends before the message in front of the damage it found (damage that begins in that
+    message's properties, which no CRC covers, goes unseen there), its queues with it,
+    instead of serving zeros or damaged properties."""
     cfg = small_config(tmp_path)  # 64 KiB segments: the damage crosses a boundary
     with MessageStore(cfg) as s:
         for i in range(400):
             s.put(s.encode("Rot", i % 2, [f"m{i}-".encode().ljust(300, b"x")]))
         msgs = s.commitlog.scan(s.commitlog.min_offset, s.commitlog.max_offset)
     end = msgs[-1].phys + msgs[-1].size
-    victim = next(m for m in msgs if m.phys >= end - 100 * 1024)  # the last ~100 KiB
+    at = next(i for i, m in enumerate(msgs) if m.phys >= end - 100 * 1024)  # last ~100 KiB
+    before, victim = msgs[at - 1], msgs[at]
     lo = victim.phys if damage == "zero-flushed-tail" else victim.phys + victim.size - 10
     hi = end if damage == "zero-flushed-tail" else lo + 1
+    if damage == "from-the-properties-before":  # the last bytes of `before`, then zeros
+        lo, hi = victim.phys - 4, victim.phys + 64  # its topic bytes: no CRC covers them
     for off in range(lo, hi):  # byte by byte across the segment files it touches
         seg = tmp_path / "commitlog" / f"{off - off % cfg.mappedFileSizeCommitLog:020d}"
         with open(seg, "r+b") as f:
             f.seek(off % cfg.mappedFileSizeCommitLog)
             b = f.read(1)
             f.seek(off % cfg.mappedFileSizeCommitLog)
-            f.write(b"\0" if damage == "zero-flushed-tail" else bytes([b[0] ^ 0xFF]))
+            f.write(b"\0" if damage != "flip-flushed-body-byte" else bytes([b[0] ^ 0xFF]))
     store = MessageStore(cfg)
     report = store.open()
     try:
-        assert store.commitlog.max_offset == victim.phys, report
+        assert store.commitlog.max_offset == before.phys, report
         assert report.damaged_from == victim.phys, report
         assert str(victim.phys) in report.truncated_reason
-        # the victim's queue ends before it: nothing unreadable is served
-        assert store.max_offset_in_queue("Rot", victim.queue_id) == victim.queue_offset
-        r = store.put(store.encode("Rot", victim.queue_id, [b"after"]))
-        assert int(r.phys_offsets[0]) == victim.phys
+        # the queue of the message before ends before it: nothing unreadable is served
+        assert store.max_offset_in_queue("Rot", before.queue_id) == before.queue_offset
+        r = store.put(store.encode("Rot", before.queue_id, [b"after"]))
+        assert int(r.phys_offsets[0]) == before.phys
     finally:
         store.close()
