@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..wire.scan import pulled_spans
+from ..wire.scan import split_pulled
 from ..wire.message import (
     MAGIC_CODE_V2, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_RETRY_TOPIC,
     PROPERTY_TAGS, PROPERTY_UNIQ_KEY, SYSFLAG_BORNHOST_V6, SYSFLAG_COMPRESSED,
@@ -96,10 +96,10 @@ class MessageExt(_PropertyAccess):
 
     __slots__ = ("raw", "queue", "_fixed", "_layout", "_props")
 
-    def __init__(self, raw: memoryview, queue: MessageQueue):
+    def __init__(self, raw: memoryview, queue: MessageQueue, fixed: tuple | None = None):
         self.raw = raw
         self.queue = queue
-        self._fixed = _FIXED.unpack_from(raw, 0)
+        self._fixed = _FIXED.unpack_from(raw, 0) if fixed is None else fixed
         self._layout = None
         self._props = None
 
@@ -201,8 +201,8 @@ class MessageExt(_PropertyAccess):
 
 def decode_pulled(body: bytes, queue: MessageQueue) -> list[MessageExt]:
     """The messages of a pull response body (stored messages back to back)."""
-    mv = memoryview(body)
-    return [MessageExt(mv[a:a + n], queue) for a, n in zip(*pulled_spans(mv))]
+    views, heads = split_pulled(body)
+    return list(map(MessageExt, views, itertools.repeat(queue), heads))
 
 
 class UniqueIdGenerator:

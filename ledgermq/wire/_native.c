@@ -422,16 +422,39 @@ done:
     return result;
 }
 
-PyDoc_STRVAR(pulled_spans_doc,
-"pulled_spans(body) -> (starts, sizes)\n\n"
-"Where each stored message of a pull response body is (see scan.pulled_spans).");
+PyDoc_STRVAR(split_pulled_doc,
+"split_pulled(body) -> (views, heads)\n\n"
+"The stored messages of a pull response body (see scan.split_pulled).");
 
-static PyObject *pulled_spans(PyObject *self, PyObject *arg) {
+#define FIXED_SIZE 48  /* TOTALSIZE through BORNTIMESTAMP */
+
+static inline int64_t rd64(const unsigned char *p) {
+    return (int64_t)(((uint64_t)(uint32_t)rd32(p) << 32) | (uint32_t)rd32(p + 4));
+}
+
+static PyObject *fixed_head(const unsigned char *m) {
+    static const int at[9] = {0, 4, 8, 12, 16, 20, 28, 36, 40};
+    PyObject *t = PyTuple_New(9);
+    if (!t)
+        return NULL;
+    for (int i = 0; i < 9; i++) {
+        int wide = i == 5 || i == 6 || i == 8;  /* QUEUEOFFSET, PHYSICALOFFSET, BORNTIMESTAMP */
+        PyObject *v = wide ? PyLong_FromLongLong(rd64(m + at[i])) : PyLong_FromLong(rd32(m + at[i]));
+        if (!v) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+static PyObject *split_pulled(PyObject *self, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    PyObject *starts = PyList_New(0), *sizes = PyList_New(0), *result = NULL;
-    if (!starts || !sizes)
+    PyObject *mv = NULL, *views = PyList_New(0), *heads = PyList_New(0), *result = NULL;
+    if (!views || !heads || !(mv = PyMemoryView_FromObject(arg)))
         goto done;
     const unsigned char *b = view.buf;
     int64_t pos = 0, len = view.len;
@@ -439,14 +462,19 @@ static PyObject *pulled_spans(PyObject *self, PyObject *arg) {
         int64_t size = rd32(b + pos);
         if (size <= 0 || pos + size > len)
             break;
-        if (append_new(starts, PyLong_FromLongLong(pos)) < 0 ||
-            append_new(sizes, PyLong_FromLongLong(size)) < 0)
+        if (size < FIXED_SIZE) {
+            format_error("stored message at byte %lld is %lld bytes, shorter than its header",
+                         (long long)pos, (long long)size);
+            goto done;
+        }
+        if (append_new(views, PySequence_GetSlice(mv, pos, pos + size)) < 0 ||
+            append_new(heads, fixed_head(b + pos)) < 0)
             goto done;
         pos += size;
     }
-    result = PyTuple_Pack(2, starts, sizes);
+    result = PyTuple_Pack(2, views, heads);
 done:
-    Py_XDECREF(starts); Py_XDECREF(sizes);
+    Py_XDECREF(views); Py_XDECREF(heads); Py_XDECREF(mv);
     PyBuffer_Release(&view);
     return result;
 }
@@ -463,7 +491,7 @@ static PyMethodDef methods[] = {
     {"split_batch", split_batch, METH_O, split_batch_doc},
     {"encode_stored", encode_stored, METH_VARARGS, encode_stored_doc},
     {"encode_batch_body", encode_batch_body, METH_VARARGS, encode_batch_body_doc},
-    {"pulled_spans", pulled_spans, METH_O, pulled_spans_doc},
+    {"split_pulled", split_pulled, METH_O, split_pulled_doc},
     {NULL, NULL, 0, NULL},
 };
 

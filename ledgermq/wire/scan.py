@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .native import twin
 from .message import (
-    BLANK_MAGIC_CODE, HEADER_SIZE, MAGIC_CODE, MAGIC_CODE_V2, PROPERTY_KEYS, PROPERTY_TAGS,
+    MessageFormatError, BLANK_MAGIC_CODE, HEADER_SIZE, MAGIC_CODE, MAGIC_CODE_V2, PROPERTY_KEYS, PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, property_value, tag_hash,
 )
 
@@ -123,18 +123,26 @@ def walk(view: memoryview, pos: int, limit: int, base: int, seg_end: int, *,
         pos = end
 
 
-@twin("pulled_spans")
-def pulled_spans(body: bytes | memoryview) -> tuple[list[int], list[int]]:
-    """(starts, sizes) of the stored messages back to back in a pull response body, up to
-    the first that is cut short or has no positive TOTALSIZE."""
-    starts, sizes = [], []
-    pos, end = 0, len(body)
-    unpack = _I4.unpack_from
+FIXED_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE through BORNTIMESTAMP
+
+
+@twin("split_pulled")
+def split_pulled(body: bytes | memoryview) -> tuple[list[memoryview], list[tuple]]:
+    """The stored messages back to back in a pull response body: a view of each and its
+    fixed header fields (TOTALSIZE through BORNTIMESTAMP), up to the first that is cut
+    short or has no positive TOTALSIZE."""
+    mv = memoryview(body)
+    views, heads = [], []
+    pos, end = 0, len(mv)
+    unpack, head = _I4.unpack_from, FIXED_HEAD.unpack_from
     while pos + 4 <= end:
-        size = unpack(body, pos)[0]
+        size = unpack(mv, pos)[0]
         if size <= 0 or pos + size > end:
             break
-        starts.append(pos)
-        sizes.append(size)
+        if size < FIXED_HEAD.size:
+            raise MessageFormatError(
+                f"stored message at byte {pos} is {size} bytes, shorter than its header")
+        views.append(mv[pos:pos + size])
+        heads.append(head(mv, pos))
         pos += size
-    return starts, sizes
+    return views, heads

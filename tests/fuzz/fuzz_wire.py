@@ -54,7 +54,7 @@ def structured(data: bytes) -> tuple[list, list, list]:
 
 def test_one_input(data: bytes) -> None:
     same("split_batch", data)  # as it came off the wire
-    same("pulled_spans", data)
+    same("split_pulled", data)
     bodies, props, flags = structured(data)
     same("split_batch", encode_batch_body(bodies, props, flags))  # deep in the properties
     same("encode_stored", bytes(HEADER_SIZE), b"\x01T", bodies, props, flags, 5, 1 << 20)
@@ -118,9 +118,11 @@ def main() -> None:
     if not dirs:  # no corpus given: a fresh one
         dirs = [str(work / "corpus")]
         args.append(dirs[0])
-    Path(dirs[0]).mkdir(parents=True, exist_ok=True)
-    if not any(Path(dirs[0]).iterdir()):
-        seeds(Path(dirs[0]))
+    first = Path(dirs[0])
+    if not first.is_file():  # a corpus directory (a file is an input to replay)
+        first.mkdir(parents=True, exist_ok=True)
+        if not any(first.iterdir()):
+            seeds(first)
     atheris.Setup(args, test_one_input)
     atheris.Fuzz()
 
