@@ -75,7 +75,8 @@ def run(metrics: bool, n: int, coalesce: bool) -> tuple[float, float]:
         finally:
             stop.set()
             dev.stop()
-    r.update(bench="metrics_overhead", metrics=metrics, broker_cpu_us_per_msg=round(1e6 * cpu / n, 2))
+    r.update(bench="metrics_overhead", metrics=metrics,
+             broker_cpu_us_per_msg=round(1e6 * cpu / n, 2))
     print(json.dumps(r), flush=True)
     return r["msgs_per_s"], r["broker_cpu_us_per_msg"]
 

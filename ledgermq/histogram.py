@@ -39,7 +39,3 @@ class Histogram:
         """The (zeroed) counts of `key`: for callers that inline `observe` on a hot path."""
         s = self.series[key] = [0] * (len(self.bounds) + 1) + [0.0]
         return s
-
-    def count(self, key) -> int:
-        s = self.series.get(key)
-        return sum(s[:-1]) if s else 0

@@ -17,7 +17,7 @@ import struct
 import time
 from bisect import bisect_right
 
-from ..store import MessageStore
+from ..store import MessageStore, StoreError
 from ..wire.message import BLANK_MAGIC_CODE
 
 SAMPLE_S = 0.1
@@ -70,12 +70,15 @@ class LogBoundaries:
         return None
 
     def age_s(self, offset: int) -> float:
-        """Seconds since the oldest message at or past `offset` was stored (0: none)."""
+        """Seconds since the oldest message at or past `offset` was stored (0: none; NaN:
+        its segment was deleted by retention while being read)."""
         store = self.store
-        pos = self.message_at(max(offset, store.commitlog.min_offset))
-        if pos is None:
-            return 0.0
-        return max(0.0, time.time() - store.store_timestamp_at(pos) / 1000)
+        try:
+            pos = self.message_at(max(offset, store.commitlog.min_offset))
+            stored_ms = store.store_timestamp_at(pos) if pos is not None else None
+        except (StoreError, ValueError):  # (a released segment's view raises ValueError)
+            return float("nan")
+        return 0.0 if stored_ms is None else max(0.0, time.time() - stored_ms / 1000)
 
 
 def lag_rows(bounds: LogBoundaries, offsets: dict[str, int]) -> list:

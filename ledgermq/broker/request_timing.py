@@ -19,21 +19,22 @@ from ..remoting import RemotingCommand, ReplyWhen
 
 Handler = Callable[[RemotingCommand, object], object]
 CODE_BITS = 20  # a response code below 2**20 (RocketMQ's are small)
+CODE_MASK = (1 << CODE_BITS) - 1
 
 
 def rpc_key(request_code: int, response_code: int) -> int:
-    return request_code << CODE_BITS | (response_code & ((1 << CODE_BITS) - 1))
+    return request_code << CODE_BITS | (response_code & CODE_MASK)
 
 
 def rpc_codes(key: int) -> tuple[int, int]:
-    return key >> CODE_BITS, key & ((1 << CODE_BITS) - 1)
+    return key >> CODE_BITS, key & CODE_MASK
 
 
 def timed(handle: Handler, rpc: Histogram) -> Handler:
     """`handle`, recording each request into `rpc` by request and response code; a oneway
     request (no response) is not recorded. The immediate answer's observation is
     `Histogram.observe` inlined, with `rpc_key` inlined: it is the pipelined sends' path."""
-    observe, series, bounds = rpc.observe, rpc.series, rpc.bounds
+    observe, series, bounds, bits, mask = rpc.observe, rpc.series, rpc.bounds, CODE_BITS, CODE_MASK
 
     def handle_timed(cmd: RemotingCommand, conn):
         started = perf_counter()
@@ -41,7 +42,7 @@ def timed(handle: Handler, rpc: Histogram) -> Handler:
         kind = type(reply)
         if kind is RemotingCommand:
             ms = (perf_counter() - started) * 1000
-            key = cmd.code << CODE_BITS | (reply.code & 0xFFFFF)
+            key = cmd.code << bits | (reply.code & mask)
             s = series.get(key) or rpc.new(key)
             s[bisect_left(bounds, ms)] += 1
             s[-1] += ms
