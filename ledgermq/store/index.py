@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ..files import fsync_dir
-from ..wire.message import java_string_hash, java_string_hashes
+from ..wire.hashes import java_string_hashes
+from ..wire.message import java_string_hash
 
 ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 HEADER = struct.Struct(">qqqqii")

@@ -479,6 +479,75 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(java_string_hashes_doc,
+"java_string_hashes(strings) -> bytearray\n\n"
+"Java's String.hashCode of each string, as native-endian int64s (see\n"
+"hashes.java_string_hashes).");
+
+static int64_t hash_units16(const unsigned char *be, Py_ssize_t nbytes) {
+    uint32_t h = 0;
+    for (Py_ssize_t i = 0; i + 1 < nbytes; i += 2)
+        h = 31 * h + (((uint32_t)be[i] << 8) | be[i + 1]);
+    return (int32_t)h;
+}
+
+static int java_hash_one(PyObject *s, int64_t *out) {
+    if (!PyUnicode_Check(s)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(s)->tp_name);
+        return -1;
+    }
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    uint32_t h = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {  /* Latin-1: one UTF-16 unit per character */
+        const Py_UCS1 *c = data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            h = 31 * h + c[i];
+        *out = (int32_t)h;
+        return 0;
+    }
+    if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *c = data;
+        Py_ssize_t i = 0;
+        for (; i < n && (c[i] < 0xD800 || c[i] > 0xDFFF); i++)
+            h = 31 * h + c[i];
+        if (i == n) {
+            *out = (int32_t)h;
+            return 0;
+        }
+    }
+    /* astral characters (surrogate pairs) or a lone surrogate: an error, the one the
+     * twin's UTF-8 encode raises */
+    if (!PyUnicode_AsUTF8AndSize(s, NULL))
+        return -1;
+    PyObject *be = PyUnicode_AsEncodedString(s, "utf-16-be", "strict");
+    if (!be)
+        return -1;
+    *out = hash_units16((const unsigned char *)PyBytes_AS_STRING(be), PyBytes_GET_SIZE(be));
+    Py_DECREF(be);
+    return 0;
+}
+
+static PyObject *java_string_hashes(PyObject *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "strings must be a sequence");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, n * 8);
+    if (out) {
+        int64_t *h = (int64_t *)PyByteArray_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (java_hash_one(PySequence_Fast_GET_ITEM(seq, i), &h[i]) < 0) {
+                Py_CLEAR(out);
+                break;
+            }
+        }
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyObject *init(PyObject *self, PyObject *error_class) {
     Py_XDECREF(FormatError);
     Py_INCREF(error_class);
@@ -492,6 +561,7 @@ static PyMethodDef methods[] = {
     {"encode_stored", encode_stored, METH_VARARGS, encode_stored_doc},
     {"encode_batch_body", encode_batch_body, METH_VARARGS, encode_batch_body_doc},
     {"split_pulled", split_pulled, METH_O, split_pulled_doc},
+    {"java_string_hashes", java_string_hashes, METH_O, java_string_hashes_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -150,22 +150,6 @@ def java_string_hash(s: str) -> int:
     return _to_signed32(h)
 
 
-def java_string_hashes(strings: list[str]):
-    """java_string_hash of many strings at once (numpy), as an int64 array."""
-    import numpy as np
-    if not strings:
-        return np.zeros(0, np.int64)
-    enc = [x.encode() for x in strings]
-    width = max(map(len, enc))
-    if width >= _POWERS_LEN or not all(map(bytes.isascii, enc)):
-        return np.fromiter(map(java_string_hash, strings), np.int64, len(strings))
-    # right-aligned rows: leading zero bytes add nothing to the hash
-    mat = np.frombuffer(b"".join(e.rjust(width, b"\0") for e in enc), np.uint8)
-    mat = mat.reshape(-1, width).astype(np.uint64)
-    h = (mat * np.array(_POWERS[width], np.uint64)).sum(axis=1) & np.uint64(0xFFFFFFFF)
-    return h.astype(np.int64) - ((h.astype(np.int64) & 0x80000000) << 1)
-
-
 @lru_cache(maxsize=65536)
 def tag_hash(tag: str | None) -> int:
     """RocketMQ's tagsCode of a tag: its Java hash code, 0 for no tag."""

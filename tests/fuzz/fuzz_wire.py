@@ -17,7 +17,7 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports(include=["ledgermq.wire"]):
-    from ledgermq.wire import batch, batch_body, native, scan  # noqa: F401 (twins)
+    from ledgermq.wire import batch, batch_body, hashes, native, scan  # noqa: F401
     from ledgermq.wire.message import HEADER_SIZE
 
 from ledgermq.client.producer import encode_batch_body  # noqa: E402
@@ -30,6 +30,8 @@ def outcome(fn, *args):
         return "error", type(e).__name__, str(e)
     if isinstance(result, bytes):
         return "ok", result
+    if hasattr(result, "tolist"):
+        return "ok", result.tolist()
     return "ok", [bytes(col) if isinstance(col, bytearray) else
                   [bytes(x) if isinstance(x, memoryview) else x for x in col] for col in result]
 
@@ -55,6 +57,8 @@ def structured(data: bytes) -> tuple[list, list, list]:
 def test_one_input(data: bytes) -> None:
     same("split_batch", data)  # as it came off the wire
     same("split_pulled", data)
+    same("java_string_hashes", [data.decode("utf-8", "replace"), data.decode("latin-1"),
+                                data[:len(data) & ~1].decode("utf-16-le", "surrogatepass")])
     bodies, props, flags = structured(data)
     same("split_batch", encode_batch_body(bodies, props, flags))  # deep in the properties
     same("encode_stored", bytes(HEADER_SIZE), b"\x01T", bodies, props, flags, 5, 1 << 20)

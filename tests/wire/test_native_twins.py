@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ledgermq.client.producer import encode_batch_body
-from ledgermq.wire import batch, batch_body, native, scan  # noqa: F401 (registers twins)
+from ledgermq.wire import batch, batch_body, hashes, native, scan  # noqa: F401 (twins)
 from ledgermq.wire.message import HEADER_SIZE
 
 needs_native = pytest.mark.skipif(native._native is None,
@@ -167,6 +167,24 @@ def test_split_pulled_reads_stored_messages(msgs, born, store_ts):
     _, (views, heads) = both("split_pulled", bytes(b.buf) + b"\0\0\0")
     assert [h[3:6] for h in heads] == [[3, -7, 2**33 + i] for i in range(len(msgs))]
     assert [h[8] for h in heads] == [born] * len(msgs)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=40) | st.text(alphabet="ab#", min_size=250, max_size=300) |
+                st.sampled_from(["", "\U0001F600x", "\ud800", "a\udfff", "\xe9t\xe9", "\u4e2d"]),
+                max_size=8))
+def test_java_string_hashes_twins_agree(strings):
+    both("java_string_hashes", strings)
+
+
+def test_java_string_hashes_match_java():
+    """Values Java's String.hashCode gives (UTF-16 units; the emoji is a surrogate pair)."""
+    pure, compiled = native.TWINS["java_string_hashes"]
+    expected = [0, 96354, -1656969516, 646394, 1772899]
+    words = ["", "abc", "TopicTest#KEY1", "\u4e2d\u6587", "\U0001F600"]
+    for fn in filter(None, (pure, compiled)):
+        assert fn(words).tolist() == expected
 
 
 def test_the_module_is_built_where_a_compiler_is():
