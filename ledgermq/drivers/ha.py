@@ -22,7 +22,7 @@ from ..peer_auth import PeerAuth, PeerRefused
 from ..remoting.listen import listen
 from ..remoting.tls import DISABLED, Tls
 from ..replication.ha import (
-    CHECKPOINT_FRAME, CHECKPOINT_REPORT, DIGEST, HEADER, HELLO, REFILL_DATA, REFILL_FRAME,
+    CHECKPOINT_FRAME, CHECKPOINT_REPORT, DIGEST, FORKED_FRAME, HEADER, HELLO, REFILL_DATA, REFILL_FRAME,
     REPORT, TAIL, Append, AskRefill,
     Close, Complete, Disconnect, Flush, HAConfig, HAMaster, HASlave, Heartbeat,
     PublishCheckpoint, Recovered, RefillAppend, Report, SaveCheckpoint, SendLog,
@@ -30,7 +30,9 @@ from ..replication.ha import (
 )
 from ..store import FlushDiskType, MessageStore, StoreError
 from .ha_auth import admit, connect
-from .ha_refill import forked, note_slave, read_refill, send_log, tail_of
+from .ha_refill import (
+    LogForked, drop_forked_log, forked, note_slave, read_refill, send_log, tail_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -175,8 +177,11 @@ class HAMasterDriver:
                 if forked(self.store, offset, digest):
                     log.error("HA: slave %s holds other bytes than ours before its end %d "
                               "(our log lost bytes and took others there while it was "
-                              "away): refused; empty its store to let it copy ours again",
+                              "away): refused; it drops its log and copies ours again",
                               peer, offset)
+                    w = self.writer(link)
+                    if w is not None:  # it drops its log and copies ours again
+                        w.write(HEADER.pack(offset, FORKED_FRAME))
                     self.execute([Close(link, "its log forks from ours")])
                     return
         self.execute(self.core.report(link, offset, now_ms(), slave_id,
@@ -368,6 +373,8 @@ class HASlaveDriver:
                     await self._follow(addr)
             except PeerRefused as e:
                 self.auth.refuse("HA link", addr, e)
+            except LogForked:
+                drop_forked_log(self.store)
             except asyncio.IncompleteReadError as e:
                 if self.writer is not None and not self.frames and not self.auth.enabled:
                     log.warning("HA: master %s closed the link before sending anything: if it "
@@ -403,6 +410,8 @@ class HASlaveDriver:
         self.execute(self.core.connected(now_ms()))
         while self.writer is writer:
             offset, size = HEADER.unpack(await reader.readexactly(HEADER.size))
+            if size == FORKED_FRAME:
+                raise LogForked(f"at {offset}")
             if size < REFILL_FRAME or size > (64 << 20):
                 raise ValueError(f"bad HA header: offset {offset}, size {size}")
             body = await reader.readexactly(size) if size > 0 else b""

@@ -17,6 +17,20 @@ from ..store import MessageStore, StoreError
 log = logging.getLogger(__name__)
 
 MAX_CHUNK = 64 << 20
+
+
+class LogForked(Exception):
+    """The master found our log forked from its own (FORKED_FRAME)."""
+
+
+def drop_forked_log(store: MessageStore) -> None:
+    """Empty the store, to copy the master's log again from its last segment (as a new
+    slave does): bytes past a fork are not the master's, and where the fork begins
+    cannot be told cheaply."""
+    log.error("HA: our log forks from the master's: dropping it (%d-%d) to copy the "
+              "master's again", store.commitlog.min_offset, store.commitlog.max_offset)
+    store.truncate(store.commitlog.min_offset)
+    store.restart_at(0)
 SLAVES_SEEN = "ha_slaves_seen"  # in the store root: this master has had a slave
 
 

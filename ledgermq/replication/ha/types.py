@@ -17,8 +17,9 @@ Wire (the seed's, RocketMQ's HA port):
   -2 in place of a report, then a 12-byte header (offset, size) and the bytes.
 - slave -> master (S2), first on a link: the value -3, then its log end and the digest of
   the TAIL_BYTES before it: a master holding that offset with other bytes before it
-  (its log forked from the slave's: it lost bytes and wrote others there) closes the link
-  instead of extending a forked log.
+  (its log forked from the slave's: it lost bytes and wrote others there) answers with
+  size -3 and closes the link instead of extending a forked log; the slave then drops its
+  log and copies the master's again (S2's master is the one authority once recovered).
 
 Driver contract: execute a step's actions in order. `Append` is answered by calling the
 slave core's `appended(new_max_offset)` before anything else is fed to it; `Flush` (S3)
@@ -39,6 +40,7 @@ CHECKPOINT_FRAME = -1
 REFILL_FRAME = -2  # master -> slave: send me your log from this offset
 REFILL_DATA = -2  # slave -> master, in a report's place: a refill header and bytes follow
 HELLO = -3  # slave -> master (S2), first thing on a link: TAIL follows
+FORKED_FRAME = -3  # master -> slave (S2): your log forks from mine: drop it, copy mine
 TAIL = struct.Struct(">qQ")  # a log's end and the digest of the bytes just before it
 DIGEST = struct.Struct(">Q")  # after a REFILL_FRAME header: the master's tail digest
 TAIL_BYTES = 256
