@@ -1,6 +1,7 @@
 """What client code sees: messages to send, send results, received messages, queues."""
 from __future__ import annotations
 
+import collections
 import enum
 import itertools
 import os
@@ -10,8 +11,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from ..wire.ids import unique_ids
 from ..wire.scan import split_pulled
 from ..wire.message import (
     MAGIC_CODE_V2, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_RETRY_TOPIC,
@@ -225,18 +225,11 @@ class UniqueIdGenerator:
         return self._prefix + struct.pack(">ih", elapsed, next(self._counter) & 0x7FFF).hex().upper()
 
     def next_many(self, n: int) -> list[str]:
-        """n ids at once: one hex conversion for the lot."""
+        """n ids at once (wire.ids.unique_ids)."""
         elapsed = int((time.time() - self._start) * 1000) & 0x7FFFFFFF
         first = next(self._counter)
-        for _ in range(n - 1):
-            next(self._counter)
-        tail = np.empty((n, 6), np.uint8)
-        tail[:, :4] = np.frombuffer(struct.pack(">i", elapsed), np.uint8)
-        counters = (np.arange(first, first + n, dtype=np.int64) & 0x7FFF).astype(">i2")
-        tail[:, 4:] = counters.view(np.uint8).reshape(n, 2)
-        text = tail.tobytes().hex().upper()
-        prefix = self._prefix
-        return [prefix + text[i:i + 12] for i in range(0, 12 * n, 12)]
+        collections.deque(itertools.islice(self._counter, n - 1), maxlen=0)  # skip n - 1
+        return unique_ids(self._prefix, elapsed, first, n)
 
 
 def properties_string(props: dict[str, str]) -> str:

@@ -548,6 +548,50 @@ static PyObject *java_string_hashes(PyObject *self, PyObject *arg) {
     return out;
 }
 
+PyDoc_STRVAR(unique_ids_doc,
+"unique_ids(prefix, elapsed, first, n) -> list[str]\n\n"
+"n message ids of one prefix (see ids.unique_ids).");
+
+static PyObject *unique_ids(PyObject *self, PyObject *args) {
+    PyObject *prefix;
+    long long elapsed, first;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "ULLn", &prefix, &elapsed, &first, &n))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(prefix)) {
+        PyErr_SetString(PyExc_ValueError, "the id prefix must be ASCII hex");
+        return NULL;
+    }
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative count");
+        return NULL;
+    }
+    static const char hex[] = "0123456789ABCDEF";
+    Py_ssize_t plen = PyUnicode_GET_LENGTH(prefix);
+    const char *p = (const char *)PyUnicode_1BYTE_DATA(prefix);
+    char tail[12];
+    uint32_t e = (uint32_t)(elapsed & 0x7FFFFFFF);
+    for (int i = 0; i < 8; i++)
+        tail[i] = hex[(e >> (28 - 4 * i)) & 0xF];
+    PyObject *out = PyList_New(n);
+    if (!out)
+        return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        uint32_t c = (uint32_t)((first + k) & 0x7FFF);
+        for (int i = 0; i < 4; i++)
+            tail[8 + i] = hex[(c >> (12 - 4 * i)) & 0xF];
+        PyObject *id = PyUnicode_New(plen + 12, 127);
+        if (!id) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        memcpy(PyUnicode_1BYTE_DATA(id), p, plen);
+        memcpy(PyUnicode_1BYTE_DATA(id) + plen, tail, 12);
+        PyList_SET_ITEM(out, k, id);
+    }
+    return out;
+}
+
 static PyObject *init(PyObject *self, PyObject *error_class) {
     Py_XDECREF(FormatError);
     Py_INCREF(error_class);
@@ -562,6 +606,7 @@ static PyMethodDef methods[] = {
     {"encode_batch_body", encode_batch_body, METH_VARARGS, encode_batch_body_doc},
     {"split_pulled", split_pulled, METH_O, split_pulled_doc},
     {"java_string_hashes", java_string_hashes, METH_O, java_string_hashes_doc},
+    {"unique_ids", unique_ids, METH_VARARGS, unique_ids_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ledgermq.client.producer import encode_batch_body
-from ledgermq.wire import batch, batch_body, hashes, native, scan  # noqa: F401 (twins)
+from ledgermq.wire import batch, batch_body, hashes, ids, native, scan  # noqa: F401
 from ledgermq.wire.message import HEADER_SIZE
 
 needs_native = pytest.mark.skipif(native._native is None,
@@ -185,6 +185,20 @@ def test_java_string_hashes_match_java():
     words = ["", "abc", "TopicTest#KEY1", "\u4e2d\u6587", "\U0001F600"]
     for fn in filter(None, (pure, compiled)):
         assert fn(words).tolist() == expected
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="0123456789ABCDEF", max_size=20) | st.just("\xe9"),
+       st.integers(-2**63, 2**63 - 1), st.integers(0, 2**40), st.integers(-1, 70))
+def test_unique_ids_twins_agree(prefix, elapsed, first, n):
+    both("unique_ids", prefix, elapsed, first, n)
+
+
+def test_unique_ids_layout():
+    """prefix, elapsed ms (31 bits) and the counter (15 bits), upper-case hex."""
+    for fn in filter(None, native.TWINS["unique_ids"]):
+        assert fn("AB", 0x80000001, 0x7FFF, 2) == ["AB000000017FFF", "AB000000010000"]
 
 
 def test_the_module_is_built_where_a_compiler_is():
