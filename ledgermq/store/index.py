@@ -24,6 +24,7 @@ import numpy as np
 from ..files import fsync_dir
 from ..wire.hashes import java_string_hashes
 from ..wire.message import java_string_hash
+from ..wire.native import twin
 
 ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 HEADER = struct.Struct(">qqqqii")
@@ -43,6 +44,42 @@ def java_hash(key: str) -> int:
 def java_hashes(keys: list[str]) -> np.ndarray:
     h = java_string_hashes(keys)
     return np.where(h == -(1 << 31), 0, np.abs(h))
+
+
+@twin("index_put")
+def index_put(mm, heads_at: int, slots: int, entries_at: int, first_num: int,
+              hashes: np.ndarray, phys: np.ndarray, diffs: np.ndarray) -> None:
+    """Write entries first_num, first_num+1, ... (hash, phys, time diff, prev) into `mm` at
+    `entries_at` and chain each into its hash slot (the big-endian int32 heads at
+    `heads_at`), vectorized. Each slot keeps a chain newest-first: an entry's `prev` is
+    the entry before it in the same slot within this call, or the slot's head before it."""
+    n = len(hashes)
+    if len(phys) != n or len(diffs) != n:
+        raise ValueError("hashes, phys and diffs differ in length")
+    if slots <= 0 or min(heads_at, entries_at, first_num) < 0 or \
+            heads_at + slots * SLOT_SIZE > len(mm) or \
+            entries_at + (first_num + n) * ENTRY_SIZE > len(mm):
+        raise ValueError("index entries do not fit the buffer")
+    nums = np.arange(first_num, first_num + n, dtype=np.int64)
+    slot = hashes % slots
+    heads = np.frombuffer(mm, ">i4", slots, heads_at)
+    order = np.argsort(slot, kind="stable")
+    s_sorted, n_sorted = slot[order], nums[order]
+    first_in_slot = np.ones(n, bool)
+    first_in_slot[1:] = s_sorted[1:] != s_sorted[:-1]
+    prev_sorted = np.empty(n, np.int64)
+    prev_sorted[1:] = n_sorted[:-1]
+    prev_sorted[first_in_slot] = heads[s_sorted[first_in_slot]]
+    entries = np.empty(n, ENTRY_DTYPE)
+    entries["hash"] = hashes
+    entries["phys"] = phys
+    entries["diff"] = diffs
+    entries["prev"][order] = prev_sorted
+    at = entries_at + first_num * ENTRY_SIZE
+    mm[at:at + n * ENTRY_SIZE] = entries.tobytes()
+    last_in_slot = np.ones(n, bool)
+    last_in_slot[:-1] = s_sorted[1:] != s_sorted[:-1]
+    heads[s_sorted[last_in_slot]] = n_sorted[last_in_slot]
 
 
 class IndexFile:
@@ -94,26 +131,9 @@ class IndexFile:
         hashes, phys, ts = hashes[:n], phys[:n], ts[:n]
         if self.begin_ts == 0:
             self.begin_ts, self.begin_phys = int(ts[0]), int(phys[0])
-        nums = np.arange(self.count, self.count + n, dtype=np.int64)
-        slots = hashes % self.slots
-        heads = np.frombuffer(self.mm, ">i4", self.slots, HEADER_SIZE)
-        order = np.argsort(slots, kind="stable")
-        s_sorted, n_sorted = slots[order], nums[order]
-        first_in_slot = np.ones(n, bool)
-        first_in_slot[1:] = s_sorted[1:] != s_sorted[:-1]
-        prev_sorted = np.empty(n, np.int64)
-        prev_sorted[1:] = n_sorted[:-1]
-        prev_sorted[first_in_slot] = heads[s_sorted[first_in_slot]]
-        entries = np.empty(n, ENTRY_DTYPE)
-        entries["hash"] = hashes
-        entries["phys"] = phys
-        entries["diff"] = np.clip((ts - self.begin_ts) // 1000, 0, 0x7FFFFFFF)
-        entries["prev"][order] = prev_sorted
-        at = self.entries_at + self.count * ENTRY_SIZE
-        self.mm[at:at + n * ENTRY_SIZE] = entries.tobytes()
-        last_in_slot = np.ones(n, bool)
-        last_in_slot[:-1] = s_sorted[1:] != s_sorted[:-1]
-        heads[s_sorted[last_in_slot]] = n_sorted[last_in_slot]
+        diffs = np.clip((ts - self.begin_ts) // 1000, 0, 0x7FFFFFFF)
+        index_put(self.mm, HEADER_SIZE, self.slots, self.entries_at, self.count,
+                  *(np.ascontiguousarray(a, np.int64) for a in (hashes, phys, diffs)))
         self.count += n
         self.end_ts = max(self.end_ts, int(ts.max()))
         self.end_phys = max(self.end_phys, int(phys.max()))

@@ -592,6 +592,74 @@ static PyObject *unique_ids(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* A contiguous int64 array (numpy's, or any buffer of 8-byte integers). */
+static int int64_view(PyObject *obj, Py_buffer *v, const char *what) {
+    if (PyObject_GetBuffer(obj, v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    const char *f = v->format ? v->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    if (v->itemsize != 8 || (strcmp(f, "l") != 0 && strcmp(f, "q") != 0)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an array of int64", what);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(index_put_doc,
+"index_put(mm, heads_at, slots, entries_at, first_num, hashes, phys, diffs)\n\n"
+"Index entries chained into their hash slots, in place (see store.index.index_put).");
+
+static PyObject *index_put(PyObject *self, PyObject *args) {
+    PyObject *mm_obj, *h_obj, *p_obj, *d_obj;
+    Py_ssize_t heads_at, slots, entries_at, first;
+    if (!PyArg_ParseTuple(args, "OnnnnOOO", &mm_obj, &heads_at, &slots, &entries_at, &first,
+                          &h_obj, &p_obj, &d_obj))
+        return NULL;
+    Py_buffer mm, h = {0}, p = {0}, d = {0};
+    if (PyObject_GetBuffer(mm_obj, &mm, PyBUF_WRITABLE) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    if (int64_view(h_obj, &h, "hashes") < 0)
+        goto done;
+    if (int64_view(p_obj, &p, "phys") < 0)
+        goto done;
+    if (int64_view(d_obj, &d, "diffs") < 0)
+        goto done;
+    Py_ssize_t n = h.len / 8;
+    if (p.len / 8 != n || d.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "hashes, phys and diffs differ in length");
+        goto done;
+    }
+    if (slots <= 0 || heads_at < 0 || entries_at < 0 || first < 0 ||
+        heads_at + slots * 4 > mm.len || entries_at + (first + n) * 20 > mm.len) {
+        PyErr_SetString(PyExc_ValueError, "index entries do not fit the buffer");
+        goto done;
+    }
+    unsigned char *b = mm.buf, *heads = b + heads_at;
+    const int64_t *hv = h.buf, *pv = p.buf, *dv = d.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = hv[i] % slots;
+        if (s < 0)
+            s += slots;  /* Python's modulo: never negative */
+        unsigned char *e = b + entries_at + (first + i) * 20;
+        wr32(e, (uint32_t)hv[i]);
+        wr64(e + 4, (uint64_t)pv[i]);
+        wr32(e + 12, (uint32_t)dv[i]);
+        memcpy(e + 16, heads + s * 4, 4);  /* prev: the slot's newest entry so far */
+        wr32(heads + s * 4, (uint32_t)(first + i));
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (h.obj) PyBuffer_Release(&h);
+    if (p.obj) PyBuffer_Release(&p);
+    if (d.obj) PyBuffer_Release(&d);
+    PyBuffer_Release(&mm);
+    return result;
+}
+
 static PyObject *init(PyObject *self, PyObject *error_class) {
     Py_XDECREF(FormatError);
     Py_INCREF(error_class);
@@ -607,6 +675,7 @@ static PyMethodDef methods[] = {
     {"split_pulled", split_pulled, METH_O, split_pulled_doc},
     {"java_string_hashes", java_string_hashes, METH_O, java_string_hashes_doc},
     {"unique_ids", unique_ids, METH_VARARGS, unique_ids_doc},
+    {"index_put", index_put, METH_VARARGS, index_put_doc},
     {NULL, NULL, 0, NULL},
 };
 

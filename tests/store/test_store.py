@@ -103,6 +103,21 @@ def test_tag_filter(make_store):
     assert g.status is GetStatus.NO_MATCHED_MESSAGE and g.next_begin_offset == 30
 
 
+@pytest.mark.usefixtures("wire_impl")  # index entries from the compiled and the pure twin
+def test_every_key_of_a_batch_is_found(make_store):
+    """A batch's keys go into the index in one call (index_put): each key finds its own
+    message, and a key every message shares finds them all, newest first."""
+    store = make_store()
+    n = 300
+    bodies = [b"%d" % i for i in range(n)]
+    r = store.append(store.encode("T", 0, bodies, [b"KEYS\x01k%d all\x02" % i for i in range(n)],
+                                  index_keys=[[f"k{i}", "all"] for i in range(n)]))
+    assert r.ok
+    assert [m.body for m in store.query_by_key("T", "k7")] == [b"7"]
+    assert [m.body for m in store.query_by_key("T", "k299")] == [b"299"]
+    assert sorted(m.body for m in store.query_by_key("T", "all", max_num=1000)) == sorted(bodies)
+
+
 def test_lookups_by_key_id_and_time(make_store):
     store = make_store()
     r1 = store.put_message(Message("T", b"one", properties={"KEYS": "k1 shared", "UNIQ_KEY": "U1"}))

@@ -5,10 +5,12 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from ledgermq.client.producer import encode_batch_body
+from ledgermq.store import index  # noqa: F401 (registers its twin)
 from ledgermq.wire import batch, batch_body, hashes, ids, native, scan  # noqa: F401
 from ledgermq.wire.message import HEADER_SIZE
 
@@ -199,6 +201,27 @@ def test_unique_ids_layout():
     """prefix, elapsed ms (31 bits) and the counter (15 bits), upper-case hex."""
     for fn in filter(None, native.TWINS["unique_ids"]):
         assert fn("AB", 0x80000001, 0x7FFF, 2) == ["AB000000017FFF", "AB000000010000"]
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 7), st.integers(0, 5), st.binary(min_size=28, max_size=28),
+       st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(0, 2**62),
+                          st.integers(0, 2**31 - 1)), max_size=12), st.integers(0, 4))
+def test_index_put_twins_agree(slots, first, heads, entries, spare):
+    """Entries chained into their hash slots: the same bytes from both, hash collisions,
+    negative hashes and buffers too small included."""
+    heads_at, entries_at = 3, 3 + 4 * slots
+    size = entries_at + (first + len(entries)) * 20 + spare - 2
+    cols = [np.array([e[i] for e in entries], np.int64) for i in range(3)]
+    outs = []
+    for fn in native.TWINS["index_put"]:
+        mm = bytearray(size)
+        mm[heads_at:heads_at + 4 * slots] = heads[:4 * slots]
+        outs.append((outcome(fn, mm, heads_at, slots, entries_at, first, *cols), bytes(mm)))
+    assert outs[0] == outs[1]
+    if spare >= 2:
+        assert outs[0][0][0] == "ok"
 
 
 def test_the_module_is_built_where_a_compiler_is():
