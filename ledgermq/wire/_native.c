@@ -660,6 +660,69 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(fill_positions_doc,
+"fill_positions(buf, starts, lo, hi, first_phys, first_queue_offset, store_timestamp)\n\n"
+"QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of messages lo..hi-1, in place (see\n"
+"batch.fill_positions; `starts` an int64 array or a sequence of ints).");
+
+static PyObject *fill_positions(PyObject *self, PyObject *args) {
+    PyObject *buf_obj, *starts_obj;
+    Py_ssize_t lo, hi;
+    long long phys0, qoff0, ts;
+    if (!PyArg_ParseTuple(args, "OOnnLLL", &buf_obj, &starts_obj, &lo, &hi, &phys0, &qoff0,
+                          &ts))
+        return NULL;
+    Py_buffer buf, sv = {0};
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_WRITABLE) < 0)
+        return NULL;
+    PyObject *seq = NULL, *result = NULL;
+    const int64_t *arr = NULL;
+    Py_ssize_t n;
+    if (PyObject_CheckBuffer(starts_obj)) {
+        if (int64_view(starts_obj, &sv, "starts") < 0)
+            goto done;
+        arr = sv.buf;
+        n = sv.len / 8;
+    } else {
+        if (!(seq = PySequence_Fast(starts_obj, "starts must be a sequence")))
+            goto done;
+        n = PySequence_Fast_GET_SIZE(seq);
+    }
+    if (lo < 0 || hi < lo || hi > n) {
+        PyErr_SetString(PyExc_IndexError, "messages lo..hi-1 are not in the batch");
+        goto done;
+    }
+    int64_t base = 0;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        int64_t at;
+        if (arr) {
+            at = arr[i];
+        } else {
+            at = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+            if (at == -1 && PyErr_Occurred())
+                goto done;
+        }
+        if (at < 0 || at + 64 > buf.len) {
+            PyErr_SetString(PyExc_IndexError, "a message start is outside the buffer");
+            goto done;
+        }
+        if (i == lo)
+            base = at;
+        unsigned char *m = (unsigned char *)buf.buf + at;
+        wr64(m + 20, (uint64_t)(qoff0 + (i - lo)));
+        wr64(m + 28, (uint64_t)(at - base + phys0));
+        wr64(m + 56, (uint64_t)ts);
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (sv.obj)
+        PyBuffer_Release(&sv);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyObject *init(PyObject *self, PyObject *error_class) {
     Py_XDECREF(FormatError);
     Py_INCREF(error_class);
@@ -676,6 +739,7 @@ static PyMethodDef methods[] = {
     {"java_string_hashes", java_string_hashes, METH_O, java_string_hashes_doc},
     {"unique_ids", unique_ids, METH_VARARGS, unique_ids_doc},
     {"index_put", index_put, METH_VARARGS, index_put_doc},
+    {"fill_positions", fill_positions, METH_VARARGS, fill_positions_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -203,9 +203,20 @@ POSITIONS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET (adjacent)
 TIMESTAMP = struct.Struct(">q")
 
 
+def _batch_fields(native):
+    """The C version takes the batch's buffer and starts."""
+    def fill_positions(batch, lo, hi, first_phys, first_queue_offset, store_timestamp):
+        native(batch.buf, batch.starts, lo, hi, first_phys, first_queue_offset,
+               store_timestamp)
+    return fill_positions
+
+
+@twin("fill_positions", adapt=_batch_fields)
 def fill_positions(batch: EncodedBatch, lo: int, hi: int, first_phys: int,
                    first_queue_offset: int, store_timestamp: int) -> None:
     """Set QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of messages lo..hi-1 in place."""
+    if hi <= lo:  # an empty range
+        return
     if hi - lo == 1:
         at = int(batch.starts[lo])
         POSITIONS.pack_into(batch.buf, at + OFF_QUEUEOFFSET, first_queue_offset, first_phys)

@@ -224,6 +224,22 @@ def test_index_put_twins_agree(slots, first, heads, entries, spare):
         assert outs[0][0][0] == "ok"
 
 
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=30), min_size=1, max_size=8), st.data(),
+       st.integers(0, 2**62), st.integers(0, 2**62), st.integers(-2**63, 2**63 - 1))
+def test_fill_positions_twins_agree(bodies, data, phys, qoff, ts):
+    lo = data.draw(st.integers(0, len(bodies)))
+    hi = data.draw(st.integers(lo, len(bodies)))
+    outs = []
+    for fn in native.TWINS["fill_positions"]:
+        b = batch.encode_batch("T", 1, bodies, b"", born_timestamp=[5] * len(bodies))
+        if len(bodies) == 1:  # a batch of one carries tuples (the single-send path)
+            b = batch.encode_batch("T", 1, bodies, b"")
+        outs.append((outcome(fn, b, lo, hi, phys, qoff, ts), bytes(b.buf)))
+    assert outs[0] == outs[1]
+
+
 def test_the_module_is_built_where_a_compiler_is():
     """Where the machine has a C compiler, `pip install` builds the module, and it is
     the one in use unless LEDGERMQ_PURE=1 asks for the twins."""
