@@ -71,6 +71,12 @@ fuzz: install
 sanitize: install
 	PY=$(PY) bash tests/fuzz/sanitize.sh 60
 
+# the compiled wire functions beside their pure twins: per function (native_micro.py),
+# then the single-node workloads native and LEDGERMQ_PURE=1 beside NATS (nats-py and Go)
+bench-native: install
+	$(PY) bench/native_micro.py
+	$(PY) bench/native_bench.py
+
 # RocketMQ 5's gRPC endpoint next to remoting (sync send, pipelined, consume everything)
 bench-grpc: install
 	$(PY) bench/grpc_bench.py

@@ -20,6 +20,7 @@ gcc -shared -fPIC -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
     -o "$W/ledgermq/wire/_native$EXT"
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+export PYTHONMALLOC=malloc  # every object from malloc, so ASan sees their bounds
 cd "$W"
 $PY -c 'import ledgermq.wire._native as n; print("== sanitized build:", n.__file__)'
 $PY -m pytest -q -p no:cacheprovider tests/wire/test_native_twins.py \
