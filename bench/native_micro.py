@@ -42,6 +42,8 @@ def cases():
     yield "encode_batch_body (client: batch body)", "encode_batch_body", (
         bodies, uniq, [0] * N)
     yield "unique_ids (client: message ids)", "unique_ids", ("7F0000010000ABCDEF01", 5, 0, N)
+    yield "offset_msg_ids (broker: send response ids)", "offset_msg_ids", (
+        b"\x7f\x00\x00\x01\x00\x00\x27\x11", cols[1])
     yield "split_pulled (client: pull response)", "split_pulled", (bytes(stored.buf),)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..wire.ids import offset_msg_ids
 from ..wire.message import offset_msg_id
 
 
@@ -43,13 +44,7 @@ class PutResult:
             return []
         if len(self.phys_offsets) == 1:
             return [offset_msg_id(store_host, int(self.phys_offsets[0]))]
-        n = len(self.phys_offsets)
-        raw = np.empty((n, len(store_host) + 8), np.uint8)
-        raw[:, :len(store_host)] = np.frombuffer(store_host, np.uint8)
-        raw[:, len(store_host):] = self.phys_offsets.astype(">i8").view(np.uint8).reshape(n, 8)
-        text = raw.tobytes().hex().upper()
-        w = 2 * raw.shape[1]
-        return [text[i:i + w] for i in range(0, len(text), w)]
+        return offset_msg_ids(store_host, np.ascontiguousarray(self.phys_offsets, np.int64))
 
 
 class GetStatus(enum.Enum):

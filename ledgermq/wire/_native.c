@@ -723,6 +723,48 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(offset_msg_ids_doc,
+"offset_msg_ids(store_host, phys_offsets) -> list[str]\n\n"
+"Offset message ids: store host then each commit-log offset, upper-case hex (see\n"
+"ids.offset_msg_ids).");
+
+static PyObject *offset_msg_ids(PyObject *self, PyObject *args) {
+    Py_buffer host, ov = {0};
+    PyObject *offsets;
+    if (!PyArg_ParseTuple(args, "y*O", &host, &offsets))
+        return NULL;
+    PyObject *out = NULL;
+    static const char hex[] = "0123456789ABCDEF";
+    if (int64_view(offsets, &ov, "phys_offsets") < 0)
+        goto done;
+    Py_ssize_t n = ov.len / 8, w = 2 * (host.len + 8);
+    const int64_t *phys = ov.buf;
+    const unsigned char *h = host.buf;
+    if (!(out = PyList_New(n)))
+        goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *id = PyUnicode_New(w, 127);
+        if (!id) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        char *t = (char *)PyUnicode_1BYTE_DATA(id);
+        for (Py_ssize_t i = 0; i < host.len; i++) {
+            *t++ = hex[h[i] >> 4];
+            *t++ = hex[h[i] & 0xF];
+        }
+        uint64_t v = (uint64_t)phys[k];
+        for (int i = 15; i >= 0; i--)
+            *t++ = hex[(v >> (4 * i)) & 0xF];
+        PyList_SET_ITEM(out, k, id);
+    }
+done:
+    if (ov.obj)
+        PyBuffer_Release(&ov);
+    PyBuffer_Release(&host);
+    return out;
+}
+
 static PyObject *init(PyObject *self, PyObject *error_class) {
     Py_XDECREF(FormatError);
     Py_INCREF(error_class);
@@ -740,6 +782,7 @@ static PyMethodDef methods[] = {
     {"unique_ids", unique_ids, METH_VARARGS, unique_ids_doc},
     {"index_put", index_put, METH_VARARGS, index_put_doc},
     {"fill_positions", fill_positions, METH_VARARGS, fill_positions_doc},
+    {"offset_msg_ids", offset_msg_ids, METH_VARARGS, offset_msg_ids_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,7 @@
-"""Message ids in RocketMQ's client layout (MessageClientIDSetter): a per-producer hex
-prefix (ip, pid, a start marker), then 4 bytes of milliseconds since the start of the
-month and a 2-byte counter, all as upper-case hex."""
+"""Message ids. The client's (MessageClientIDSetter): a per-producer hex prefix (ip, pid,
+a start marker), then 4 bytes of milliseconds since the start of the month and a 2-byte
+counter. The broker's offset ids: store host (ip + port) and commit-log offset. All
+upper-case hex."""
 from __future__ import annotations
 
 import struct
@@ -24,3 +25,15 @@ def unique_ids(prefix: str, elapsed: int, first: int, n: int) -> list[str]:
     tail[:, 4:] = counters.view(np.uint8).reshape(n, 2)
     text = tail.tobytes().hex().upper()
     return [prefix + text[i:i + 12] for i in range(0, 12 * n, 12)]
+
+
+@twin("offset_msg_ids")
+def offset_msg_ids(store_host: bytes, phys_offsets: np.ndarray) -> list[str]:
+    """The offset message id of each commit-log offset (int64 array), in one hex pass."""
+    n = len(phys_offsets)
+    raw = np.empty((n, len(store_host) + 8), np.uint8)
+    raw[:, :len(store_host)] = np.frombuffer(store_host, np.uint8)
+    raw[:, len(store_host):] = np.asarray(phys_offsets, ">i8").view(np.uint8).reshape(n, 8)
+    text = raw.tobytes().hex().upper()
+    w = 2 * raw.shape[1]
+    return [text[i:i + w] for i in range(0, len(text), w)]

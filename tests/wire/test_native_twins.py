@@ -240,6 +240,22 @@ def test_fill_positions_twins_agree(bodies, data, phys, qoff, ts):
     assert outs[0] == outs[1]
 
 
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=8, max_size=20), st.lists(st.integers(-2**63, 2**63 - 1), max_size=8))
+def test_offset_msg_ids_twins_agree(host, offsets):
+    both("offset_msg_ids", host, np.array(offsets, np.int64))
+
+
+def test_offset_msg_ids_are_host_then_offset():
+    from ledgermq.wire.message import offset_msg_id
+    host = b"\x7f\x00\x00\x01\x00\x00\x27\x11"
+    for fn in filter(None, native.TWINS["offset_msg_ids"]):
+        assert fn(host, np.array([0, 2**40 + 255], np.int64)) == \
+            [offset_msg_id(host, 0), offset_msg_id(host, 2**40 + 255)] == \
+            ["7F0000010000271100000000" + "00000000", "7F00000100002711" + "00000100000000FF"]
+
+
 def test_the_module_is_built_where_a_compiler_is():
     """Where the machine has a C compiler, `pip install` builds the module, and it is
     the one in use unless LEDGERMQ_PURE=1 asks for the twins."""
