@@ -71,7 +71,7 @@ damages = st.tuples(st.sampled_from(["none", "cut", "set", "grow"]), st.integers
 
 
 @needs_native
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(messages, damages)
 def test_split_batch_twins_agree(msgs, how):
     raw = damage(encode_batch_body([b for b, _, _ in msgs], [p for _, p, _ in msgs],
@@ -82,7 +82,7 @@ def test_split_batch_twins_agree(msgs, how):
 
 
 @needs_native
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=200))
 def test_split_batch_twins_agree_on_any_bytes(raw):
     both("split_batch", raw)
@@ -107,7 +107,7 @@ stored_items = st.lists(st.tuples(st.binary(max_size=60), st.binary(max_size=30)
 
 
 @needs_native
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(stored_items, st.binary(min_size=HEADER_SIZE, max_size=HEADER_SIZE),
        st.binary(min_size=1, max_size=20), st.booleans(), st.booleans(), st.booleans(),
        st.integers(HEADER_SIZE, 300))
@@ -130,7 +130,7 @@ def test_encode_stored_errors_agree():
 
 
 @needs_native
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(messages)
 def test_encode_batch_body_twins_agree(msgs):
     _, raw = both("encode_batch_body", [b for b, _, _ in msgs], [p for _, p, _ in msgs],
@@ -139,7 +139,7 @@ def test_encode_batch_body_twins_agree(msgs):
 
 
 @needs_native
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.binary(min_size=0, max_size=90), max_size=6), damages)
 def test_split_pulled_twins_agree(chunks, how):
     """Messages of any length prefix (negative, zero, short of a header, too long) and cut
@@ -159,7 +159,7 @@ def test_split_pulled_needs_the_fixed_header_of_each_message():
 
 
 @needs_native
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(st.binary(max_size=50), props), min_size=1, max_size=5),
        st.integers(-2**63, 2**63 - 1), st.integers(-2**63, 2**63 - 1))
 def test_split_pulled_reads_stored_messages(msgs, born, store_ts):
@@ -172,7 +172,7 @@ def test_split_pulled_reads_stored_messages(msgs, born, store_ts):
 
 
 @needs_native
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(max_size=40) | st.text(alphabet="ab#", min_size=250, max_size=300) |
                 st.sampled_from(["", "\U0001F600x", "\ud800", "a\udfff", "\xe9t\xe9", "\u4e2d"]),
                 max_size=8))
@@ -190,7 +190,7 @@ def test_java_string_hashes_match_java():
 
 
 @needs_native
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text(alphabet="0123456789ABCDEF", max_size=20) | st.just("\xe9"),
        st.integers(-2**63, 2**63 - 1), st.integers(0, 2**40), st.integers(-1, 70))
 def test_unique_ids_twins_agree(prefix, elapsed, first, n):
@@ -204,7 +204,7 @@ def test_unique_ids_layout():
 
 
 @needs_native
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.integers(1, 7), st.integers(0, 5), st.binary(min_size=28, max_size=28),
        st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(0, 2**62),
                           st.integers(0, 2**31 - 1)), max_size=12), st.integers(0, 4))
@@ -225,7 +225,7 @@ def test_index_put_twins_agree(slots, first, heads, entries, spare):
 
 
 @needs_native
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.binary(max_size=30), min_size=1, max_size=8), st.data(),
        st.integers(0, 2**62), st.integers(0, 2**62), st.integers(-2**63, 2**63 - 1))
 def test_fill_positions_twins_agree(bodies, data, phys, qoff, ts):
@@ -241,7 +241,7 @@ def test_fill_positions_twins_agree(bodies, data, phys, qoff, ts):
 
 
 @needs_native
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.binary(min_size=8, max_size=20), st.lists(st.integers(-2**63, 2**63 - 1), max_size=8))
 def test_offset_msg_ids_twins_agree(host, offsets):
     both("offset_msg_ids", host, np.array(offsets, np.int64))
