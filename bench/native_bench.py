@@ -122,6 +122,18 @@ def ratio(ours: float | None, anchor: float | None, key: str) -> float | None:
     return round(ours / anchor, 2)
 
 
+def go_cpu_per_msg(row: dict | None) -> dict | None:
+    """The Go anchor's per-process CPU (% of a core over the phase) as µs per message:
+    the servers (n1..n3) and its client; other_procs says what else ran meanwhile."""
+    if not row or not isinstance(row.get("cpu_pct"), dict) or not row.get("msgs_per_s"):
+        return None
+    cpu = row["cpu_pct"]
+    out = {k: round(v / 100 / row["msgs_per_s"] * 1e6, 2) for k, v in cpu.items()
+           if k in ("n1", "n2", "n3", "client") and v}
+    out["other_procs_pct"] = cpu.get("other_procs")
+    return out
+
+
 ANCHOR_PHASE = {"a": "a", "b": "b", "b1": "b", "c": "b", "d": "d"}
 
 
@@ -166,7 +178,7 @@ def main() -> None:
                                  "pure": ratio(f_pure, a_py, key)},
             "ratio_vs_go": {"native": ratio(f_nat, a_go, key), "pure": ratio(f_pure, a_go, key)},
             "cpu_us_per_msg": {"native": nat["cpu_us_per_msg"], "pure": pure["cpu_us_per_msg"],
-                               "anchor_go": (go.get(phase) or {}).get("cpu")},
+                               "anchor_go": go_cpu_per_msg(go.get(phase))},
             "p99_ms": {"native": nat.get("p99_ms"), "pure": pure.get("p99_ms")},
         }), flush=True)
     store = {"native": run_store(False, args.quick), "pure": run_store(True, args.quick)}
