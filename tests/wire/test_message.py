@@ -101,3 +101,11 @@ def test_bad_inputs_are_clear_errors():
     raw[90] ^= 0xFF  # flip a body byte
     with pytest.raises(MessageFormatError, match="CRC"):
         decode_message(raw)
+
+
+def test_the_codec_tests_run_on_the_implementation_asked(wire_impl):
+    """wire_impl points every bound name at one twin: encode_batch calls the C layout in
+    the native run and the numpy one in the pure run."""
+    from ledgermq.wire import batch, native
+    pure, compiled = native.TWINS["encode_stored"]
+    assert batch.encode_stored is (pure if wire_impl == "pure" else compiled)
