@@ -60,11 +60,13 @@ def ha_links(namesrv, port) -> list:
 def group(tmp_path):
     d = tmp_path / "cp"
     state = up("checkpoint", 3, d, {"syncFlushTimeout": "500"})
-    wait_for_master(d)
-    for name in ("n1", "n2"):
-        wait_slave_caught_up(d, name)
-    yield d, state
-    down(d)
+    try:  # (a setup that fails must not leave the group running either)
+        wait_for_master(d)
+        for name in ("n1", "n2"):
+            wait_slave_caught_up(d, name)
+        yield d, state
+    finally:
+        down(d)
 
 
 def test_kill9_master_fails_over_by_itself_and_loses_nothing(group):

@@ -32,9 +32,11 @@ def wait_caught_up(d, timeout=15.0):
 def sync_group(tmp_path):
     d = tmp_path / "sync"
     state = up("sync", 2, d, {"syncFlushTimeout": "1000", "haHousekeepingInterval": "3000"})
-    wait_caught_up(d)
-    yield d, state
-    down(d)
+    try:  # (a setup that fails must not leave the group running either)
+        wait_caught_up(d)
+        yield d, state
+    finally:
+        down(d)
 
 
 def test_kill9_sync_master_every_send_ok_is_on_the_slave(sync_group):

@@ -23,9 +23,11 @@ def broker(tmp_path_factory):
     async def topic():
         async with Admin(d.namesrv) as a:
             await a.update_topic("GrpcTopic", read_queues=2, write_queues=2)
-    asyncio.run(topic())
-    yield d
-    d.stop()
+    try:  # (a setup that fails must not leave the broker running either)
+        asyncio.run(topic())
+        yield d
+    finally:
+        d.stop()
 
 
 def stub(d, client_id="test-client"):
