@@ -16,6 +16,8 @@ from ledgermq.client.admin import Admin
 from ledgermq.client.sync import Blocking
 from ledgermq.cluster import down, up
 
+from ..wait import wait_until
+
 CHROMIUM = os.environ.get("LEDGERMQ_CHROMIUM") or shutil.which("chromium") or \
     shutil.which("chromium-browser")
 # as root, in a closed network: no sandbox, nothing fetched in the background
@@ -24,8 +26,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-sync"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium for one test module: Playwright's sync API keeps its event loop running
+    in this thread while it is open, so asyncio.run() fails in every test after it."""
     if CHROMIUM is None:
         pytest.skip("no Chromium on this machine (apt-get install chromium): the console's "
                     "browser tests need it")
@@ -86,6 +90,11 @@ def dledger(tmp_path_factory):
     try:
         console = ConsoleProcess(state["namesrv"], d)
         admin = Blocking(Admin, state["namesrv"])
+
+        def registered():  # every broker at the name server, one of them as master
+            addrs = admin.cluster_list()["brokerAddrTable"].get("broker-a", {})
+            return len(addrs.get("brokerAddrs", {})) == 3 and "0" in addrs["brokerAddrs"]
+        wait_until(registered, "the three brokers registered, one as master", timeout=30)
         yield {"dir": d, "state": state, "url": console.url, "admin": admin,
                "namesrv": state["namesrv"]}
     finally:
