@@ -4,7 +4,7 @@ import pytest
 
 from ledgermq.sim.classic_ha import BUGS, MODES, ClassicHASim
 
-SEEDS = 100
+SEEDS = 60  # (make sim-long: 2,000)
 STEPS = 10_000
 BUG_SEED_BOUND = 100
 BUG_MODE = {"ack-on-master-write": "sync", "no-refill": "sync", "no-fork-check": "sync"}
