@@ -453,6 +453,8 @@ def _stop(procs: list[dict], sig: int) -> list[str]:
     mine = [p for p in procs if pid_alive(p["pid"]) and _ours(p)]
     for p in mine:
         os.kill(p["pid"], sig)
+        if sig != signal.SIGKILL:  # a paused (SIGSTOPped) process acts on it only when resumed
+            os.kill(p["pid"], signal.SIGCONT)
     deadline = time.monotonic() + 15
     for p in mine:
         while pid_alive(p["pid"]) and time.monotonic() < deadline:

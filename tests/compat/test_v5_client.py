@@ -229,6 +229,7 @@ def test_v5_acked_messages_stay_acked_and_unacked_come_back_after_a_failover(tmp
     assert all(m["attempt"] == 1 for m in again)  # the new leader's first delivery
 
 
+@pytest.mark.slow  # (make test-slow: the default run keeps near 15 minutes)
 def test_v5_clients_keep_going_across_a_dledger_failover_without_loss(tmp_path, v5_python):
     """A producer and a SimpleConsumer given every broker's gRPC endpoint; the leader is
     killed under load: every send the producer had acknowledged is received, sends and

@@ -113,6 +113,7 @@ def test_retries_are_delivered_in_dledger_mode(tmp_path):
         down(d)
 
 
+@pytest.mark.slow  # (make test-slow: the default run keeps near 15 minutes)
 def test_leadership_moves_to_the_preferred_leader_and_back(tmp_path):
     """preferredLeaderId: the group hands leadership to n2 once it caught up; when n2 dies
     another node leads; when n2 is back and caught up it leads again. Nothing acked lost."""

@@ -72,6 +72,7 @@ def test_batch_read_one_partition_per_queue_of_every_group(spark, groups):
     assert {r.broker for r in rows} == {"broker-a", "broker-b"}
 
 
+@pytest.mark.slow  # (make test-slow: the default run keeps near 15 minutes)
 def test_a_stream_with_a_group_down_fails_naming_its_queues_or_waits(spark, groups, tmp_path):
     from ledgermq.cluster import start, stop
     ns, d, topic = groups["namesrv"], groups["dir"], "GroupsStream"
