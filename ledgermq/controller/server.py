@@ -21,7 +21,6 @@ from ..metrics_http import gauge, serve as serve_metrics
 from .metrics import group_families
 from ..peer_auth import PeerAuth
 from ..remoting import Connection, RemotingCommand, RequestCode, ResponseCode
-from ..remoting.peer_auth import PEER_AUTH
 from ..replication.raft import RaftConfig
 from .config import ControllerConfig
 from .liveness import LOWEST_PRIORITY, BrokerReport
@@ -111,12 +110,9 @@ class ControllerServer(RaftDriver):
     def handle(self, cmd: RemotingCommand, conn: Connection):
         """A broker's or operator's request (also reached through the name server when the
         controller is embedded in it: the name server's connection then)."""
-        if cmd.code == PEER_AUTH:
-            return self.gate.serve(cmd, conn)
-        if cmd.code in AUTHENTICATED_CODES:
-            refused = self.gate.refusal(cmd, conn)
-            if refused is not None:
-                return refused
+        screened = self.gate.screen(cmd, conn, AUTHENTICATED_CODES)
+        if screened is not None:
+            return screened
         if cmd.code == RequestCode.CONTROLLER_GET_METADATA_INFO:
             return cmd.response(ResponseCode.SUCCESS, body=_json(self.metadata_info()))
         if cmd.code == RequestCode.GET_CONTROLLER_CONFIG:

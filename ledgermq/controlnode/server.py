@@ -20,7 +20,7 @@ from ..remoting.tls import DISABLED, Tls
 from ..replication.checkpoint import (
     ControlConfig, GroupControl, Promote, SaveCache, SaveState, View,
 )
-from ..remoting.peer_auth import PEER_AUTH, PeerGate
+from ..remoting.peer_auth import PeerGate
 from .persist import GroupFiles, encode_cached
 
 log = logging.getLogger(__name__)
@@ -150,12 +150,9 @@ class ControlNode:
 
     # ---- requests -------------------------------------------------------------------
     def handle(self, cmd: RemotingCommand, conn: Connection):
-        if cmd.code == PEER_AUTH:
-            return self.gate.serve(cmd, conn)
-        if cmd.code in AUTHENTICATED_CODES:
-            refused = self.gate.refusal(cmd, conn)
-            if refused is not None:
-                return refused
+        screened = self.gate.screen(cmd, conn, AUTHENTICATED_CODES)
+        if screened is not None:
+            return screened
         try:
             if cmd.code == RequestCode.CONTROL_HEARTBEAT:
                 return self._heartbeat(cmd)

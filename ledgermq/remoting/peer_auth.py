@@ -65,6 +65,14 @@ class PeerGate:
         self.auth.accepted += 1
         return cmd.response(ResponseCode.SUCCESS)
 
+    def screen(self, cmd: RemotingCommand, conn: Connection,
+               guarded) -> RemotingCommand | None:
+        """The answer to a PEER_AUTH, or the refusal of a `guarded` code from an
+        unauthenticated connection; None: the server handles `cmd` itself."""
+        if cmd.code == PEER_AUTH:
+            return self.serve(cmd, conn)
+        return self.refusal(cmd, conn) if cmd.code in guarded else None
+
     def refusal(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         """Why `cmd` may not be served on `conn` (None: it may)."""
         if not self.auth.enabled or conn.attrs.get(_AUTHED):
