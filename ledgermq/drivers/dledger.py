@@ -19,7 +19,7 @@ from ..peer_auth import PeerAuth
 from ..replication.raft import Code, Complete, RaftConfig, Role
 from ..remoting.tls import DISABLED, Tls
 from ..store import MessageStore
-from .dledger_log import StoreRaftLog, entry_data
+from .dledger_log import StoreRaftLog
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class DLedgerDriver(RaftDriver):
         if self.store.commitlog.max_offset < end:  # cut under us (a role change)
             self.complete(Complete(rid, Code.NOT_LEADER))
             return
-        data = entry_data(start, self.log.read_span(start, end))
+        data = self.log.span(start, end)  # views: the push sends them without a copy
         self.execute(self.node.propose(rid, data, now_ms(), dispatch=False))
         refused = futs[0].done() and futs[0].result().code is not Code.SUCCESS
         if refused and self.log.log_end <= start < self.store.commitlog.max_offset:

@@ -27,17 +27,44 @@ _REC = struct.Struct(">qqq")
 _OFF = struct.Struct(">q")
 
 
-def entry_data(start: int, payload: bytes) -> bytes:
-    """An entry's data: where its bytes start in the commit log, then the bytes."""
-    return _OFF.pack(start) + payload
+class LogSpan:
+    """An entry's data read from this node's commit log, as views on the mapped segments:
+    the 8-byte start, then the bytes. A push writes the views to the socket as they are
+    (writev), so the leader copies no message bytes to replicate them. The views show
+    whatever the log holds there: the driver drops unsent pushes before it cuts the log."""
+
+    __slots__ = ("start", "views", "size")
+
+    def __init__(self, start: int, views: list[memoryview]):
+        self.start = start
+        self.views = views
+        self.size = sum(map(len, views))
+
+    def __len__(self) -> int:
+        return 8 + self.size
+
+    def buffers(self) -> list:
+        return [_OFF.pack(self.start), *self.views]
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.buffers())
+
+    def __eq__(self, other) -> bool:
+        return bytes(self) == bytes(other)
 
 
 def entry_range(e: Entry, log_end: int) -> tuple[int, int]:
     """(start, end) in the commit log of an entry's bytes; an empty entry sits at log_end."""
     if not e.data:
         return log_end, log_end
-    start = _OFF.unpack_from(e.data)[0]
-    return start, start + len(e.data) - 8
+    data = e.data
+    start = data.start if type(data) is LogSpan else _OFF.unpack_from(data)[0]
+    return start, start + len(data) - 8
+
+
+def payload(data) -> list:
+    """An entry's message bytes (its data without the start), as buffers."""
+    return data.views if type(data) is LogSpan else [memoryview(data)[8:]]
 
 
 class StoreRaftLog:
@@ -128,7 +155,7 @@ class StoreRaftLog:
         start, end = self.starts[k], self.ends[k]
         if end == start:
             return Entry(index, self.terms[k], b"")
-        return Entry(index, self.terms[k], entry_data(start, self.read_span(start, end)))
+        return Entry(index, self.terms[k], self.span(start, end))
 
     def entries(self, lo: int, hi: int) -> tuple[Entry, ...]:
         return tuple(self.entry(i) for i in range(max(lo, self.begin), min(hi, self.end) + 1))
@@ -168,16 +195,20 @@ class StoreRaftLog:
         self.append((entry,))
 
     # ---- bytes --------------------------------------------------------------------
-    def read_span(self, start: int, end: int) -> bytes:
-        """Commit-log bytes [start, end), across segment boundaries."""
+    def span(self, start: int, end: int) -> LogSpan:
+        """Commit-log bytes [start, end) as an entry's data: views, across segments."""
         cl = self.store.commitlog
-        out, cur = [], start
+        views, cur = [], start
         while cur < end:
             seg = cl.files.find(cur)
             stop = min(end, seg.end)
-            out.append(bytes(seg.view[cur - seg.start:stop - seg.start]))
+            views.append(seg.view[cur - seg.start:stop - seg.start])
             cur = stop
-        return b"".join(out)
+        return LogSpan(start, views)
+
+    def read_span(self, start: int, end: int) -> bytes:
+        """Commit-log bytes [start, end), across segment boundaries, copied."""
+        return b"".join(self.span(start, end).views)
 
     # ---- durability (the driver calls these for the core's persist actions) -------
     def write_entries(self, entries) -> None:
@@ -196,7 +227,7 @@ class StoreRaftLog:
                 if not run or start != run_end:
                     self._write_range(run_start, run_end, run)
                     run, run_start = [], start
-                run.append(memoryview(e.data)[8:])
+                run += payload(e.data)
                 run_end = end
             if e.index != first_index + len(records):  # not consecutive: write what we have
                 self._write_records(first_index, records)

@@ -280,6 +280,12 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def drop_unsent(self) -> None:
+        """Close at once if written frames still wait in the transport's buffer, dropping
+        them: they may hold views on bytes that are about to change."""
+        if self.transport is not None and self.transport.get_write_buffer_size():
+            self.transport.abort()
+
 
 class RemotingServer:
     def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0, *,

@@ -161,12 +161,14 @@ class RaftDriver:
                 self.log.write_entries(a.entries)
                 dirty = True
             elif isinstance(a, TruncateAfter):
+                self._drop_unsent_pushes()
                 if a.index < self.raft.commit:
                     log.warning("raft %s replaces committed entries after %d: they differ "
                                 "from the leader's (damaged on this disk)", self.self_id,
                                 a.index)
                 self.log.cut_after(a.index)
             elif isinstance(a, ResetLog):
+                self._drop_unsent_pushes()
                 self.log.write_reset(a.entry)
                 dirty = True
             elif isinstance(a, SaveCommit):
@@ -212,6 +214,15 @@ class RaftDriver:
         rid = self._next_rid
         self._next_rid += 1
         return rid
+
+    def _drop_unsent_pushes(self) -> None:
+        """Before the log is cut: a push this node sent while it led may still wait in a
+        socket buffer as views on the bytes being cut; raft copes with it being lost, not
+        with it carrying the bytes written there next."""
+        for addr in self.peers.values():
+            conn = self.client.open_connection(addr)
+            if conn is not None:
+                conn.drop_unsent()
 
     def _send(self, msg) -> None:
         addr = self.peers.get(msg.dst)
