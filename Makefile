@@ -5,7 +5,7 @@ EXTRAS ?= dev,spark,chaos
 .PHONY: install run test test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-tls proto \
 	clean fuzz sanitize bench-native
 
-$(VENV)/.installed: pyproject.toml setup.py ledgermq/wire/_native.c
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard ledgermq/wire/_native*.[ch])
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'

@@ -16,7 +16,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ledgermq.store import index  # noqa: E402,F401 (registers its twin)
-from ledgermq.wire import batch, batch_body, hashes, ids, native, scan  # noqa: E402,F401
+from ledgermq.wire import batch, batch_body, hashes, ids, native, scan, scan_batch  # noqa: E402,F401
 
 N = 100
 
@@ -45,6 +45,9 @@ def cases():
     yield "offset_msg_ids (broker: send response ids)", "offset_msg_ids", (
         b"\x7f\x00\x00\x01\x00\x00\x27\x11", cols[1])
     yield "split_pulled (client: pull response)", "split_pulled", (bytes(stored.buf),)
+    raw = bytes(stored.buf)
+    yield "walk_positions (replica: a pushed range, CRCs checked)", "walk_positions", (
+        raw, 0, len(raw), 0, len(raw) + 8)
 
 
 def main() -> None:

@@ -8,22 +8,9 @@
  * Every length read from the input is checked against the buffer before it is used;
  * arithmetic on lengths is done in int64 so a hostile 32-bit length cannot wrap.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
-#include <zlib.h>
+#include "_native.h"
 
 static PyObject *FormatError;  /* ledgermq.wire.message.MessageFormatError, set by init */
-
-static inline int32_t rd32(const unsigned char *p) {
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-                     ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
-}
-
-static inline int16_t rd16(const unsigned char *p) {
-    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
-}
 
 static inline void wr32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
@@ -223,7 +210,6 @@ PyDoc_STRVAR(encode_stored_doc,
 "Messages of one queue in the stored layout (see batch.encode_stored); starts and\n"
 "sizes are native-endian int64 arrays in bytearrays.");
 
-#define HEADER_SIZE 88
 
 static PyObject *encode_stored(PyObject *self, PyObject *args) {
     Py_buffer tmpl, topic;
@@ -427,10 +413,6 @@ PyDoc_STRVAR(split_pulled_doc,
 "The stored messages of a pull response body (see scan.split_pulled).");
 
 #define FIXED_SIZE 48  /* TOTALSIZE through BORNTIMESTAMP */
-
-static inline int64_t rd64(const unsigned char *p) {
-    return (int64_t)(((uint64_t)(uint32_t)rd32(p) << 32) | (uint32_t)rd32(p + 4));
-}
 
 static PyObject *fixed_head(const unsigned char *m) {
     static const int at[9] = {0, 4, 8, 12, 16, 20, 28, 36, 40};
@@ -783,6 +765,7 @@ static PyMethodDef methods[] = {
     {"index_put", index_put, METH_VARARGS, index_put_doc},
     {"fill_positions", fill_positions, METH_VARARGS, fill_positions_doc},
     {"offset_msg_ids", offset_msg_ids, METH_VARARGS, offset_msg_ids_doc},
+    {"walk_positions", walk_positions, METH_VARARGS, walk_positions_doc},
     {NULL, NULL, 0, NULL},
 };
 

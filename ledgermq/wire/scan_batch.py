@@ -18,6 +18,7 @@ from .message import (
     BLANK_MAGIC_CODE, HEADER_SIZE, MAGIC_CODE, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
     SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, tag_hash,
 )
+from .native import twin
 from .scan import BLANK, CORRUPT, END, LIMIT, ScannedMessage, walk
 
 _HEAD = struct.Struct(">ii")
@@ -112,18 +113,35 @@ def tags_and_keys(raw: bytes, starts, ends) -> tuple[list[str | None], list[list
                   ([uniq_at[i]] if uniq_at.get(i) else []) for i in range(n)]
 
 
-def walk_batch(view: memoryview, pos: int, limit: int, base: int,
-               seg_end: int, few: int = FEW) -> tuple[int, str, str, ScannedBatch]:
-    """As scan.walk (same stop position, reason and detail), returning arrays. Ranges of
-    at most `few` messages take the one-at-a-time walk."""
+# why walk_positions stopped, beside scan's reasons: a message the careful walk must judge
+UNUSUAL = "unusual"
+_REASONS = (LIMIT, END, BLANK, CORRUPT, UNUSUAL)  # the compiled twin returns an index
+_NO_POSITIONS = np.zeros(0, np.int64)
+
+
+def _positions_from_native(native):
+    def walk_positions(view, pos, limit, base, seg_end):
+        stop, why, positions = native(view, pos, limit, base, seg_end)
+        return stop, _REASONS[why], np.frombuffer(positions, np.int64)
+    return walk_positions
+
+
+@twin("walk_positions", adapt=_positions_from_native)
+def walk_positions(view: memoryview, pos: int, limit: int, base: int,
+                   seg_end: int) -> tuple[int, str, np.ndarray]:
+    """The fast walk's pass over the stored messages of view[pos:limit] (a segment's bytes
+    up to seg_end; view[0] is at commit-log offset `base`): where it stopped, why, and
+    where each message before that starts. Why is LIMIT, END, BLANK or CORRUPT (a header
+    past the segment end) as scan.walk says, or UNUSUAL, with (pos, no positions): some
+    message needs the careful one-at-a-time walk to judge it (the V2 magic code, IPv6
+    hosts, a PHYSICALOFFSET that is not where it lies, sizes that do not add up, a body
+    CRC that does not match)."""
     positions: list[int] = []
     unpack = _HEAD.unpack_from
-    p, reason, detail = pos, LIMIT, ""
-    while True:
-        if p >= limit:
-            break
+    p, reason = pos, LIMIT
+    while p < limit:
         if p + 8 > seg_end:
-            reason, detail = CORRUPT, "header runs past the segment end"
+            reason = CORRUPT
             break
         if p + 8 > limit:
             break
@@ -135,46 +153,64 @@ def walk_batch(view: memoryview, pos: int, limit: int, base: int,
             if magic == BLANK_MAGIC_CODE and total == seg_end - p:
                 reason = BLANK
                 break
-            return _careful(view, pos, limit, base, seg_end)
+            return pos, UNUSUAL, _NO_POSITIONS
         if p + total > limit:
             break
         positions.append(p)
         p += total
-    if not positions:
-        return p, reason, detail, batch_from_messages([])
-    if len(positions) <= few:
-        return _careful(view, pos, limit, base, seg_end)
     P = np.array(positions, np.int64)
+    if len(P) and not _all_plain(view, P, base):
+        return pos, UNUSUAL, _NO_POSITIONS
+    return p, reason, P
+
+
+def _all_plain(view: memoryview, P: np.ndarray, base: int) -> bool:
+    """Whether every message at P has IPv4 hosts, its own offset, sizes that add up and
+    its body's CRC (checked for all at once)."""
     u8 = np.frombuffer(view, np.uint8)
     sizes = get_be(u8, P, 4)
-    sys_flags = get_be(u8, P + 36, 4)
-    if (sys_flags & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)).any():
-        return _careful(view, pos, limit, base, seg_end)
+    if (get_be(u8, P + 36, 4) & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)).any():
+        return False
     blen = get_be(u8, P + 84, 4)
-    ok = (get_be(u8, P + 28, 8) == base + P) & (blen >= 0) & (HEADER_SIZE + blen + 3 <= sizes)
-    if not ok.all():
-        return _careful(view, pos, limit, base, seg_end)
-    tlen = u8[P + HEADER_SIZE + blen].astype(np.int64)
-    props_at = P + HEADER_SIZE + blen + 1 + tlen + 2
-    ok = props_at <= P + sizes
-    if ok.all():
-        ok = get_be(u8, props_at - 2, 2) == P + sizes - props_at
-    crc_stored = get_be(u8, P + 8, 4)
+    if not ((get_be(u8, P + 28, 8) == base + P) & (blen >= 0) &
+            (HEADER_SIZE + blen + 3 <= sizes)).all():
+        return False
+    props_at = P + HEADER_SIZE + blen + 1 + u8[P + HEADER_SIZE + blen] + 2
+    if not (props_at <= P + sizes).all() or \
+            not (get_be(u8, props_at - 2, 2) == P + sizes - props_at).all():
+        return False
     bodies_at = (P + HEADER_SIZE).tolist()
     crcs = np.fromiter(map(zlib.crc32, (view[a:a + b] for a, b in zip(bodies_at, blen.tolist()))),
                        np.int64, len(P)) & 0x7FFFFFFF
-    if not (ok & (crcs == crc_stored)).all():
+    return bool((crcs == get_be(u8, P + 8, 4)).all())
+
+
+def walk_batch(view: memoryview, pos: int, limit: int, base: int,
+               seg_end: int, few: int = FEW) -> tuple[int, str, str, ScannedBatch]:
+    """As scan.walk (same stop position, reason and detail), returning arrays. Ranges of
+    at most `few` messages, and ranges with anything unusual, take the one-at-a-time walk."""
+    p, reason, P = walk_positions(view, pos, limit, base, seg_end)
+    if reason == UNUSUAL or 0 < len(P) <= few:
         return _careful(view, pos, limit, base, seg_end)
-    topic_at = (P + HEADER_SIZE + blen + 1).tolist()
-    tl = tlen.tolist()
-    first = bytes(view[topic_at[0]:topic_at[0] + tl[0]])
-    if all(bytes(view[a:a + n]) == first for a, n in zip(topic_at, tl)):
-        topics = [first.decode("utf-8", "replace")] * len(P)
+    detail = "header runs past the segment end" if reason == CORRUPT else ""
+    if not len(P):
+        return p, reason, detail, batch_from_messages([])
+    u8 = np.frombuffer(view, np.uint8)
+    sizes = get_be(u8, P, 4)
+    blen = get_be(u8, P + 84, 4)
+    tlen = u8[P + HEADER_SIZE + blen].astype(np.int64)
+    props_at = P + HEADER_SIZE + blen + 1 + tlen + 2
+    topic_at = P + HEADER_SIZE + blen + 1
+    t0, n0 = int(topic_at[0]), int(tlen[0])
+    if (tlen == n0).all() and (u8[topic_at[:, None] + np.arange(n0)] == u8[t0:t0 + n0]).all():
+        topics = [str(view[t0:t0 + n0], "utf-8", "replace")] * len(P)  # one topic: the rule
     else:
-        topics = [str(view[a:a + n], "utf-8", "replace") for a, n in zip(topic_at, tl)]
-    raw = bytes(view[positions[0]:p])
-    starts = (props_at - positions[0]).tolist()
-    ends = (P + sizes - positions[0]).tolist()
+        topics = [str(view[a:a + n], "utf-8", "replace")
+                  for a, n in zip(topic_at.tolist(), tlen.tolist())]
+    first_at = int(P[0])
+    raw = bytes(view[first_at:p])
+    starts = (props_at - first_at).tolist()
+    ends = (P + sizes - first_at).tolist()
     tags, keys = tags_and_keys(raw, starts, ends)
     tag_codes = np.fromiter(map(tag_hash, tags), np.int64, len(tags))
     batch = ScannedBatch(base + P, sizes, get_be(u8, P + 12, 4), get_be(u8, P + 20, 8),

@@ -17,7 +17,7 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports(include=["ledgermq.wire"]):
-    from ledgermq.wire import batch, batch_body, hashes, native, scan  # noqa: F401
+    from ledgermq.wire import batch, batch_body, hashes, native, scan, scan_batch  # noqa: F401
     from ledgermq.wire.message import HEADER_SIZE
 
 from ledgermq.client.producer import encode_batch_body  # noqa: E402
@@ -28,12 +28,18 @@ def outcome(fn, *args):
         result = fn(*args)
     except Exception as e:  # noqa: BLE001 - any error must match the twin's
         return "error", type(e).__name__, str(e)
-    if isinstance(result, bytes):
-        return "ok", result
-    if hasattr(result, "tolist"):
-        return "ok", result.tolist()
-    return "ok", [bytes(col) if isinstance(col, bytearray) else
-                  [bytes(x) if isinstance(x, memoryview) else x for x in col] for col in result]
+    return "ok", plain(result)
+
+
+def plain(x):
+    """A result with buffers as bytes and arrays as lists, to compare."""
+    if isinstance(x, (bytearray, memoryview)):
+        return bytes(x)
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    return x
 
 
 def same(name: str, *args) -> None:
@@ -63,6 +69,14 @@ def test_one_input(data: bytes) -> None:
     same("split_batch", encode_batch_body(bodies, props, flags))  # deep in the properties
     same("encode_stored", bytes(HEADER_SIZE), b"\x01T", bodies, props, flags, 5, 1 << 20)
     same("encode_batch_body", bodies, props, flags)
+    same("walk_positions", data, 0, len(data), 0, len(data))  # a replica push as it came
+    stored = batch.encode_batch("T", 1, bodies, props, flag=flags)
+    batch.fill_positions(stored, 0, len(bodies), 0, 0, 1)
+    damaged = bytearray(stored.buf)
+    if data:  # one byte changed where the input says: header, body, topic or properties
+        damaged[int.from_bytes(data[:2], "big") % len(damaged)] ^= data[-1] or 1
+    for raw in (bytes(stored.buf), bytes(damaged)):
+        same("walk_positions", raw, 0, len(raw), 0, len(raw) + 8)
 
 
 DICTIONARY = ["TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01", "\\x02", " ", "\\x01",

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from ledgermq.client.producer import encode_batch_body
 from ledgermq.store import index  # noqa: F401 (registers its twin)
-from ledgermq.wire import batch, batch_body, hashes, ids, native, scan  # noqa: F401
+from ledgermq.wire import batch, batch_body, hashes, ids, native, scan, scan_batch  # noqa: F401
 from ledgermq.wire.message import HEADER_SIZE
 
 needs_native = pytest.mark.skipif(native._native is None,
@@ -169,6 +169,37 @@ def test_split_pulled_reads_stored_messages(msgs, born, store_ts):
     _, (views, heads) = both("split_pulled", bytes(b.buf) + b"\0\0\0")
     assert [h[3:6] for h in heads] == [[3, -7, 2**33 + i] for i in range(len(msgs))]
     assert [h[8] for h in heads] == [born] * len(msgs)
+
+
+@needs_native
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=60), props), min_size=1, max_size=40), damages,
+       st.integers(0, 400), st.integers(0, 300), st.sampled_from([0, 7, 2**40]))
+def test_walk_positions_twins_agree(msgs, how, cut, room, base):
+    """Stored messages (damaged, cut, grown), walked from anywhere to any limit, in a
+    segment ending anywhere at or past the limit: the same stop, reason and starts."""
+    b = batch.encode_batch("T", 1, [m for m, _ in msgs], [p for _, p in msgs])
+    batch.fill_positions(b, 0, len(msgs), base, 5, 99)
+    raw = damage(bytes(b.buf), how)
+    limit = max(0, len(raw) - cut)
+    view = memoryview(bytearray(raw + bytes(room)))  # zeros past the data: END
+    for pos in (0, limit // 3):
+        both("walk_positions", view, pos, limit, base, limit + room)
+        both("walk_positions", view, pos, len(view), base, len(view))
+
+
+@needs_native
+def test_walk_positions_sees_a_blank_marker_and_a_wrong_crc():
+    b = batch.encode_batch("T", 1, [b"x" * 10] * 40, [b""] * 40)
+    batch.fill_positions(b, 0, 40, 0, 0, 1)
+    blank = (8).to_bytes(4, "big") + (0xCBD43194).to_bytes(4, "big")
+    good = bytes(b.buf) + blank
+    _, (stop, reason, starts) = both("walk_positions", memoryview(good), 0, len(good), 0, len(good))
+    assert (stop, reason, len(starts)) == (len(b.buf), "blank", 40)
+    bad = bytearray(good)
+    bad[starts[20] + HEADER_SIZE] ^= 1  # a body byte of a middle message
+    assert both("walk_positions", memoryview(bad), 0, len(bad), 0, len(bad))[1][1:] == \
+        ["unusual", []]
 
 
 @needs_native

@@ -1,0 +1,30 @@
+/* What the compiled wire functions share: big-endian reads and the stored layout's sizes.
+ * (The rules of _native.c hold in every file: lengths are checked before use, in int64.) */
+#ifndef LEDGERMQ_NATIVE_H
+#define LEDGERMQ_NATIVE_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+#define HEADER_SIZE 88  /* a stored message's fixed part before the body (IPv4 hosts) */
+
+static inline int32_t rd32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+                     ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+static inline int16_t rd16(const unsigned char *p) {
+    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
+}
+
+static inline int64_t rd64(const unsigned char *p) {
+    return (int64_t)(((uint64_t)(uint32_t)rd32(p) << 32) | (uint32_t)rd32(p + 4));
+}
+
+/* _native_walk.c */
+PyObject *walk_positions(PyObject *self, PyObject *args);
+extern const char walk_positions_doc[];
+
+#endif
