@@ -103,6 +103,45 @@ static int append_new(PyObject *list, PyObject *item) {
     return rc;
 }
 
+PyDoc_STRVAR(tags_and_keys_doc,
+"tags_and_keys(raw, starts, ends) -> (tags, index_keys)\n\n"
+"Per property region raw[starts[i]:ends[i]] (int64 arrays): its TAGS (None without one)\n"
+"and its index keys (see scan_batch.tags_and_keys).");
+
+static PyObject *tags_and_keys(PyObject *self, PyObject *args) {
+    Py_buffer raw, st, en;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &raw, &st, &en))
+        return NULL;
+    PyObject *tags = NULL, *keys = NULL, *space = NULL, *result = NULL;
+    Py_ssize_t n = st.len / 8;
+    if (st.itemsize != 8 || en.itemsize != 8 || en.len != st.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends must be int64 arrays of one length");
+        goto done;
+    }
+    if (!(tags = PyList_New(n)) || !(keys = PyList_New(n)) || !(space = PyUnicode_FromString(" ")))
+        goto done;
+    const unsigned char *b = raw.buf;
+    const int64_t *a = st.buf, *z = en.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t lo = a[i] < 0 ? 0 : a[i], hi = z[i] > raw.len ? raw.len : z[i];
+        Py_ssize_t len = hi > lo ? (Py_ssize_t)(hi - lo) : 0, vlen;
+        Py_ssize_t at = find_property(b + lo, len, "TAGS", 4, &vlen);
+        PyObject *tag = at >= 0 ? decode_utf8(b + lo + at, vlen) : (Py_INCREF(Py_None), Py_None);
+        PyObject *k = tag ? index_keys(b + lo, len, space) : NULL;
+        if (!k) {
+            Py_XDECREF(tag);
+            goto done;
+        }
+        PyList_SET_ITEM(tags, i, tag);
+        PyList_SET_ITEM(keys, i, k);
+    }
+    result = PyTuple_Pack(2, tags, keys);
+done:
+    Py_XDECREF(tags); Py_XDECREF(keys); Py_XDECREF(space);
+    PyBuffer_Release(&raw); PyBuffer_Release(&st); PyBuffer_Release(&en);
+    return result;
+}
+
 PyDoc_STRVAR(split_batch_doc,
 "split_batch(body) -> (bodies, props, flags, tags, index_keys)\n\n"
 "The messages of a SEND_BATCH_MESSAGE body (see batch_body.split_batch).");
@@ -766,6 +805,7 @@ static PyMethodDef methods[] = {
     {"fill_positions", fill_positions, METH_VARARGS, fill_positions_doc},
     {"offset_msg_ids", offset_msg_ids, METH_VARARGS, offset_msg_ids_doc},
     {"walk_positions", walk_positions, METH_VARARGS, walk_positions_doc},
+    {"tags_and_keys", tags_and_keys, METH_VARARGS, tags_and_keys_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -48,7 +48,8 @@ def split_batch(body: bytes | memoryview) -> tuple[list, list, list[int], list[s
         pos = end
     if not bodies:
         raise MessageFormatError("empty batch")
-    tags, keys = tags_and_keys(mv.tobytes(), prop_starts, prop_ends)
+    tags, keys = tags_and_keys(mv.tobytes(), np.array(prop_starts, np.int64),
+                               np.array(prop_ends, np.int64))
     return bodies, props, flags, tags, keys
 
 

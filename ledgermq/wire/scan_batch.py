@@ -72,7 +72,9 @@ def property_spans(buf: np.ndarray, at: np.ndarray, end: np.ndarray, key: bytes,
         cand = cand[np.all(buf[cand[:, None] + np.arange(len(k))] == k, axis=1)]
     m = np.searchsorted(at, cand, side="right") - 1
     m0 = np.maximum(m, 0)
-    ok = (m >= 0) & (cand < end[m0]) & ((cand == at[m0]) | (buf[np.maximum(cand - 1, 0)] == 2))
+    # the key and its \x01 lie wholly inside the region (not across into the next)
+    ok = (m >= 0) & (cand + len(k) <= end[m0]) & \
+        ((cand == at[m0]) | (buf[np.maximum(cand - 1, 0)] == 2))
     cand, m = cand[ok], m[ok]
     m, first = np.unique(m, return_index=True)
     start = cand[first] + len(k)
@@ -97,10 +99,12 @@ def property_per_message(raw: bytes, starts, ends, key: bytes,
             for i, a, b in zip(m.tolist(), s.tolist(), e.tolist())}
 
 
-def tags_and_keys(raw: bytes, starts, ends) -> tuple[list[str | None], list[list[str]]]:
+@twin("tags_and_keys")
+def tags_and_keys(raw: bytes, starts: np.ndarray,
+                  ends: np.ndarray) -> tuple[list[str | None], list[list[str]]]:
     """Per message: its TAGS, and the keys the index files it under (KEYS, then UNIQ_KEY),
-    from property regions [starts[i], ends[i]) of `raw` (found vectorized; only the values
-    found become Python strings)."""
+    from property regions [starts[i], ends[i]) of `raw` (int64 arrays; found vectorized,
+    only the values found become Python strings)."""
     at, end = np.asarray(starts, np.int64), np.asarray(ends, np.int64)  # once for 3 keys
     seps = pair_ends(np.frombuffer(raw, np.uint8))
     tags_at, keys_at, uniq_at = (property_per_message(raw, at, end, k.encode(), seps)
@@ -209,9 +213,7 @@ def walk_batch(view: memoryview, pos: int, limit: int, base: int,
                   for a, n in zip(topic_at.tolist(), tlen.tolist())]
     first_at = int(P[0])
     raw = bytes(view[first_at:p])
-    starts = (props_at - first_at).tolist()
-    ends = (P + sizes - first_at).tolist()
-    tags, keys = tags_and_keys(raw, starts, ends)
+    tags, keys = tags_and_keys(raw, props_at - first_at, P + sizes - first_at)
     tag_codes = np.fromiter(map(tag_hash, tags), np.int64, len(tags))
     batch = ScannedBatch(base + P, sizes, get_be(u8, P + 12, 4), get_be(u8, P + 20, 8),
                          get_be(u8, P + 56, 8), tag_codes, topics, keys)

@@ -237,3 +237,17 @@ def test_the_leader_logs_its_term_log_range_commit_and_every_peers_watermark(tmp
         finally:
             await stop_group(drivers)
     asyncio.run(run())
+
+
+def test_the_saved_commit_index_reads_back_and_a_torn_one_reads_as_none(tmp_path):
+    from ledgermq.drivers.raft.driver import RaftMeta, read_commit, write_commit
+    (tmp_path / "commit").write_text("41")  # an earlier version's text file
+    meta = RaftMeta(tmp_path)
+    assert meta.commit == 41 and read_commit(tmp_path / "commit") == 41
+    meta.save_commit(2**40 + 3, now=1e9)
+    assert RaftMeta(tmp_path).commit == 2**40 + 3
+    write_commit(tmp_path / "commit", 7)
+    raw = bytearray((tmp_path / "commit").read_bytes())
+    raw[7] ^= 1  # half of a write reached the disk
+    (tmp_path / "commit").write_bytes(bytes(raw))
+    assert RaftMeta(tmp_path).commit == -1

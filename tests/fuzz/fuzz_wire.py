@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import atheris
+import numpy as np
 
 with atheris.instrument_imports(include=["ledgermq.wire"]):
     from ledgermq.wire import batch, batch_body, hashes, native, scan, scan_batch  # noqa: F401
@@ -77,6 +78,8 @@ def test_one_input(data: bytes) -> None:
         damaged[int.from_bytes(data[:2], "big") % len(damaged)] ^= data[-1] or 1
     for raw in (bytes(stored.buf), bytes(damaged)):
         same("walk_positions", raw, 0, len(raw), 0, len(raw) + 8)
+    cuts = sorted({b % (len(data) + 1) for b in data[:8]} | {0, len(data)})
+    same("tags_and_keys", data, np.array(cuts[:-1], np.int64), np.array(cuts[1:], np.int64))
 
 
 DICTIONARY = ["TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01", "\\x02", " ", "\\x01",

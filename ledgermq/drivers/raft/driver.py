@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
 import struct
 import time
+import zlib
 from pathlib import Path
 
 from ...clock import now_ms
@@ -46,8 +48,11 @@ class RaftMeta:
         doc = json.loads((self.dir / "meta").read_text()) if (self.dir / "meta").exists() else {}
         self.term = int(doc.get("term", 0))
         self.voted_for = doc.get("votedFor")
-        c = self.dir / "commit"
-        self.commit = self._saved_commit = int(c.read_text()) if c.exists() else -1
+        self._commit_path = self.dir / "commit"
+        self.commit = self._saved_commit = read_commit(self._commit_path)
+        if self._commit_path.exists() and self._commit_path.stat().st_size != _COMMIT.size:
+            self._commit_path.unlink()  # an earlier version's text: rewritten below
+            write_commit(self._commit_path, self.commit)
         self._commit_saved_at = 0.0
 
     def save(self, term: int, voted_for: str | None) -> None:
@@ -70,7 +75,38 @@ class RaftMeta:
         self._commit_saved_at = time.monotonic() if now is None else now
         if self._saved_commit != self.commit:
             self._saved_commit = self.commit
-            replace_file(self.dir / "commit", str(self.commit).encode(), durable=False)
+            write_commit(self._commit_path, self.commit)
+
+
+_COMMIT = struct.Struct(">qI")  # the committed index, then the CRC32 of its 8 bytes
+
+
+def read_commit(path: Path) -> int:
+    """The committed index saved at `path`; -1 when there is none or it was torn."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return -1
+    if len(raw) == _COMMIT.size:
+        index, crc = _COMMIT.unpack(raw)
+        return index if zlib.crc32(raw[:8]) == crc else -1
+    try:
+        return int(raw)  # the text an earlier version wrote
+    except ValueError:
+        return -1
+
+
+def write_commit(path: Path, index: int) -> None:
+    """Overwritten in place, without fsync (the index is a hint: a restarted node that
+    finds a lower one waits for the leader to say it again; a torn one fails its CRC).
+    A rename per save made the event loop wait on ext4's journal: ~9% of a follower's
+    loop time under load."""
+    head = struct.pack(">q", index)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, head + struct.pack(">I", zlib.crc32(head)), 0)
+    finally:
+        os.close(fd)
 
 
 class RaftDriver:
