@@ -48,6 +48,11 @@ def cases():
     raw = bytes(stored.buf)
     yield "walk_positions (replica: a pushed range, CRCs checked)", "walk_positions", (
         raw, 0, len(raw), 0, len(raw) + 8)
+    at = np.frombuffer(raw, np.uint8)
+    starts = np.flatnonzero(at == ord("U"))  # each message's properties (UNIQ_KEY first)
+    starts = starts[np.isin(starts, [raw.find(b"UNIQ_KEY", s) for s in starts])][:N]
+    yield "tags_and_keys (replica: TAGS and index keys)", "tags_and_keys", (
+        raw, starts, starts + len(uniq[0]))
 
 
 def main() -> None:
