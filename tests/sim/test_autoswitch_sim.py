@@ -17,13 +17,13 @@ BUG_BREAKS = {
 
 def test_controller_mode_survives_random_faults():
     totals: dict = {}
-    for seed in range(150):
+    for seed in range(90):  # (make sim-long: 2,000)
         r = AutoSwitchSim(seed, steps=8000).run()
         assert r.ok, (seed, r.invariant, r.violation, "\n".join(r.tail(30)))
         for k, v in r.stats.items():
             totals[k] = totals.get(k, 0) + v
     # the faults really moved masters, truncated logs and still acknowledged most sends
-    assert totals["masters"] > 300 and totals["truncations"] > 50, totals
+    assert totals["masters"] > 180 and totals["truncations"] > 30, totals
     assert totals["acked"] > 0.8 * totals["sends"], totals
 
 

@@ -13,11 +13,11 @@ BUG_BREAKS = {"elect-outside-sync-set": "elect-from-sync-set"}
 
 def test_controller_group_survives_random_faults():
     elections = 0
-    for seed in range(100):
+    for seed in range(60):  # (make sim-long: 2,000)
         r = ControllerSim(seed, steps=6000).run()
         assert r.ok, (seed, r.invariant, r.violation, "\n".join(r.tail(30)))
         elections += r.stats["elections"]
-    assert elections > 300  # masters really changed hands, many times
+    assert elections > 180  # masters really changed hands, many times
 
 
 def test_every_bug_names_its_invariant():

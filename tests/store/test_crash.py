@@ -64,7 +64,7 @@ def verify(root: Path, acked: dict[tuple[int, int], int]) -> MessageStore:
 def test_sigkill_during_sync_flush_writes_loses_nothing_acknowledged(tmp_path):
     rng = random.Random(1234)
     acked: dict[tuple[int, int], int] = {}
-    total_rounds = 12
+    total_rounds = 7
     for rnd in range(1, total_rounds + 1):
         proc = start_writer(tmp_path, rnd)
         lines = kill_after(proc, rng.uniform(0.05, 0.4))
