@@ -16,6 +16,7 @@ import numpy as np
 from ..wire.batch import POSITIONS, TIMESTAMP, EncodedBatch, fill_positions
 from ..files import fsync_dir, replace_file
 from .flushed_mark import FlushedMark
+from .prefault import Prefaulter
 from .mapped_file import MappedFile, MappedFileQueue, StoreError
 from ..wire.message import (
     BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, OFF_QUEUEOFFSET, OFF_STORETIMESTAMP,
@@ -58,6 +59,7 @@ class CommitLog:
         # a flush and a cut must not interleave, or a flush could claim bytes written
         # after the cut as durable
         self._flush_lock = threading.Lock()
+        self._prefault = Prefaulter()  # pages ahead of the writer, off the event loop
 
     @property
     def min_offset(self) -> int:
@@ -109,6 +111,7 @@ class CommitLog:
             phys[lo:hi] = batch.starts[lo:hi] - base + self.max_offset
             self.max_offset += nbytes
             lo = hi
+        self._prefault.ahead(seg, pos + nbytes)
         return phys
 
     def _append_one(self, batch: EncodedBatch, queue_offset: int,
@@ -130,6 +133,7 @@ class CommitLog:
         TIMESTAMP.pack_into(buf, OFF_STORETIMESTAMP, store_timestamp)
         seg.view[pos:pos + size] = buf
         self.max_offset = at + size
+        self._prefault.ahead(seg, pos + size)
         return (at,)
 
     def _write_blank(self, seg: MappedFile, pos: int) -> None:
@@ -183,6 +187,7 @@ class CommitLog:
             pos = at - seg.start
             seg.view[pos:pos + len(part)] = part
             self.max_offset = seg.end if blank else at + len(part)
+            self._prefault.ahead(seg, pos + len(part))
         return out
 
     # ---- reads ----------------------------------------------------------------------
@@ -370,5 +375,6 @@ class CommitLog:
         return report
 
     def close(self) -> None:
+        self._prefault.stop()
         self.files.close()
         self._mark.close()

@@ -12,6 +12,7 @@ import errno
 import logging
 import mmap
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +81,11 @@ class MappedFile:
                 path.unlink(missing_ok=True)
             raise
         self.view = memoryview(self.mm)
+        # for madvise from the prefault thread (store/prefault.py), which checks `closed`
+        # under mapping_lock so it never touches an address after the unmap
+        self.address = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
+        self.mapping_lock = threading.Lock()
+        self.closed = False
 
     @property
     def end(self) -> int:
@@ -138,6 +144,8 @@ class MappedFile:
         return cleared
 
     def close(self) -> None:
+        with self.mapping_lock:
+            self.closed = True
         self.view.release()
         try:
             self.mm.close()
