@@ -16,6 +16,7 @@ from ledgermq.broker.config import load_broker_config
 from ledgermq.broker.state import TopicConfig
 from ledgermq.cluster import free_ports
 from ledgermq.drivers.ha import HAMasterDriver, HASlaveDriver
+from ledgermq.drivers.raft import encode_message
 from ledgermq.remoting import RemotingCommand, RequestCode, ResponseCode
 from ledgermq.remoting.command import decode_frame
 from ledgermq.replication.ha import HAConfig
@@ -93,7 +94,6 @@ def _spy_pushes(driver, sent: list) -> None:
 
     def spy(msg):
         if isinstance(msg, Push) and msg.kind is PushType.APPEND and msg.entries:
-            from ledgermq.drivers.raft import encode_message
             sent.append(encode_message(msg).encode())
         real(msg)
     driver._send = spy
