@@ -8,7 +8,7 @@ import pytest
 
 from ledgermq.wire import native
 
-SECONDS = int(os.environ.get("LEDGERMQ_FUZZ_SECONDS", "10"))  # make fuzz: 600
+SECONDS = int(os.environ.get("LEDGERMQ_FUZZ_SECONDS", "6"))  # make fuzz: 600
 
 
 @pytest.mark.skipif(native._native is None, reason="the compiled module is not built")
