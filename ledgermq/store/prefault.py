@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import mmap
 import threading
 
 from .mapped_file import MappedFile, _libc
@@ -33,12 +34,27 @@ if _madvise is not None:
     _madvise.restype = ctypes.c_int
 
 
+def _kernel_has_it() -> bool:
+    """Whether madvise knows MADV_POPULATE_WRITE here (tried on one anonymous page)."""
+    if _madvise is None:
+        return False
+    page = mmap.mmap(-1, mmap.PAGESIZE)
+    try:
+        return _madvise(ctypes.addressof(ctypes.c_char.from_buffer(page)), mmap.PAGESIZE,
+                        MADV_POPULATE_WRITE) == 0
+    finally:
+        page.close()
+
+
+SUPPORTED = _kernel_has_it()
+
+
 class Prefaulter:
     """One per commit log. `ahead(seg, pos)` after each write: cheap unless the window
     ahead of `pos` needs topping up, which the thread then does."""
 
     def __init__(self, what: str = "commit log"):
-        self.enabled = _madvise is not None
+        self.enabled = SUPPORTED
         self._what = what
         self._cond = threading.Condition()
         self._seg: MappedFile | None = None  # the segment being written

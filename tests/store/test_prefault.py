@@ -9,6 +9,7 @@ import pytest
 
 from ledgermq.store import MessageStore
 from ledgermq.store.mapped_file import _libc
+from ledgermq.store import prefault
 from ledgermq.store.prefault import WINDOW
 
 from ..wait import wait_until
@@ -34,7 +35,7 @@ def open_store(tmp_path) -> MessageStore:
 def test_the_window_ahead_of_the_writer_is_faulted_in(tmp_path):
     store = open_store(tmp_path)
     try:
-        if not store.commitlog._prefault.enabled:
+        if not prefault.SUPPORTED:
             pytest.skip("this kernel has no MADV_POPULATE_WRITE (Linux 5.14+)")
         r = store.append(store.encode("T", 0, [os.urandom(100) for _ in range(100)]))
         assert r.ok
@@ -64,7 +65,6 @@ def test_closing_the_log_while_the_window_is_faulted_in_is_safe(tmp_path):
 
 
 def test_without_the_kernel_call_writes_still_work(tmp_path, monkeypatch):
-    from ledgermq.store import prefault
     monkeypatch.setattr(prefault, "_madvise", lambda *a: -1)  # as an old kernel answers
     store = open_store(tmp_path)
     try:
