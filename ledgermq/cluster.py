@@ -460,5 +460,8 @@ def _stop(procs: list[dict], sig: int) -> list[str]:
         while pid_alive(p["pid"]) and time.monotonic() < deadline:
             time.sleep(0.05)
         if pid_alive(p["pid"]):
+            print(f"ledgermq cluster: {p['name']} (pid {p['pid']}) did not stop within 15 s "
+                  f"of {signal.Signals(sig).name}: killed (its log: <dir>/{p['name']}/server.log)",
+                  file=sys.stderr)
             os.kill(p["pid"], signal.SIGKILL)
     return [p["name"] for p in mine]

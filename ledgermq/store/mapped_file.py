@@ -144,8 +144,13 @@ class MappedFile:
         return cleared
 
     def close(self) -> None:
-        with self.mapping_lock:
-            self.closed = True
+        # wait for a prefault call in progress, but not for ever: the kernel keeps a
+        # madvise racing an unmap safe (it fails on the unmapped range); only a long wait
+        # here would be harm (a broker that does not stop)
+        took = self.mapping_lock.acquire(timeout=1)
+        self.closed = True
+        if took:
+            self.mapping_lock.release()
         self.view.release()
         try:
             self.mm.close()

@@ -24,9 +24,11 @@ log = logging.getLogger(__name__)
 
 MADV_POPULATE_WRITE = 23
 WINDOW = 16 << 20  # faulted in ahead of the writer
-# per madvise call (~0.3 ms a MB here, the GIL released): large, since between calls the
-# thread waits for the GIL, which a busy event loop hands over only every few ms
-CHUNK = 16 << 20
+# per madvise call (~0.3 ms a MB here, the GIL released): not small, since between calls
+# the thread waits for the GIL, which a busy event loop hands over only every few ms; not
+# the whole window either, since a segment being closed waits for the call in progress
+# (under a journal busy with other writers' fsyncs a call can take seconds)
+CHUNK = 4 << 20
 
 _madvise = getattr(_libc, "madvise", None)
 if _madvise is not None:
@@ -81,7 +83,7 @@ class Prefaulter:
             self._stopped = True
             self._cond.notify()
         if self._thread is not None:
-            self._thread.join(5)
+            self._thread.join(1)
 
     def _run(self) -> None:
         while True:

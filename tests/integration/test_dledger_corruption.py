@@ -67,8 +67,8 @@ def test_zeroed_follower_tail_then_leader_killed_keeps_taking_writes(group):  # 
     os.kill(leader["pid"], signal.SIGKILL)  # at once: the damaged node is needed for a quorum
     killed_at = time.monotonic()
     # the two survivors elect a leader and acknowledge new writes within a bound
-    after = under_load(ns, 12, "d", 0)
-    assert after, f"no write acknowledged in 12 s after the failover: {procs(d)}"
+    after = under_load(ns, 7, "d", 0)  # failovers here take 1-3 s
+    assert after, f"no write acknowledged in 7 s after the failover: {procs(d)}"
     first_ack_s = after[0].at - killed_at
     print(f"first SEND_OK {first_ack_s:.2f}s after the leader was killed; "
           f"{len(after)} acknowledged after the failover")
