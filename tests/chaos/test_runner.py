@@ -79,20 +79,21 @@ def _short(tmp_path, mode: str, faults: str, seed: int, duration: float = 28,
     return res
 
 
-@pytest.mark.parametrize("mode, faults, seed, cpp", [
-    ("dledger", "kill,partition", 3, True),
+SHORT = {"duration": 22, "interval": 5, "quiet": 3}  # the default run's: two 5 s windows
+SLOW = {"duration": 28, "interval": 6, "quiet": 4}
+
+
+@pytest.mark.parametrize("mode, faults, seed, cpp, windows", [
+    ("dledger", "kill,partition", 3, True, SHORT),
     # the default run keeps one mode here (the 10-minute `make chaos` runs every mode)
-    pytest.param("controller", "combined,pause", 1, False, marks=pytest.mark.slow),
-    pytest.param("sync", "slow,kill", 2, False, marks=pytest.mark.slow),
-    pytest.param("checkpoint", "combined,partition", 4, False, marks=pytest.mark.slow),
-    pytest.param("async", "pause,partition", 5, False, marks=pytest.mark.slow),
+    pytest.param("controller", "combined,pause", 1, False, SLOW, marks=pytest.mark.slow),
+    pytest.param("sync", "slow,kill", 2, False, SLOW, marks=pytest.mark.slow),
+    pytest.param("checkpoint", "combined,partition", 4, False, SLOW, marks=pytest.mark.slow),
+    pytest.param("async", "pause,partition", 5, False, SLOW, marks=pytest.mark.slow),
 ])
 def test_a_short_run_keeps_the_promise_and_applies_every_fault(tmp_path, mode, faults, seed,
-                                                               cpp):
-    if cpp:  # the default run's one: shorter windows (make chaos runs 10 minutes a mode)
-        _short(tmp_path, mode, faults, seed, duration=22, cpp=True, interval=5, quiet=3)
-    else:
-        _short(tmp_path, mode, faults, seed)
+                                                               cpp, windows):
+    _short(tmp_path, mode, faults, seed, cpp=cpp, **windows)
 
 
 # 40 s of faults: in the slow run; the default run has tests/chaos/test_disk.py and

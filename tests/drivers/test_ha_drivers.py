@@ -3,6 +3,7 @@ master's last segment (messages of several sizes, split anywhere by small chunks
 segment ends), dispatches its own queues, and a slave whose log has a tail the master does
 not is refused."""
 import asyncio
+from contextlib import asynccontextmanager
 
 from ledgermq.drivers.ha import HAMasterDriver, HASlaveDriver
 from ledgermq.replication.ha import CHECKPOINT_REPORT, Close, HAConfig, SyncStatus
@@ -27,18 +28,31 @@ def fill(store: MessageStore, n: int, start: int = 0) -> None:
                                   queue_id=i % 2))
 
 
+CONFIG = HAConfig(segment_size=SEG, transfer_batch=1000, window=20_000, heartbeat_ms=100)
+
+
+@asynccontextmanager
+async def master_and_slave(master: MessageStore, slave: MessageStore, config=CONFIG):
+    """A master driver on `master` and a slave driver on `slave` following it, stopped
+    on the way out."""
+    m = HAMasterDriver(master, config, "127.0.0.1", 0)
+    await m.start()
+    s = HASlaveDriver(slave, config, lambda: _addr(m))
+    await s.start()
+    try:
+        yield m, s
+    finally:
+        await s.stop()
+        await m.stop()
+
+
 def test_new_slave_copies_the_last_segment_then_follows(tmp_path):
     master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
     fill(master, 400)  # about 5 segments
     assert master.commitlog.max_offset > 3 * SEG
-    config = HAConfig(segment_size=SEG, transfer_batch=1000, window=20_000, heartbeat_ms=100)
 
     async def scenario():
-        m = HAMasterDriver(master, config, "127.0.0.1", 0)
-        await m.start()
-        s = HASlaveDriver(slave, config, lambda: _addr(m))
-        await s.start()
-        try:
+        async with master_and_slave(master, slave) as (m, s):
             await until(lambda: slave.commitlog.max_offset == master.commitlog.max_offset,
                         "the slave holds the master's log")
             first = slave.commitlog.min_offset
@@ -53,9 +67,6 @@ def test_new_slave_copies_the_last_segment_then_follows(tmp_path):
                 got = slave.get_messages("HA", qid, lo, hi - lo)
                 want = master.get_messages("HA", qid, lo, hi - lo)
                 assert [bytes(x) for x in got.messages()] == [bytes(x) for x in want.messages()]
-        finally:
-            await s.stop()
-            await m.stop()
     asyncio.run(scenario())
     master.close()
     slave.close()

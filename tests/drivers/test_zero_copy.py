@@ -15,17 +15,15 @@ from ledgermq.broker.broker import Broker
 from ledgermq.broker.config import load_broker_config
 from ledgermq.broker.state import TopicConfig
 from ledgermq.cluster import free_ports
-from ledgermq.drivers.ha import HAMasterDriver, HASlaveDriver
 from ledgermq.drivers.raft import encode_message
 from ledgermq.remoting import RemotingCommand, RequestCode, ResponseCode
 from ledgermq.remoting.command import decode_frame
-from ledgermq.replication.ha import HAConfig
 from ledgermq.replication.ha.types import HEADER
 from ledgermq.replication.raft import Code, Push, PushType
 
 from ..wait import until
 from .test_dledger_driver import append, start_group, stop_group
-from .test_ha_drivers import SEG, _addr, fill, open_store
+from .test_ha_drivers import fill, master_and_slave, open_store
 
 BODY = 2048
 COUNT = 2000  # ~4.3 MB pulled in one response
@@ -66,7 +64,7 @@ def test_a_pull_sends_the_mapped_log_without_copying_it(tmp_path):
                 "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*",
                 "subVersion": "0"}).to_bytes()
             buf = bytearray(8 << 20)
-            with socket.create_connection(("127.0.0.1", port)) as sock:
+            with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
                 def pull() -> memoryview:
                     sock.sendall(request)
                     return _recv_frame(sock, buf)
@@ -137,9 +135,12 @@ def test_cutting_the_log_first_drops_pushes_still_in_a_socket_buffer(tmp_path):
             sock = stuck.transport.get_extra_info("socket")
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
             view = memoryview(bytes(1 << 20))
-            while not stuck.transport.get_write_buffer_size():  # ...so writes pile up
+            for _ in range(256):  # ...so writes pile up (a few MB fill the socket's buffers)
+                if stuck.transport.get_write_buffer_size():
+                    break
                 stuck.transport.write(view)
                 await asyncio.sleep(0)
+            assert stuck.transport.get_write_buffer_size(), "256 MB went out unread"
             leader._drop_unsent_pushes()
             assert not stuck.is_open and other.is_open
         finally:
@@ -150,14 +151,9 @@ def test_cutting_the_log_first_drops_pushes_still_in_a_socket_buffer(tmp_path):
 @pytest.mark.timeout(60)
 def test_a_classic_ha_push_writes_views_on_the_masters_log(tmp_path):
     master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
-    config = HAConfig(segment_size=SEG, transfer_batch=1000, window=20_000, heartbeat_ms=100)
 
     async def scenario():
-        m = HAMasterDriver(master, config, "127.0.0.1", 0)
-        await m.start()
-        s = HASlaveDriver(slave, config, lambda: _addr(m))
-        await s.start()
-        try:
+        async with master_and_slave(master, slave) as (m, _):
             await until(lambda: m.writers, "the slave connected")
             written = []
             for w in m.writers.values():
@@ -171,9 +167,6 @@ def test_a_classic_ha_push_writes_views_on_the_masters_log(tmp_path):
             assert sum(map(len, views)) == master.commitlog.max_offset
             others = [b for b in written if type(b) is not memoryview]
             assert {len(b) for b in others} <= {HEADER.size}  # headers, no copied bytes
-        finally:
-            await s.stop()
-            await m.stop()
     uvloop.run(scenario())
     master.close()
     slave.close()
