@@ -36,7 +36,11 @@ log = logging.getLogger(__name__)
 def load_epochs(store: MessageStore) -> EpochFile:
     """The broker's EpochFile, without epochs that start past the log's end: a slave cuts
     its commit log first (crash-safely) and its epoch file second, so a crash between the
-    two leaves such epochs behind, never a log tail that an epoch wrongly vouches for."""
+    two leaves such epochs behind, never a log tail that an epoch wrongly vouches for.
+    The store must be open (recovered): before that its log "ends" at 0, and trimming to
+    that would forget every epoch but the first (issue #28)."""
+    if not store.is_open:
+        raise StoreError("load_epochs needs the recovered store: open it first")
     epochs = EpochFile(store.config.root / "epochFile")
     epochs.truncate_from(store.commitlog.max_offset + 1)
     return epochs

@@ -149,6 +149,11 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
         self._open = True
         return report
 
+    @property
+    def is_open(self) -> bool:
+        """Recovered and serving: the log's offsets are known."""
+        return self._open
+
     def close(self) -> None:
         if not self._open:
             return

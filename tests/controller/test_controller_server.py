@@ -18,6 +18,7 @@ from ledgermq.namesrv import NamesrvConfig, NameServer
 from ledgermq.drivers.raft import FileRaftLog
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from ledgermq.replication.raft import Entry
+from ledgermq.store.epoch_file import EpochFile
 
 from ..wait import until
 
@@ -207,3 +208,32 @@ def test_unclean_elections_are_logged_loudly_at_start_up(tmp_path, caplog):
     asyncio.run(go())
     loud = [r for r in caplog.records if "UNSAFE" in r.getMessage()]
     assert len(loud) == 1 and "enableElectUncleanMaster=true" in loud[0].getMessage()
+
+
+def test_a_restarted_broker_keeps_the_epochs_its_log_holds(tmp_path):
+    """Issue #28: the epoch file was trimmed to the log's end before the store was
+    recovered (an end of 0), so a restarted broker forgot every epoch but the first. Its
+    next master then saw two histories that part where epoch 2 begins, and the broker cut
+    away everything it had copied since, bytes both replicas held alike."""
+    async def go():
+        async with name_server_with_controller_and_broker(tmp_path) as (ns, b):
+            async with Producer("p", ns.address) as p:
+                for i in range(5):
+                    assert (await p.send(Message("T", b"x%d" % i))).status.value == "SEND_OK"
+            middle = b.store.commitlog.max_offset
+            async with Producer("p", ns.address) as p:
+                for i in range(5):
+                    assert (await p.send(Message("T", b"y%d" % i))).status.value == "SEND_OK"
+            end = b.store.commitlog.max_offset
+        # as if it had copied the second half from another master's term, epoch 7
+        EpochFile(tmp_path / "store" / "epochFile").append(7, middle)
+        closed = free_ports(1)[0]  # no controller: the broker only opens its files
+        again = broker_in_controller_mode(tmp_path, f"127.0.0.1:{closed}")
+        await again.start()
+        try:
+            assert again.store.commitlog.max_offset == end
+            assert again.mode.epochs.entries == [(1, 0), (7, middle)]
+        finally:
+            await again.stop()
+        assert EpochFile(tmp_path / "store" / "epochFile").entries == [(1, 0), (7, middle)]
+    asyncio.run(go())

@@ -23,6 +23,7 @@ from ...drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver,
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ...replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
 from ...store import PutResult
+from ...store.epoch_file import EpochFile
 from ...wire.batch import EncodedBatch
 from ..config import BrokerConfig
 from .base import Later
@@ -57,7 +58,7 @@ class ControllerMode(HAPortMode):
         self.group = c.brokerName
         self.controller = ControllerClient(c.controllerAddr, auth=self.auth,
                                            ssl_context=c.tls.client)
-        self.epochs = load_epochs(self.store)
+        self.epochs: EpochFile | None = None  # read in prepare(), once the store is recovered
         self.controller_id: int | None = None  # given by the controller
         self.role = "NONE"  # MASTER | SLAVE | NONE
         self.master_epoch = -1  # the epoch of the master we lead or follow
@@ -135,6 +136,9 @@ class ControllerMode(HAPortMode):
                 "brokerId": str(self.controller_id), "controller": json.dumps(st)}
 
     # ---- lifecycle ------------------------------------------------------------------
+    async def prepare(self) -> None:
+        self.epochs = load_epochs(self.store)
+
     async def start(self) -> None:
         for text in unsafe_settings(self.config):
             log.warning("UNSAFE CONFIGURATION, this broker gives up the promise that no "
