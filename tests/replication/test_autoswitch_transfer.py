@@ -121,3 +121,33 @@ def test_sends_wait_for_the_sync_state_set_and_the_confirm_offset_reaches_slaves
     few = SyncStateTracker(1, (1,), 1, 0, 0, SyncConfig(min_in_sync_replicas=2))
     lonely = AutoSwitchMaster(CFG, [(1, 0)], 0, 0, few, 0)
     assert lonely.sync(9, 10, 0) == [Complete(9, SyncStatus.NOT_ENOUGH_REPLICAS)]
+
+
+def test_a_slave_always_10_ms_behind_under_steady_load_stays_in_the_set():
+    """S1-2: a slave catches up when its ack reaches the master's end *at a transfer*, not
+    the master's end now. Under steady load a healthy slave acks each push a few ms after
+    it, by which time the master has appended more: it never reaches the current end, yet
+    must stay in the SyncStateSet (issue #28: it was proposed out at 15 s, for good)."""
+    from ledgermq.replication.autoswitch.sync_state import ProposeSyncStateSet
+    tracker = SyncStateTracker(1, (1, 2), 1, 0, 0, SyncConfig(max_not_catch_up_ms=3000))
+    master = AutoSwitchMaster(CFG, [(1, 0)], 0, 0, tracker, 0)
+    master.connected(1, 0)
+    master.handshake(1, 2, False, False, 0)
+    master.report(1, 0, 0)
+    end, proposals = 0, []
+    for step in range(1, 1001):  # 10 s: a write every 10 ms, each acked 8 ms later
+        now = step * 10
+        acked_end, end = end, end + 100
+        pushed = [a for a in master.appended(end, now) if isinstance(a, EpochTransfer)]
+        assert pushed and pushed[-1].offset + pushed[-1].size == end
+        proposals += master.tick(now + 1)
+        # the ack of the previous push arrives after this write: always one write behind
+        proposals += master.report(1, acked_end, now + 8)
+    assert not [p for p in proposals if isinstance(p, ProposeSyncStateSet)], proposals
+    assert tracker.members == (1, 2)
+    # a slave that stops acking is still dropped after haMaxTimeSlaveNotCatchUp
+    for step in range(1001, 1400):
+        end += 100
+        master.appended(end, step * 10)
+        proposals += master.tick(step * 10 + 1)
+    assert ProposeSyncStateSet((1,), 1) in proposals

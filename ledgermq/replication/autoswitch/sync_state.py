@@ -1,7 +1,10 @@
 """The master's side of the SyncStateSet in controller mode (S1-2), sans-IO.
 
-The master tracks each slave's acked offset. A member that has not caught up (acked the
-master's end) for `max_not_catch_up_ms` is dropped; a slave whose ack reaches the confirm
+The master tracks each slave's acked offset. A slave catches up when its ack reaches the
+master's end as it was at a transfer to it, and then as of that transfer's time (RocketMQ's
+`lastMasterMaxOffset` / `lastTransferTimeMs`): under steady load a healthy slave acks each
+push a little after the master appended more, so it never reaches the master's *current*
+end. A member that has not caught up for `max_not_catch_up_ms` is dropped; a slave whose ack reaches the confirm
 offset (the minimum ack over the set) is taken in; asynchronous learners never are (a
 member that reconnects as a learner is dropped).
 Changes are proposals to the controller (AlterSyncStateSet); the set only changes here
@@ -12,7 +15,12 @@ and of the proposed set all count (the controller may hold either).
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
+
+# transfers remembered per slave until its ack covers them (a slave that stops acking
+# gains nothing from older ones: only the newest it acks dates its catch-up)
+MAX_TRANSFERS_KEPT = 1024
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,8 @@ class SyncStateTracker:
         self.floor = master_end
         self.acks: dict[int, int] = {}
         self.caught_up_at: dict[int, int] = {m: now for m in self.members}
+        # per slave, (the master's end, time) of each transfer its acks have not covered
+        self.transfers: dict[int, deque[tuple[int, int]]] = {}
         self.pending: ProposeSyncStateSet | None = None
         self.proposed_at = 0
         self.bug = bug
@@ -94,8 +104,19 @@ class SyncStateTracker:
     def appended(self, master_end: int) -> None:
         self.master_end = master_end
 
+    def transferred(self, slave: int, now: int) -> None:
+        """The master sent `slave` bytes (or a heartbeat) while its log ended at master_end."""
+        sent = self.transfers.setdefault(slave, deque(maxlen=MAX_TRANSFERS_KEPT))
+        if sent and sent[-1][0] == self.master_end:
+            sent[-1] = (self.master_end, now)  # the same end, later: the later time counts
+        else:
+            sent.append((self.master_end, now))
+
     def ack(self, slave: int, offset: int, now: int) -> list:
         self.acks[slave] = max(self.acks.get(slave, 0), offset)
+        sent = self.transfers.get(slave)
+        while sent and sent[0][0] <= offset:  # it holds what the master had then
+            self.caught_up_at[slave] = max(self.caught_up_at.get(slave, 0), sent.popleft()[1])
         if offset >= self.master_end:
             self.caught_up_at[slave] = now
         caught_up = offset >= max(self.confirm_offset, self.floor) or \

@@ -121,6 +121,7 @@ class AutoSwitchMaster(HAMaster):
         out = self.tracker.tick(now)
         for a in super().tick(now):
             if isinstance(a, Heartbeat):
+                self._transferred(a.link, now)
                 epoch, start = self._epoch_at(a.offset)
                 a = EpochTransfer(a.link, a.offset, 0, epoch, start,
                                   self.tracker.confirm_offset)
@@ -145,7 +146,14 @@ class AutoSwitchMaster(HAMaster):
                 out.append(EpochTransfer(link, offset, n, epoch, start,
                                          self.tracker.confirm_offset))
                 offset, size = offset + n, size - n
+        if out:
+            self._transferred(link, now)
         return out
+
+    def _transferred(self, link: int, now: int) -> None:
+        sid = self.handshaken.get(link, (None,))[0]
+        if sid is not None:
+            self.tracker.transferred(sid, now)
 
 
 class AutoSwitchSlave(HASlave):
