@@ -207,3 +207,30 @@ def test_an_async_learner_copies_the_log_but_never_joins_the_set(group):
         "the learner holds the master's log")
     time.sleep(1)  # caught up, and still outside: it must stay so for a while (not a wait)
     assert lid not in group_view(state)["syncStateSet"], view
+
+
+def test_steady_load_keeps_the_sync_state_set_whole(group):
+    """S1-2 (#28): under a steady stream of writes (oneway sends: the master's end moves on
+    whatever the slaves ack) healthy slaves stay in the SyncStateSet for longer than
+    haMaxTimeSlaveNotCatchUp (3 s here). The rule that keeps them there (catch-up dated
+    to a transfer) fails first at the core (test_autoswitch_transfer.py): a loopback group
+    on this machine rarely leaves its slaves behind the master's current end for long."""
+    d, state = group
+    before = group_view(state)
+    sent = 0
+
+    async def stream(seconds: float) -> None:
+        nonlocal sent
+        from ledgermq import Message, Producer
+        async with Producer("steady", state["namesrv"]) as p:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for _ in range(4):
+                    await p.send_oneway(Message("Steady", b"x" * 200))
+                sent += 4
+                await asyncio.sleep(0.001)  # a steady rate, not a wait
+    asyncio.run(stream(8))
+    after = group_view(state)
+    assert sent > 3000, sent
+    changes = [(v["syncStateSet"], v["syncStateSetEpoch"]) for v in (before, after)]
+    assert changes[0] == changes[1], changes
