@@ -40,8 +40,10 @@ def check(h: History, *, duplicates_allowed: bool = True) -> dict:
     dups = _duplicates(h, duplicates_allowed)
     order = _order(h)
     sends = _Sends(h)
+    unreached, short = drain_gaps(h)
     res = {
-        "drained": h.drained,
+        "drained": h.drained and not unreached,
+        "drain_gaps": {"unreached": unreached, "short": short},
         "attempts": {"total": len(h.attempts), "ok": len(ok), "fail": len(failed),
                      "info": len(info)},
         "reads": {"total": len(h.reads), "distinct": len(read),
@@ -74,6 +76,32 @@ def _drained_ids(h: History) -> set[str]:
     return {r.id for r in h.reads if r.at >= h.drain[0]}
 
 
+def drain_gaps(h: History) -> tuple[list[str], list[str]]:
+    """Where the drain fell short: (unreached, short). Every (group, queue) that
+    acknowledged a message must have been read to its end (else the drain did not finish:
+    a group missing from the route must never pass for "drained, 0 read"), and that end
+    should lie past its last acknowledged offset (else it reads short: said, and any
+    acknowledged message it lost is counted lost)."""
+    if h.drain_queues is None:
+        return [], []  # a history from before the drain said what it read
+    acked: dict[tuple[str, int], int] = {}
+    for a in h.attempts.values():
+        if a.outcome == "ok" and a.broker is not None and a.queue is not None:
+            key = (a.broker, a.queue)
+            acked[key] = max(acked.get(key, -1), a.offset if a.offset is not None else -1)
+    unreached, short = [], []
+    for (broker, queue), last in sorted(acked.items()):
+        end = h.drain_queues.get((broker, queue))
+        if end is None:
+            unreached.append(f"{broker} queue {queue} acknowledged messages (up to offset "
+                             f"{last}) but the drain never read it to its end (not in the "
+                             "route, or unreadable)")
+        elif end <= last:
+            short.append(f"{broker} queue {queue} acknowledged up to offset {last} but "
+                         f"reads only to {end}")
+    return unreached, short
+
+
 def _ids(s: set) -> dict:
     return {"count": len(s), "ids": sorted(s)[:MAX_IDS]}
 
@@ -83,6 +111,7 @@ def _problems(r: dict, duplicates_allowed: bool) -> list[str]:
     if not r["drained"]:
         out.append("the final drain did not finish: an unread acknowledged message cannot "
                    "be told lost")
+        out += [f"drain: {g}" for g in r["drain_gaps"]["unreached"][:10]]
 
     def listed(name: str, what: str) -> None:
         if r[name]["count"]:

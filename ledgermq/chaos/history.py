@@ -125,8 +125,13 @@ class _Recorder:
     def drain_start(self, at: float | None = None) -> None:
         self._record({"t": "drain-start", "at": self._at(at)})
 
-    def drain_end(self, at: float | None = None) -> None:
-        self._record({"t": "drain-end", "at": self._at(at)})
+    def drain_end(self, at: float | None = None,
+                  queues: Iterable[tuple[str, int, int]] | None = None) -> None:
+        """`queues`: each (broker, queue id, end offset) the drain read to its end."""
+        rec: dict = {"t": "drain-end", "at": self._at(at)}
+        if queues is not None:
+            rec["queues"] = [[b, q, end] for b, q, end in queues]
+        self._record(rec)
 
     def _record(self, rec: dict) -> None:
         raise NotImplementedError
@@ -146,6 +151,8 @@ class History(_Recorder):
         self.reads: list[Read] = []
         self.faults: list[FaultWindow] = []
         self.drain: tuple[float | None, float | None] | None = None
+        # (broker, queue id) -> the end offset the drain read it to; None: not recorded
+        self.drain_queues: dict[tuple[str, int], int] | None = None
         self.notes: list[str] = []
 
     def _fault_count(self) -> int:
@@ -193,6 +200,8 @@ class History(_Recorder):
             self.drain = (at, None)
         elif kind == "drain-end":
             self.drain = (self.drain[0] if self.drain else None, at)
+            if "queues" in rec:
+                self.drain_queues = {(b, int(q)): int(end) for b, q, end in rec["queues"]}
         elif kind == "meta":
             self.facts.update({k: v for k, v in rec.items() if k != "t"})
         else:

@@ -202,6 +202,7 @@ def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: i
     broken = []
     if not c["drained"]:
         broken.append("the drain did not finish: lost cannot be told")
+        broken += [f"drain: {g}" for g in c["drain_gaps"]["unreached"]]
     if c["unexpected"]["count"]:
         broken.append(f"{c['unexpected']['count']} unexpected (read, never sent)")
     if promised and c["lost"]["count"] > len(excused):
@@ -226,6 +227,7 @@ def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: i
         "duplicates": c["duplicates"]["count"],
         "indeterminate": c["indeterminate"]["count"],
         "failed_but_read": c["failed_but_read"]["count"],
+        "drain_short": c["drain_gaps"]["short"],
         "max_recovery_s": max((w["group_recovery_s"] or 0 for w in per_window), default=None),
         "windows": per_window,
         "check": {k: v for k, v in c.items() if k != "windows"},

@@ -234,7 +234,9 @@ class Workload:
 
     async def drain(self, deadline_s: float = 120) -> bool:
         """Read every queue from its first message to its end with a fresh reader; True when
-        every queue was read to its end (a queue that stays unreachable leaves it False)."""
+        every queue was read to its end, every queue that acknowledged a send among them (a
+        group whose route is missing keeps it False until the deadline). The drain's end
+        record says which queues it read to which offset, for the checker."""
         end = time.monotonic() + deadline_s
         self.h.drain_start()
         done: set[MessageQueue] = set()
@@ -255,7 +257,15 @@ class Workload:
                         elif n == -2:
                             await asyncio.sleep(0.5)
                             break
-                if offsets and len(done) == len(offsets):
-                    self.h.drain_end()
+                reached = {(mq.broker_name, mq.queue_id) for mq in done}
+                if offsets and len(done) == len(offsets) and self._acked_queues() <= reached:
+                    self.h.drain_end(queues=[(mq.broker_name, mq.queue_id, offsets[mq])
+                                             for mq in done])
                     return True
+                await asyncio.sleep(0.5)  # a route still missing a group: ask again
         return False
+
+    def _acked_queues(self) -> set[tuple[str, int]]:
+        """Every (group, queue) that acknowledged a send (where the answer said)."""
+        return {(a.broker, a.queue) for a in list(self.h.history.attempts.values())
+                if a.outcome == "ok" and a.broker is not None and a.queue is not None}

@@ -286,3 +286,34 @@ def test_an_open_window_counts_sends_up_to_the_last_moment_of_the_history():
     h.invoke("x", topic="T", at=2.0)  # its very last record
     w = check(h)["windows"][0]
     assert (w["end"], w["attempts"], w["info"]) == (None, 1, 1)
+
+
+def test_a_group_the_drain_never_reached_is_not_drained():
+    """Issue #28: a group whose route was missing at the end read 0 messages, and the run
+    passed for drained. Every (group, queue) that acknowledged a send must be read to its
+    end; one that reads short of its acknowledged offsets is said too."""
+    h = History(clock=lambda: 0.0)
+    for i, (broker, queue, offset) in enumerate([("broker-a", 0, 0), ("broker-a", 0, 1),
+                                                 ("broker-b", 1, 0), ("broker-b", 2, 5)]):
+        h.invoke(f"m{i}", topic="T", at=i * 0.1)
+        h.complete(f"m{i}", "ok", broker=broker, queue=queue, offset=offset, at=i * 0.1 + 0.05)
+    h.drain_start(at=1.0)
+    h.read("m2", topic="T", reader="drain", broker="broker-b", queue=1, offset=0, at=1.1)
+    h.drain_end(at=1.2, queues=[("broker-b", 1, 1), ("broker-b", 2, 3)])
+    r = check(h)
+    assert not r["drained"] and not r["valid"]
+    assert r["drain_gaps"]["unreached"] == [
+        "broker-a queue 0 acknowledged messages (up to offset 1) but the drain never read "
+        "it to its end (not in the route, or unreadable)"]
+    assert r["drain_gaps"]["short"] == [
+        "broker-b queue 2 acknowledged up to offset 5 but reads only to 3"]
+    assert any("broker-a queue 0" in p for p in r["problems"])
+    # the same drain reaching every acknowledging queue to its end is drained
+    h2 = History(clock=lambda: 0.0)
+    h2.invoke("m", topic="T", at=0.0)
+    h2.complete("m", "ok", broker="broker-a", queue=0, offset=0, at=0.1)
+    h2.drain_start(at=1.0)
+    h2.read("m", topic="T", reader="drain", broker="broker-a", queue=0, offset=0, at=1.1)
+    h2.drain_end(at=1.2, queues=[("broker-a", 0, 1)])
+    r2 = check(h2)
+    assert r2["drained"] and r2["valid"] and r2["drain_gaps"] == {"unreached": [], "short": []}
