@@ -53,7 +53,9 @@ class NameServerLink:
         b = self.broker
         if b.mode.broker_id is None:
             return  # no role yet: clients should not see this broker
-        body = {"topicConfigSerializeWrapper": b.topics.table.to_json(), "filterServerList": []}
+        wrapper = b.topics.table.to_json()
+        wrapper["dataVersion"] = {**wrapper["dataVersion"], "stateVersion": b.mode.state_version}
+        body = {"topicConfigSerializeWrapper": wrapper, "filterServerList": []}
         ext = {**self._identity(), "compressed": "false",
                "haServerAddr": f"{self.config.brokerIP1}:{b.mode.ha_port}"}
         if b.grpc_port:

@@ -4,9 +4,13 @@ Plain state with a clock passed in, so expiry is testable without waiting.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from ..remoting.codes import PERM_READ, PERM_WRITE
+
+log = logging.getLogger(__name__)
+
 MASTER_ID = 0
 
 
@@ -47,6 +51,14 @@ class LiveBroker:
     grpc_addr: str = ""  # its RocketMQ 5 (gRPC) endpoint, when it serves one
 
 
+def _state_version(data_version) -> int:
+    """A registration's stateVersion (0 when absent or not a number: a client's bytes)."""
+    try:
+        return int(data_version.get("stateVersion", 0)) if isinstance(data_version, dict) else 0
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
 class RouteTable:
     def __init__(self, expire_after_s: float = 120.0):
         self.expire_after_s = expire_after_s
@@ -59,9 +71,20 @@ class RouteTable:
                  ha_server_addr: str, topics: dict[str, dict], data_version: dict,
                  now: float, grpc_addr: str = "") -> dict:
         """A broker's registration or heartbeat; returns what the broker should learn
-        (its master's address and HA address, for slaves)."""
-        self.clusters.setdefault(cluster, set()).add(broker_name)
+        (its master's address and HA address, for slaves). A registration for an id that
+        another live address holds with a newer stateVersion (in controller mode, the
+        master epoch) is ignored, as RocketMQ's: a deposed master that wakes up and still
+        says it is the master must not take the route from the real one."""
         bd = self.brokers.get(broker_name)
+        holder = bd.brokerAddrs.get(broker_id) if bd is not None else None
+        if holder is not None and holder != broker_addr and holder in self.live and \
+                _state_version(self.live[holder].data_version) > _state_version(data_version):
+            log.warning("broker %s registers as id %d of %s with stateVersion %d, but %s holds "
+                        "that id with %d: ignored", broker_addr, broker_id, broker_name,
+                        _state_version(data_version), holder,
+                        _state_version(self.live[holder].data_version))
+            return {"masterAddr": "", "haServerAddr": ""}
+        self.clusters.setdefault(cluster, set()).add(broker_name)
         if bd is None:
             bd = self.brokers[broker_name] = BrokerData(cluster, broker_name)
         # one address per id; an address that moved to another id leaves its old one

@@ -130,3 +130,37 @@ def test_a_client_asks_the_next_name_server_when_one_does_not_know_the_topic():
             await fresh.stop()
             await knowing.stop()
     asyncio.run(go())
+
+
+def test_a_deposed_master_waking_up_cannot_take_the_route_back():
+    """Issue #28: a master paused past its controller's timeout wakes, still thinking it
+    leads epoch 3, and registers as master. That replaced the real master (epoch 4) in the
+    route; as it then re-registered as a slave (unregister first), the group's topics left
+    the route: readers saw nothing of the group until the real master's next registration,
+    30 s later. As RocketMQ's, a registration for an id held by another live address with
+    a newer stateVersion (the master epoch) is ignored."""
+    rt = RouteTable(expire_after_s=120)
+    topics = {"T": {"readQueueNums": 4, "writeQueueNums": 4}}
+
+    def reg(addr, bid, epoch, now):
+        return rt.register(cluster="C", broker_name="a", broker_addr=addr, broker_id=bid,
+                           ha_server_addr=addr + "0", topics=topics if bid == 0 else {},
+                           data_version={"stateVersion": epoch, "counter": 1}, now=now)
+    reg("n0:1", 0, 3, 0)
+    reg("n1:1", 2, 3, 0)
+    reg("n1:1", 0, 4, 10)  # n1 is the new master in epoch 4
+    reg("n0:1", 0, 3, 11)  # n0 wakes up, deposed but not yet told
+    assert rt.route("T")["brokerDatas"][0]["brokerAddrs"] == {"0": "n1:1"}
+    rt.unregister("n0:1")  # n0 learned it follows epoch 4: the old route goes ...
+    out = reg("n0:1", 1, 4, 12)  # ... the new one comes
+    assert out["masterAddr"] == "n1:1"
+    route = rt.route("T")
+    assert route["brokerDatas"][0]["brokerAddrs"] == {"0": "n1:1", "1": "n0:1"}
+    assert [q["brokerName"] for q in route["queueDatas"]] == ["a"]
+    # the same address registering again is always taken (a restart starts at 0 again)
+    reg("n1:1", 0, 0, 13)
+    assert rt.route("T")["brokerDatas"][0]["brokerAddrs"]["0"] == "n1:1"
+    # a holder that is gone (unregistered) leaves the id to anyone
+    rt.unregister("n1:1")
+    reg("n0:1", 0, 5, 14)
+    assert rt.route("T")["brokerDatas"][0]["brokerAddrs"] == {"0": "n0:1"}

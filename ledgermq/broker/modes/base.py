@@ -89,6 +89,13 @@ class StandaloneMode:
         return self.config.brokerId
 
     @property
+    def state_version(self) -> int:
+        """The role's generation, sent to name servers as the registration's stateVersion:
+        a registration from an older one (a deposed master that woke up) loses to a newer
+        one. 0 where roles have no generation."""
+        return 0
+
+    @property
     def ha_port(self) -> int:
         return self.config.ha_port
 

@@ -72,6 +72,12 @@ class CheckpointMode(HAPortMode):
             return 0
         return self.slot if self.links.slave is not None else None
 
+    @property
+    def state_version(self) -> int:
+        """The epoch this broker is in: a master deposed while paused registers an older
+        one than its successor."""
+        return max(self.replica.epoch, 0)
+
     def refuse_write(self) -> str | None:
         return None if self.is_writable else self.not_master(self.replica.role)
 

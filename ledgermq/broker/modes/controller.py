@@ -89,6 +89,11 @@ class ControllerMode(HAPortMode):
             return 0
         return self.controller_id if self.role == "SLAVE" else None
 
+    @property
+    def state_version(self) -> int:
+        """The master epoch this broker leads or follows (RocketMQ's stateVersion)."""
+        return max(self.master_epoch, 0)
+
     def refuse_write(self) -> str | None:
         return None if self.is_writable else self.not_master(self.role)
 
