@@ -67,6 +67,9 @@ class BrokerConfig:
     longPollingEnable: bool = True
     shortPollingTimeMills: int = field(default=1000, metadata=check(positive))
     registerNameServerPeriod: int = field(default=30_000, metadata=check(positive))
+    # a slave (or a master whose queues wait for replication) corrects a consumer's offset
+    # past its queue instead of answering "retry" (RocketMQ's key and default)
+    offsetCheckInSlave: bool = False
     messageDelayLevel: str = field(default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m "
                                            "30m 1h 2h", metadata=check(_delay_levels))
     maxReconsumeTimes: int = field(default=16, metadata=check(non_negative))

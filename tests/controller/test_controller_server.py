@@ -237,3 +237,37 @@ def test_a_restarted_broker_keeps_the_epochs_its_log_holds(tmp_path):
             await again.stop()
         assert EpochFile(tmp_path / "store" / "epochFile").entries == [(1, 0), (7, middle)]
     asyncio.run(go())
+
+
+def test_a_slave_keeps_a_consumers_offset_past_its_queue(tmp_path):
+    """Issue #28: a consumer read to offset N on the master; the master died, and the slave
+    it then pulled from had dispatched a little less (its confirm offset arrives with the
+    next push). It answered OFFSET_MOVED to the queue's start, and the consumer read the
+    whole queue again. As RocketMQ's slave (offsetCheckInSlave=false), a broker that is not
+    the master answers PULL_RETRY_IMMEDIATELY and keeps the consumer's offset."""
+    async def go():
+        async with name_server_with_controller_and_broker(tmp_path) as (ns, b):
+            async with Producer("p", ns.address) as p:
+                for i in range(5):
+                    assert (await p.send(Message("T", b"x%d" % i))).status.value == "SEND_OK"
+            qid = next(q for (t, q), cq in b.store.queues.items() if t == "T" and cq.max_offset)
+        closed = free_ports(1)[0]
+        again = broker_in_controller_mode(tmp_path, f"127.0.0.1:{closed}")
+        await again.start()  # no controller: no role, so not the master
+        try:
+            assert again.mode.is_slave
+            cli = RemotingClient()
+            try:
+                r = await cli.invoke(again.address, RemotingCommand(
+                    RequestCode.PULL_MESSAGE, ext={
+                        "consumerGroup": "g", "topic": "T", "queueId": str(qid),
+                        "queueOffset": "40", "maxMsgNums": "32", "sysFlag": "0",
+                        "commitOffset": "0", "suspendTimeoutMillis": "0",
+                        "subscription": "*", "subVersion": "0"}), 5)
+            finally:
+                await cli.close()
+            assert r.code == ResponseCode.PULL_RETRY_IMMEDIATELY, (r.code, r.remark)
+            assert r.ext["nextBeginOffset"] == "40"
+        finally:
+            await again.stop()
+    asyncio.run(go())

@@ -44,6 +44,15 @@ class PullProcessor:
     def handlers(self) -> dict:
         return {RequestCode.PULL_MESSAGE: self.pull}
 
+    def _queues_authoritative(self) -> bool:
+        """Whether an offset past this broker's queue is the consumer's error: only on the
+        writable master whose queues cover its whole log (offsetCheckInSlave lets a slave
+        correct offsets too, as RocketMQ's)."""
+        if self.config.offsetCheckInSlave:
+            return True
+        return self.broker.mode.is_writable and \
+            self.store.dispatch_bound >= self.store.commitlog.max_offset
+
     def _subscription(self, ext: dict, sys_flag: int, group: str, topic: str):
         """(tag codes, SQL92 predicate) to match: from the request, else from the group's
         heartbeat. ValueError (SqlError) for an expression that does not parse."""
@@ -140,6 +149,15 @@ class PullProcessor:
             if time.monotonic() >= deadline and \
                     self.store.max_offset_in_queue(topic, qid) <= offset:
                 break
+        if code == ResponseCode.PULL_OFFSET_MOVED and offset > got.max_offset and \
+                not self._queues_authoritative():
+            # past what this broker's queue holds, but it is not the writable master (or
+            # its queues wait for replication to confirm more): its queue is behind, not
+            # the consumer. As RocketMQ's slave (offsetCheckInSlave=false): retry, keep
+            # the offset, never send the consumer back to the queue's start
+            return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, got.status.value, {
+                "nextBeginOffset": str(offset), "minOffset": str(got.min_offset),
+                "maxOffset": str(got.max_offset), "suggestWhichBrokerId": "0"})
         resp_ext = {"nextBeginOffset": str(got.next_begin_offset),
                     "minOffset": str(got.min_offset), "maxOffset": str(got.max_offset),
                     "suggestWhichBrokerId": "0"}
