@@ -32,7 +32,14 @@ def produce(namesrv, topic, count, body, tags, keys, batch, in_flight, group, as
     from ..client import Message, Producer
 
     if body is None:
+        if click.get_current_context().get_parameter_source("count") is \
+                click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError("--count needs --body: without it, each line of stdin is "
+                                   "one message")
         lines = [line.rstrip("\n") for line in sys.stdin]
+        if not lines:
+            raise click.UsageError("stdin was empty: nothing to send (give --body, or pipe "
+                                   "lines in)")
         make = lambda i: lines[i]  # noqa: E731
         count = len(lines)
     else:
@@ -59,14 +66,19 @@ def produce(namesrv, topic, count, body, tags, keys, batch, in_flight, group, as
                     fut, n = window.popleft()
                     results.append(row(await fut))
                     bar.advance(task, n)
-                for start in range(0, count, batch):
-                    msgs = [message(i) for i in range(start, min(count, start + batch))]
-                    window.append((p.send_async(msgs[0]) if len(msgs) == 1 else
-                                   asyncio.ensure_future(p.send_batch(msgs)), len(msgs)))
-                    if len(window) >= in_flight:
+                try:
+                    for start in range(0, count, batch):
+                        msgs = [message(i) for i in range(start, min(count, start + batch))]
+                        window.append((p.send_async(msgs[0]) if len(msgs) == 1 else
+                                       asyncio.ensure_future(p.send_batch(msgs)), len(msgs)))
+                        if len(window) >= in_flight:
+                            await settle_oldest()
+                    while window:
                         await settle_oldest()
-                while window:
-                    await settle_oldest()
+                finally:  # a failed send ends the run: the sends still in flight go quietly
+                    for fut, _ in window:
+                        fut.cancel()
+                    await asyncio.gather(*(f for f, _ in window), return_exceptions=True)
         return results, time.perf_counter() - t0
 
     results, took = _aio(go())

@@ -161,3 +161,15 @@ def test_long_runs_show_progress_on_a_terminal(dev):
     assert "sending to Bar" in sending and "msgs/s" in sending
     reading = on_a_terminal("consume", *ns, "-t", "Bar", "-g", "bar", "--count", 20000)
     assert "reading Bar" in reading and "msgs/s" in reading
+
+
+def test_produce_never_ignores_an_explicit_option_or_an_empty_stdin():
+    """#30: `produce --count 100` without --body read stdin and, with stdin empty, sent 0
+    messages and exited 0. Both are now clear usage errors, before any connection."""
+    for args, stdin, said in [(["--count", "100"], "", "--count needs --body"),
+                              ([], "", "stdin was empty")]:
+        r = subprocess.run([sys.executable, "-m", "ledgermq", "produce", "-n", "127.0.0.1:1",
+                            "-t", "T", *args], input=stdin, capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 2 and said in r.stderr, (args, r.returncode, r.stderr)
+        assert "Traceback" not in r.stderr
