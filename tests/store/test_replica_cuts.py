@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ledgermq.store import MessageStore
 from ledgermq.wire.message import decode_message
 
+from ..drivers.test_autoswitch_drivers import span
 from .conftest import small_config
 from .test_store import read_all
 
@@ -31,16 +32,6 @@ def leader(path, picks, prefix: bytes = b"") -> tuple[MessageStore, list[int]]:
         assert r.ok, r.error
         ends.append(r.end_offset)
     return s, ends
-
-
-def log_bytes(s: MessageStore, start: int, end: int) -> bytes:
-    out = []
-    while start < end:
-        seg = s.commitlog.files.find(start)
-        stop = min(end, seg.end)
-        out.append(bytes(seg.view[start - seg.start:stop - seg.start]))
-        start = stop
-    return b"".join(out)
 
 
 def replica(path) -> MessageStore:
@@ -69,11 +60,11 @@ def test_after_any_cut_the_queues_describe_exactly_the_log(tmp_path_factory, sha
     d = tmp_path_factory.mktemp("cut")
     a, a_ends = leader(d / "a", shared + first)
     common = a_ends[len(shared) - 1]
-    b, b_ends = leader(d / "b", second, prefix=log_bytes(a, 0, common))
+    b, b_ends = leader(d / "b", second, prefix=span(a, 0, common))
     r = replica(d / "r")
     try:
         copied = data.draw(st.sampled_from(a_ends[len(shared) - 1:]), "copied of a")
-        r.append_raw(0, log_bytes(a, 0, copied))
+        r.append_raw(0, span(a, 0, copied))
         r.set_dispatch_bound(data.draw(st.sampled_from([0, *a_ends]), "bound"))
         check_queues_describe_the_log(r)
         if data.draw(st.booleans(), "restart before the cut"):
@@ -84,7 +75,7 @@ def test_after_any_cut_the_queues_describe_exactly_the_log(tmp_path_factory, sha
         if data.draw(st.booleans(), "restart after the cut"):
             r.close()
             r = replica(d / "r")
-        r.append_raw(common, log_bytes(b, common, b_ends[-1]))
+        r.append_raw(common, span(b, common, b_ends[-1]))
         r.set_dispatch_bound(b_ends[-1])
         check_queues_describe_the_log(r)
         for topic, qid in QUEUES:
