@@ -3,20 +3,28 @@ metadata state machine, as ControllerSim) and three brokers running the real
 AutoSwitchMaster / AutoSwitchSlave / SyncStateTracker cores. Brokers register,
 heartbeat, ask for elections and SyncStateSet changes over a faulty network; producers
 send to whoever is master; brokers, controllers and links fail and come back; a broker
-may crash between cutting its log and cutting its epoch file.
+may crash between cutting its log and cutting its epoch file, and a crash may lose the
+unflushed tail of its consume queues (they lag its log at the next role change, #28).
+Each broker's dispatch bound models its consume queues: consumers read what lies below it,
+raised as the drivers raise it (a slave by the master's confirm offset, a master by its
+SyncStateSet's) and lowered by a cut.
 
 Checked after every step, besides the controller group's own invariants:
 - acked-on-new-master: every send acknowledged under the SyncStateSet rule
   (allAckInSyncStateSet) is in a new master's log, at the same offset, when it starts;
 - slave-prefix: after the handshake truncation a slave's log is a prefix of its master's;
 - epoch-agreement: epoch files agree on where every epoch two brokers share starts;
-- liveness: after the faults heal, a master serves and sends are acknowledged again.
+- no-needless-cut: a slave never cuts a tail its master holds byte for byte (its epochs
+  must say where its history and the master's part);
+- queues-within-log: no broker's queues name bytes past its log's end;
+- liveness: after the faults heal, a master serves and sends are acknowledged again;
+- acked-readable: after the faults heal, every acknowledged send is readable through the
+  master's queues, not only present in its log.
 
 A broker's log survives its crash (SYNC_FLUSH-like: it reports only what it wrote).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..controller import BUGS as CONTROLLER_BUGS
@@ -32,12 +40,13 @@ from ..replication.autoswitch.transfer import (
 from ..replication.ha import (
     Append, Close, Complete, Connect, Disconnect, HAConfig, Report, StartAt, SyncStatus,
 )
+from . import autoswitch_checks as checks
+from .autoswitch_checks import Acked, Broker
 from .autoswitch_wire import (
     Ack, AlterAsk, Answered, Ask, Data, ElectAsk, Epochs, HeartbeatAsk, Hello, NotLeader,
     RegisterAsk, Reply, ViewReply,
 )
 from .controller import GROUP, ControllerSim
-from .disk import SimLog
 from .events import (
     CLIENT, FAULT, HEAL, Beat, Client, Deliver, Fault, LinkClosed, LinkDeliver, Restart, Tick,
 )
@@ -45,33 +54,16 @@ from .harness import LIVENESS
 from .links import Links
 from .result import Violation
 
-BUGS = {**CONTROLLER_BUGS, **AUTOSWITCH_BUGS}
+# the drivers' bugs (the cores' are in AUTOSWITCH_BUGS)
+DRIVER_BUGS = {
+    "epochs-trimmed-before-recovery": "a restarted broker trims its epoch file against the "
+                                      "log's end before the store recovered it (0)",
+    "queue-tail-not-redispatched": "a restarted broker never rebuilds the queue entries its "
+                                   "crash lost (recovery dispatches only past them)",
+}
+BUGS = {**CONTROLLER_BUGS, **AUTOSWITCH_BUGS, **DRIVER_BUGS}
 TICK_MS = 10  # brokers and controllers alike
 HEARTBEAT_MS = 60  # broker -> controller
-
-
-@dataclass
-class Broker:
-    """A broker; its crash keeps its log and its epoch file."""
-    name: str
-    log: SimLog = field(default_factory=SimLog)
-    epochs: list[tuple[int, int]] = field(default_factory=list)  # the EpochFile
-    alive: bool = True
-    broker_id: int | None = None
-    role: str = "NONE"
-    master_epoch: int = -1
-    view: dict = field(default_factory=dict)
-    master: AutoSwitchMaster | None = None
-    slave: AutoSwitchSlave | None = None
-    link: int | None = None
-    controller: int = 0  # which controller it asks first
-
-
-@dataclass
-class Acked:
-    number: int
-    offset: int
-    data: bytes
 
 
 class AutoSwitchSim(ControllerSim):
@@ -82,13 +74,18 @@ class AutoSwitchSim(ControllerSim):
         "slave-prefix": "a slave's log is a prefix of its master's",
         "epoch-agreement": "brokers agree on where each epoch they share starts",
         "logs-start-at-zero": "no slave is told to start anywhere but 0",
+        "no-needless-cut": "a slave never cuts a tail its master holds byte for byte",
+        "queues-within-log": "no broker's queues name bytes past its log's end",
         LIVENESS: "after every fault heals, sends are acknowledged again within 10 s",
+        "acked-readable": "after every fault heals, every acknowledged send is readable "
+                          "through the master's queues",
     }
 
     def __init__(self, seed: int, *, steps: int = 8000, bugs=frozenset(),
                  trace_events: bool = False):
         super().__init__(seed, steps=steps, bugs=bugs, trace_events=trace_events)
         self.switch_bug = self.bug_in(AUTOSWITCH_BUGS)
+        self.driver_bug = self.bug_in(DRIVER_BUGS)
         rng = self.rng
         self.ha = HAConfig(segment_size=1 << 20, heartbeat_ms=40, housekeeping_ms=400,
                            sync_timeout_ms=rng.choice((150, 400)), fallbehind_max=1 << 30,
@@ -227,13 +224,14 @@ class AutoSwitchSim(ControllerSim):
         epoch = view["masterEpoch"]
         if not b.epochs or epoch > b.epochs[-1][0]:
             b.epochs.append((epoch, b.log.end))
-        self._check_acked_in(b)
-        self._check_epochs()
+        checks.acked_in(b, self.acked)
+        checks.epochs_agree(self.brokers.values())
         tracker = SyncStateTracker(b.broker_id, tuple(view["syncStateSet"]),
                                    view["syncStateSetEpoch"], b.log.end, self.w.now, self.sync,
                                    bug=self.switch_bug)
         b.master = AutoSwitchMaster(self.ha, b.epochs, 0, b.log.end, tracker, self.w.now)
         b.role, b.master_epoch = "MASTER", epoch
+        self._raise_bound(b, tracker.confirm_offset)
         self.masters_started += 1
         self.w.log(f"{b.name} (id {b.broker_id}) masters epoch {epoch} at {b.log.end}")
 
@@ -271,6 +269,7 @@ class AutoSwitchSim(ControllerSim):
                 self._ask(AlterAsk(b.name, b.broker_id, b.master_epoch, a.members,
                                    a.set_epoch))
             elif isinstance(a, Complete):
+                self._raise_bound(b, b.master.tracker.confirm_offset)
                 w = self.waiting.pop(a.request_id, None)
                 if w is not None and a.status is SyncStatus.OK:
                     _, number, off, end = w
@@ -290,18 +289,22 @@ class AutoSwitchSim(ControllerSim):
                 self.truncations += 1
                 self.truncated_bytes += b.log.end - a.offset
                 self.w.log(f"{b.name} truncates {b.log.end} -> {a.offset}")
+                checks.cut_needed(b, self._master_of(b), a.offset)
                 b.log.truncate(a.offset)
+                b.bound = min(b.bound, a.offset)
+                b.holes = [(lo, min(hi, a.offset)) for lo, hi in b.holes if lo < a.offset]
                 if self.rng.random() < 0.1:  # crash between the log cut and the epochs cut
                     self._crash_broker(b, "while truncating")
                     return
                 b.epochs[:] = [e for e in b.epochs if e[1] < a.offset]
             elif isinstance(a, RecordEpoch):
                 b.epochs.append((a.epoch, a.start))
-                self._check_epochs()
+                checks.epochs_agree(self.brokers.values())
             elif isinstance(a, Append):
-                self._check_prefix(b)  # what the handshake kept must be the master's
+                checks.prefix_of_master(b, self._master_of(b))  # what the handshake kept must be the master's
                 end = b.log.append_prefix(a.offset, a.data)
-                self._check_prefix(b)
+                checks.prefix_of_master(b, self._master_of(b))
+                self._raise_bound(b, b.slave.confirmed)
                 self._run_slave(b, b.slave.appended(end, self.w.now))
             elif isinstance(a, Disconnect):
                 if b.link is not None:
@@ -312,7 +315,7 @@ class AutoSwitchSim(ControllerSim):
             elif isinstance(a, StartAt):
                 raise Violation("logs-start-at-zero", f"{b.name} told to start at {a.offset}")
             elif isinstance(a, Confirmed):
-                pass
+                self._raise_bound(b, a.offset)
 
     def on_link_deliver(self, ev: LinkDeliver) -> None:
         b, link, msg, now = self.brokers[ev.dst], ev.link, ev.msg, self.w.now
@@ -357,31 +360,16 @@ class AutoSwitchSim(ControllerSim):
         now = self.w.now
         self._run_master(b, b.master.appended(end, now) + b.master.sync(rid, end, now))
 
-    # ---- checks -----------------------------------------------------------------------
-    def _check_acked_in(self, b: Broker) -> None:
-        data = b.log.data
-        for a in self.acked:
-            if bytes(data[a.offset:a.offset + len(a.data)]) != a.data:
-                raise Violation("acked-on-new-master", f"{b.name} became master without "
-                                f"acknowledged message {a.number} at {a.offset}")
+    def _master_of(self, b: Broker) -> Broker | None:
+        """The broker at the master's end of `b`'s HA link."""
+        return self.brokers.get(self.links.get(b.link, ("", ""))[1])
 
-    def _check_prefix(self, b: Broker) -> None:
-        m = next((x for x in self.brokers.values() if x.name == self.links.get(
-            b.link, ("", ""))[1]), None)
-        if m is None or m.master is None:
-            return
-        if bytes(b.log.data) != bytes(m.log.data[:b.log.end]):
-            raise Violation("slave-prefix", f"{b.name}'s log is not a prefix of its master "
-                            f"{m.name}'s")
-
-    def _check_epochs(self) -> None:
-        seen: dict[int, tuple[str, int]] = {}
-        for b in self.brokers.values():
-            for epoch, start in b.epochs:
-                other = seen.setdefault(epoch, (b.name, start))
-                if other[1] != start:
-                    raise Violation("epoch-agreement", f"epoch {epoch} starts at {other[1]} "
-                                    f"on {other[0]} but at {start} on {b.name}")
+    def _raise_bound(self, b: Broker, offset: int) -> None:
+        """As store.set_dispatch_bound: up only, never past the log's end."""
+        b.bound = max(b.bound, min(offset, b.log.end))
+        if b.bound > b.log.end:
+            raise Violation("queues-within-log", f"{b.name}'s queues reach {b.bound}, its "
+                            f"log ends at {b.log.end}")
 
     # ---- events and faults ------------------------------------------------------------
     def on_tick(self, ev: Tick) -> None:
@@ -436,12 +424,22 @@ class AutoSwitchSim(ControllerSim):
     def _crash_broker(self, b: Broker, why: str) -> None:
         self._drop_roles(b)
         b.alive, b.role, b.master_epoch = False, "NONE", -1
+        # the consume queues flush lazily: a crash may lose their unflushed tail, so they
+        # lag the log when the broker comes back (recovery dispatches it again as the
+        # bound rises)
+        if self.rng.random() < 0.5:
+            kept = self.rng.randint(0, b.bound)
+            if self.driver_bug == "queue-tail-not-redispatched":
+                b.holes.append((kept, b.bound))
+            else:
+                b.bound = kept
         self.w.log(f"{b.name} crashed {why}")
         self.w.at(self.rng.randint(100, 1200), Restart(b.name))
 
     def _restart_broker(self, b: Broker) -> None:
         b.alive = True
-        b.epochs[:] = [e for e in b.epochs if e[1] <= b.log.end]  # as load_epochs
+        end = 0 if self.driver_bug == "epochs-trimmed-before-recovery" else b.log.end
+        b.epochs[:] = [e for e in b.epochs if e[1] <= end]  # as load_epochs
         self.w.log(f"{b.name} restarted (log end {b.log.end})")
 
     # ---- settling ---------------------------------------------------------------------
@@ -455,6 +453,12 @@ class AutoSwitchSim(ControllerSim):
         before = len(self.acked)
         self.expect(lambda: len(self.acked) > before + 5,
                     "no send was acknowledged within 10 s after every fault healed")
+        if not self.wait_for(lambda: checks.acked_readable(self.brokers.values(), self.acked)):
+            m = next((b for b in self.brokers.values() if b.alive and b.master), None)
+            raise Violation("acked-readable", "after every fault healed, acknowledged sends "
+                            f"are not all readable through the master's queues (master "
+                            f"{m and m.name}, queues to {m and m.bound}, last acked ends at "
+                            f"{max((a.offset + len(a.data) for a in self.acked), default=0)})")
 
     def stats(self) -> dict:
         return {**super().stats(), "acked": len(self.acked), "sends": self.sends,

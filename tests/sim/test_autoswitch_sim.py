@@ -12,6 +12,8 @@ BUG_BREAKS = {
     "elect-outside-sync-set": "elect-from-sync-set",
     "expand-before-confirm": "acked-on-new-master",
     "truncate-to-own-max": "slave-prefix",
+    "epochs-trimmed-before-recovery": "no-needless-cut",
+    "queue-tail-not-redispatched": "acked-readable",
 }
 
 
