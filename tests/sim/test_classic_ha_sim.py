@@ -47,3 +47,12 @@ def test_every_ha_and_control_node_bug_belongs_to_a_design():
     assert set(BUGS) | set(CHECKPOINT_BUGS) == set(HA_BUGS) | set(SLAVE_BUGS) | \
         set(CONTROL_BUGS) | set(DRIVER_BUGS) | set(HA_DRIVER_BUGS)
     assert not set(BUGS) & set(CHECKPOINT_BUGS)
+
+
+def test_a_recovering_master_keeps_its_slaves_links_open():
+    """Seed 234 of sync (#34), kept as found: b0's log was cut back and it crashed; it
+    restarted and, recovering (refilling from its slaves before its first write), sent them
+    nothing, so each slave's link closed every 450 ms ("nothing from the master for
+    400 ms"), the refill never finished and the group never took a write again."""
+    r = ClassicHASim(234, mode="sync", steps=4000).run()
+    assert r.ok, (r.invariant, r.violation, "\n".join(r.tail(30)))

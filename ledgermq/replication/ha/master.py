@@ -62,6 +62,8 @@ class HAMaster:
         # S2 SYNC_MASTER: refill from the slaves before the first write (refill.py)
         self.recovery = None if recover_ms is None else \
             Recovery(now, recover_ms, had_slaves, bug)
+        self._refill_source: int | None = None  # the refilling link as the last tick saw it
+        self._refill_since = now  # when it was asked, or last sent bytes
         self.epoch = epoch  # S3: the epoch this master leads
         self.log_end = log_end
         self.links: dict[int, Link] = {}
@@ -146,12 +148,28 @@ class HAMaster:
         if not self.recovering:
             self.links.pop(link)
             return [Close(link, "slave sent log bytes the master did not ask for")]
+        self._refill_since = now
         return self.recovery.data(link, offset, body, self.log_end)
 
     def refill_appended(self, end: int, now: int) -> list:
         """The driver appended a RefillAppend's whole messages: our log ends at `end`."""
         old, self.log_end = self.log_end, end
         return self.recovery.appended(old, end) + self.appended(end, now)
+
+    def _refill_stalled(self, now: int) -> list:
+        """A refilling slave that sent nothing for housekeeping_ms (its ask or its bytes
+        lost on the way) loses its turn and its link: a fresh connection reports again and
+        is asked again, instead of the master waiting for it for good (#34)."""
+        src = self.recovery.source
+        if src != self._refill_source:
+            self._refill_source, self._refill_since = src, now
+            return []
+        if src is None or now - self._refill_since < self.config.housekeeping_ms:
+            return []
+        self._refill_source = None
+        self.links.pop(src, None)
+        return [Close(src, f"refill stalled: nothing for {self.config.housekeeping_ms} ms")] + \
+            self.recovery.gone(src, self.log_end)
 
     def _recovered(self, now: int) -> list:
         """Pushing starts for the slaves that reported while we recovered."""
@@ -273,7 +291,14 @@ class HAMaster:
                 out.append(Heartbeat(link, ln.push))
                 if cfg.checkpoint and ln.slave_id is not None:
                     out.append(PublishCheckpoint(link, self.saved))
+            elif self.recovering and ln.reported >= 0 and now - ln.sent_at >= cfg.heartbeat_ms:
+                # a recovering master pushes nothing yet: without a heartbeat at the offset
+                # the slave reported (its next byte), its link would close on housekeeping,
+                # the refilling slave's too, and the refill would never finish (#34)
+                ln.sent_at = now
+                out.append(Heartbeat(link, ln.reported))
         if self.recovering:
+            out += self._refill_stalled(now)
             done = self.recovery.tick(now, self.log_end)
             if done:
                 out += done + self._recovered(now)
