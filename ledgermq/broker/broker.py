@@ -43,8 +43,9 @@ log = logging.getLogger(__name__)
 # not a client's, so the client ACL does not apply to them
 PEER_CODES = frozenset({RequestCode.CONTROL_PROMOTE, RequestCode.GET_BROKER_EPOCH_CACHE,
                         PEER_AUTH})
-# ...of which these only from a peer that proved the cluster secret (clusterSecret)
-AUTHENTICATED_CODES = frozenset({RequestCode.CONTROL_PROMOTE})
+# these only from a peer that proved the cluster secret (clusterSecret); an operator's
+# END_HA_RECOVERY is an admin request besides (the client ACL applies)
+AUTHENTICATED_CODES = frozenset({RequestCode.CONTROL_PROMOTE, RequestCode.END_HA_RECOVERY})
 
 
 class Broker:

@@ -11,6 +11,10 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+# the store's abort mark (store/abort_mark.py): while a store is open it holds the boot id
+# of the machine's boot that opened it, which tells a crash from a power loss
+ABORT_MARK = "abort"
+
 FLUSHED_FILE = "flushed"  # 8 bytes, big-endian (store/flushed_mark.py)
 _CHUNK = 1 << 20
 
@@ -94,6 +98,9 @@ def cut_unsynced(store_dir: Path, flushed_offset: int, rng: random.Random, *,
         else:  # its size was never fsynced (the store fsyncs its directory entry)
             _cut_segment(seg, 0, rng.choice(["zeroed", "shortened"]))
             emptied.append(seg.name)
+    mark = Path(store_dir) / ABORT_MARK
+    if mark.exists():  # a power loss restarts the machine: the mark names another boot
+        mark.write_text("a power loss restarted the machine")
     return Cut(at, flushed_offset, end, how, emptied)
 
 

@@ -1,4 +1,5 @@
-"""Controller-mode administration (S1), with mqadmin's command names."""
+"""Controller-mode administration (S1), with mqadmin's command names, and a classic-HA
+master's endHaRecovery (ledgermq's own)."""
 from __future__ import annotations
 
 import json
@@ -149,3 +150,35 @@ def get_broker_epoch(namesrv, broker_name, as_json):
                               f"confirm={b['confirmOffset']} epochs=" +
                               " ".join(f"{e['epoch']}@{e['startOffset']}" for e in b["epochs"]))
         for b in d)))
+
+
+@admin.command("endHaRecovery")
+@click.option("-b", "--broker", "broker_addr", required=True,
+              help="The restarted SYNC_MASTER's address (host:port).")
+@SECRET_OPT
+@JSON_OPT
+def end_ha_recovery(broker_addr, secret_file, as_json):
+    """Let a restarted SYNC_MASTER that is refilling its log from its slaves take writes
+    now, without them: acknowledged messages only a slave holds are lost (ledgermq's own)."""
+    from ..client.instance import tls_context
+    from ..config import ConfigError
+    from ..peer_auth import PeerAuth, load_secret
+    from ..remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+    from ..remoting.peer_auth import PeerGate
+
+    try:
+        auth = PeerAuth(load_secret("", secret_file, file_key="--cluster-secret-file"))
+    except ConfigError as e:
+        raise click.BadParameter(str(e)) from None
+
+    async def go():
+        client = RemotingClient(authenticate=PeerGate(auth, "admin").authenticate,
+                                ssl_context=tls_context(None))
+        try:
+            r = await client.invoke(broker_addr, RemotingCommand(RequestCode.END_HA_RECOVERY), 10)
+        finally:
+            await client.close()
+        if r.code != ResponseCode.SUCCESS:
+            raise click.ClickException(f"{broker_addr}: {r.remark}")
+        return {"broker": broker_addr, "result": r.remark}
+    _emit(_aio(go()), as_json, lambda d: click.echo(f"{d['broker']}: {d['result']}"))

@@ -313,6 +313,10 @@ class HAMasterDriver:
         self.execute(self.core.sync(rid, end_offset, now_ms()))
         return fut
 
+    def end_recovery(self) -> None:
+        """Take writes now, without the refill (an operator's END_HA_RECOVERY)."""
+        self.execute(self.core.end_recovery(now_ms()))
+
     def status(self) -> dict:
         return self.core.status()
 

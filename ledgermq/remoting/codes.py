@@ -68,6 +68,9 @@ class RequestCode(enum.IntEnum):
     CONTROL_RESOLVE = 9912
     CONTROL_STATUS = 9913
     CONTROL_PROMOTE = 9914
+    # ledgermq's own: an operator lets a restarted SYNC_MASTER take writes without the
+    # refill from its slaves, accepting the loss of what only they hold (cluster secret)
+    END_HA_RECOVERY = 9915
     # ledgermq's own: servers of one cluster prove they know its secret (peer_auth.py)
     PEER_AUTH = 9920
     # controller mode (S1): RocketMQ 5's codes; the bodies are ledgermq's JSON

@@ -43,6 +43,9 @@ class RecoveryReport:
     dropped_segments: int = 0
     seconds: float = 0.0
     crashed: bool = False
+    # after a crash: was it the same boot (only the process died, the page cache kept what
+    # was written), another one (unflushed writes may be lost), or unknown (None)
+    same_boot: bool | None = None
     messages: list[ScannedMessage] = field(default_factory=list, repr=False)
 
 

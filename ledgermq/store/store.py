@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 from ..files import DirectoryLock
 from ..wire.batch import LOCALHOST, EncodedBatch, encode_batch, encode_one
 from ..wire.message import Message, MessageFormatError, encode_properties
+from .abort_mark import ABORT_FILE, open_mark
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .commitlog import CommitLog, RecoveryReport
 from .config import FlushDiskType, StoreConfig
@@ -41,7 +42,6 @@ from .retention import Retention
 log = logging.getLogger(__name__)
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
-ABORT_FILE = "abort"
 CHECKPOINT_FILE = "checkpoint"
 
 
@@ -114,9 +114,8 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
 
     def _open_locked(self, dispatch_limit: int | None) -> RecoveryReport:
         t0 = time.monotonic()
-        abort = self.root / ABORT_FILE
-        report = RecoveryReport(crashed=abort.exists())
-        abort.touch()
+        crashed, same_boot = open_mark(self.root / ABORT_FILE)
+        report = RecoveryReport(crashed=crashed, same_boot=same_boot)
         cp = load_checkpoint(self.root / CHECKPOINT_FILE)
         safe = cp.safe_offset if cp else self.commitlog.min_offset
         self.commitlog.recover(safe, report, self.config.recoverVerifyBytes)

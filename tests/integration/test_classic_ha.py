@@ -137,3 +137,65 @@ def test_delayed_messages_are_delivered_by_the_master_only(tmp_path):
         assert procs(d)["n1"]["ha"]["maxOffset"] == end  # the slave added nothing itself
     finally:
         down(d)
+
+
+def test_sync_master_restarted_alone_after_a_crash_takes_writes_at_once(sync_group):
+    """#34: both brokers killed -9, only the master restarted. Its recovery cut nothing and
+    the machine did not restart (the page cache kept every byte it wrote), so no slave
+    can hold anything it lacks: it takes writes at once and answers SLAVE_NOT_AVAILABLE,
+    as RocketMQ's does, instead of refusing every send for as long as its slave is gone."""
+    from ledgermq import Message, Producer
+    d, state = sync_group
+    acked = under_load(state["namesrv"], 2, "before", 0, statuses={})
+    stop(d, "n1", signal.SIGKILL)
+    stop(d, "n0", signal.SIGKILL)
+    restart(d, "n0")
+
+    async def send_one():
+        async with Producer("alone", state["namesrv"], send_timeout=3) as p:
+            return (await p.send(Message("Replicated", b"after the restart"))).status.value
+    assert wait_until(lambda: asyncio.run(send_one()) == "SLAVE_NOT_AVAILABLE",
+                      "the restarted master takes a write", timeout=15)
+    assert procs(d)["n0"]["ha"]["recovering"] is False
+    log = (d / "n0" / "server.log").read_text()
+    assert "SYNC_MASTER restarted without losing anything it wrote" in log
+    stored = asyncio.run(read_all(state["namesrv"]))
+    check_nothing_lost(acked, stored)
+    assert any(b"after the restart" in q for q in stored.values())
+
+
+def test_an_operator_ends_the_refill_wait_of_a_master_whose_slave_is_gone(sync_group):
+    """#34: after a power loss (its unflushed tail cut) the restarted SYNC_MASTER waits for
+    its slave to refill it. With the slave gone for good that wait has no end but the
+    operator's: the refusal names the command, which needs the cluster secret, and after
+    it the master takes writes (acknowledged messages only the slave held are lost)."""
+    import subprocess
+    import sys
+
+    from ledgermq import Message, MQClientError, Producer
+    d, state = sync_group
+    under_load(state["namesrv"], 1, "before", 0, statuses={})
+    stop(d, "n1", signal.SIGKILL)
+    stop(d, "n0", signal.SIGKILL)
+    cut_unsynced(d / "n0" / "store", 0, random.Random(11))
+    restart(d, "n0")
+
+    async def send_one():
+        async with Producer("alone", state["namesrv"], send_timeout=3, retry_times=0) as p:
+            try:
+                return (await p.send(Message("Replicated", b"after"))).status.value
+            except MQClientError as e:
+                return str(e)
+    refusal = wait_until(lambda: "endHaRecovery" in (r := asyncio.run(send_one())) and r,
+                         "the refusal names the way out", timeout=15)
+    addr = f"127.0.0.1:{procs(d)['n0']['port']}"
+    assert f"endHaRecovery -b {addr}" in refusal, refusal
+    cmd = [sys.executable, "-m", "ledgermq", "admin", "endHaRecovery", "-b", addr]
+    denied = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    assert denied.returncode != 0 and "cluster secret" in denied.stderr, denied.stderr
+    ok = subprocess.run(cmd + ["--cluster-secret-file", state["clusterSecretFile"]],
+                        capture_output=True, text=True, timeout=30)
+    assert ok.returncode == 0 and "recovery ended" in ok.stdout, ok.stderr
+    assert wait_until(lambda: asyncio.run(send_one()) == "SLAVE_NOT_AVAILABLE",
+                      "the master takes writes", timeout=15)
+    assert "an operator" in (d / "n0" / "server.log").read_text()

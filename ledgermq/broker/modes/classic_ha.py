@@ -8,13 +8,34 @@ import logging
 
 from ...drivers.ha import HAMasterDriver, HASlaveDriver
 from ...drivers.ha_refill import had_slaves
+from ...remoting import RemotingCommand, RequestCode, ResponseCode
 from ...store import PutResult
+from ...store.commitlog import RecoveryReport
+from ...store.config import FlushDiskType
 from ...wire.batch import EncodedBatch
 from ..config import BrokerRole
 from .base import Later
 from .ha_links import HAPortMode, ha_config, when_slaves_ack
 
 log = logging.getLogger(__name__)
+
+
+def restart_may_have_lost(report: RecoveryReport | None, flush: FlushDiskType) -> str | None:
+    """Why a restarted master's log may lack messages it acknowledged (its slaves may hold
+    them: it refills from them before it takes a write), or None: nothing was lost. A
+    clean shutdown flushed everything; a crash of the process alone keeps every written
+    byte in the page cache (the same boot); only a cut of damaged or torn bytes, or a
+    machine restart under ASYNC_FLUSH, can lose what was acknowledged."""
+    if report is None or not report.crashed:
+        return None
+    if report.truncated_bytes:
+        return f"its recovery cut {report.truncated_bytes} bytes ({report.truncated_reason})"
+    if report.damaged_from >= 0:
+        return f"its recovery found damaged bytes at offset {report.damaged_from}"
+    if flush is FlushDiskType.ASYNC_FLUSH and report.same_boot is not True:
+        return ("the machine may have restarted since it last ran (ASYNC_FLUSH: writes not "
+                "yet fsynced may be lost)")
+    return None
 
 
 class ClassicHAMode(HAPortMode):
@@ -34,7 +55,9 @@ class ClassicHAMode(HAPortMode):
             return f"broker {self.config.brokerName} is a slave: not writable"
         if self.recovering:
             return (f"broker {self.config.brokerName} restarted and is refilling its log from "
-                    "its slaves before it takes writes (haMasterRecoveryWaitMillis)")
+                    "its slaves before it takes writes (haMasterRecoveryWaitMillis); to take "
+                    "writes without them, losing what only they hold: ledgermq admin "
+                    f"endHaRecovery -b {self.host.address} --cluster-secret-file FILE")
         return None
 
     def write(self, encoded: EncodedBatch) -> PutResult | Later:
@@ -53,7 +76,8 @@ class ClassicHAMode(HAPortMode):
             return
         # a SYNC_MASTER's slaves may hold acknowledged messages its restart lost
         self.recovering = self.role is BrokerRole.SYNC_MASTER and \
-            c.haMasterRecoveryWaitMillis > 0 and had_slaves(self.store)
+            c.haMasterRecoveryWaitMillis > 0 and had_slaves(self.store) and \
+            self._restart_lost()
         ha = HAMasterDriver(self.store, ha_config(c, self.store), c.bindAddress, c.ha_port,
                             auth=self.auth, tls=c.tls, on_recovered=self._recovered,
                             recover_ms=c.haMasterRecoveryWaitMillis if self.recovering
@@ -70,6 +94,32 @@ class ClassicHAMode(HAPortMode):
             return
         await self.links.lead(ha)
         log.info("HA port %d (%s)", ha.port, self.role.value)
+
+    def handlers(self) -> dict:
+        return {RequestCode.END_HA_RECOVERY: self._end_recovery}
+
+    def _end_recovery(self, cmd: RemotingCommand, conn) -> RemotingCommand:
+        ha = self.links.master
+        if not self.recovering or ha is None:
+            return cmd.response(ResponseCode.SUCCESS, "not recovering: nothing to end")
+        log.warning("HA: an operator (%s) ends the refill from the slaves: taking writes now; "
+                    "acknowledged messages only a slave holds are lost", conn.peer)
+        ha.end_recovery()
+        return cmd.response(ResponseCode.SUCCESS, "recovery ended: taking writes")
+
+    def _restart_lost(self) -> bool:
+        """Whether this SYNC_MASTER's restart may have lost what it acknowledged, said
+        loudly either way."""
+        why = restart_may_have_lost(self.store.recovery, self.store.config.flushDiskType)
+        if why is None:
+            log.warning("SYNC_MASTER restarted without losing anything it wrote (%s): it "
+                        "takes writes at once, without refilling from its slaves",
+                        "a crash of the process alone" if self.store.recovery and
+                        self.store.recovery.crashed else "a clean shutdown")
+            return False
+        log.warning("SYNC_MASTER restarted and %s: its slaves may hold acknowledged messages "
+                    "it lacks; it refills from them before it takes a write", why)
+        return True
 
     def _recovered(self) -> None:
         self.recovering = False

@@ -36,6 +36,7 @@ class AdminProcessor:
             # served by the mode that has them (the mode's handlers replace these)
             RequestCode.CONTROL_PROMOTE: not_in_mode("checkpoint"),
             RequestCode.GET_BROKER_EPOCH_CACHE: not_in_mode("controller"),
+            RequestCode.END_HA_RECOVERY: not_in_mode("classic-ha"),
         }
 
     async def update_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

@@ -28,6 +28,7 @@ from .members import BUGS as MEMBER_BUGS
 from .members import Membership
 from .refill import BUGS as REFILL_BUGS
 from .refill import Recovery
+from .refill import Recovered
 from .types import (
     Close, Complete, HAConfig, Heartbeat, PublishCheckpoint, SaveCheckpoint, SyncStatus,
     Transfer,
@@ -155,6 +156,14 @@ class HAMaster:
         """The driver appended a RefillAppend's whole messages: our log ends at `end`."""
         old, self.log_end = self.log_end, end
         return self.recovery.appended(old, end) + self.appended(end, now)
+
+    def end_recovery(self, now: int) -> list:
+        """An operator accepts the risk: writes start now, without what the slaves may
+        still hold past our end (a slave that reports more is refused from then on)."""
+        if not self.recovering:
+            return []
+        self.recovery.done = True
+        return [Recovered(self.log_end)] + self._recovered(now)
 
     def _refill_stalled(self, now: int) -> list:
         """A refilling slave that sent nothing for housekeeping_ms (its ask or its bytes
