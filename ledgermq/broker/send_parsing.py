@@ -145,6 +145,23 @@ def to_schedule(props: bytes, topic: str, queue_id: int) -> bytes:
     return with_properties(props, {PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QUEUE_ID: str(queue_id)})
 
 
+# what only the broker writes into a message's properties: where a parked (delayed, timer,
+# half) message really goes, when a timer is due, how often a half message was checked.
+# From a client they could send a message anywhere (a forged REAL_QID grew a topic to a
+# million queues), so a client's send never carries them.
+BROKER_ONLY_PROPERTIES = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, "TIMER_OUT_MS",
+                          "TRANSACTION_CHECK_TIMES")
+_BROKER_ONLY_HINTS = (b"REAL_", b"TIMER_OUT_MS", b"TRANSACTION_CHECK_TIMES")
+
+
+def without_broker_properties(props: bytes) -> bytes:
+    """A client's properties without BROKER_ONLY_PROPERTIES (the common case, none of
+    them: the bytes as they came, after one scan)."""
+    if not any(hint in props for hint in _BROKER_ONLY_HINTS):
+        return props
+    return with_properties(props, {}, drop=BROKER_ONLY_PROPERTIES)
+
+
 def props_from_header(text: str) -> bytes:
     """The header's properties string, normalized to end each pair with the separator."""
     if text and not text.endswith(PROPERTY_SEPARATOR) and NAME_VALUE_SEPARATOR in text:

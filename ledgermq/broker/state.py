@@ -25,6 +25,16 @@ TRANS_OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # timer messages until due (RocketMQ 5's name)
 POP_ACK_TOPIC = "rmq_sys_POP_ACK"  # POP acks, so that a new master knows them
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+# the topics only the broker writes (RocketMQ's TopicValidator not-allowed-send set, ours)
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_TOPIC, TRANS_CHECK_MAX_TOPIC, TIMER_TOPIC,
+    POP_ACK_TOPIC, "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
+
+
+def client_may_send(topic: str) -> bool:
+    """Whether a client's send may write into `topic` (no system topic)."""
+    return topic not in NOT_ALLOWED_SEND_TOPICS and not topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 def write_json_atomically(path: Path, doc) -> None:

@@ -21,8 +21,9 @@ from ..redelivery import redelivery
 from ..send_parsing import (
     BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header, props_from_header,
     split_batch_body, tags_of, to_schedule, wants_dedup, with_properties,
+    without_broker_properties,
 )
-from ..state import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
+from ..state import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, client_may_send
 from ..timer import deliver_time, to_timer
 from ..transactions import to_half
 
@@ -76,6 +77,9 @@ class SendProcessor:
             check_topic(h.topic)
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        if not client_may_send(h.topic):
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                f"Sending message to topic[{h.topic}] is forbidden.")
         try:
             tc = self.topics.for_send(h.topic, h.default_topic, h.default_topic_queue_nums)
         except OSError as e:  # creating it: its config could not be written
@@ -101,6 +105,7 @@ class SendProcessor:
                                   [index_keys(props)])
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        batch.props = [without_broker_properties(bytes(p)) for p in batch.props]
         if batch.props and wants_dedup(batch.props[0]) and self.store.index is not None:
             # an idempotent (retried) send: what is stored already is not stored twice
             drop_stored(batch, lambda key: bool(self.store.query_by_key(topic, key, 1)),
