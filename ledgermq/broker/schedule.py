@@ -13,10 +13,12 @@ from pathlib import Path
 
 from ..store import MessageStore
 from ..wire.message import (
-    PROPERTY_DELAY_TIME_LEVEL, decode_message, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, encode_properties,
+    PROPERTY_DELAY_TIME_LEVEL, decode_message, encode_properties,
 )
 from .send_parsing import index_keys, tags_of
-from .state import SCHEDULE_TOPIC, read_json, write_json_atomically
+from .state import (
+    SCHEDULE_TOPIC, BadParked, parked_destination, read_json, write_json_atomically,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +81,11 @@ class ScheduleService:
 
     def _deliver(self, msg) -> bool:
         props = dict(msg.properties)
-        topic = props.get(PROPERTY_REAL_TOPIC)
-        if not topic:
-            log.error("schedule message at %d has no REAL_TOPIC; dropped", msg.phys_offset)
+        try:
+            topic, qid = parked_destination(props)
+        except BadParked as e:
+            log.error("schedule message at %d: %s; dropped", msg.phys_offset, e)
             return True
-        qid = int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))
         props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
         raw = encode_properties(props)
         batch = self.store.encode(topic, qid, [msg.body], raw, tags_of(raw), flag=msg.flag,

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..remoting.codes import PERM_READ, PERM_WRITE
+from ..store.store import check_topic
+from ..wire.message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, MessageFormatError
 from ..files import replace_file
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,35 @@ SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 NOT_ALLOWED_SEND_TOPICS = frozenset({
     SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_TOPIC, TRANS_CHECK_MAX_TOPIC, TIMER_TOPIC,
     POP_ACK_TOPIC, "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
+
+
+MAX_QUEUE_NUMS = 1024  # the most queues a topic gets, from any path
+
+
+class BadParked(ValueError):
+    """A parked message's destination the broker cannot trust (see parked_destination)."""
+
+
+def parked_destination(props: dict[str, str]) -> tuple[str, int]:
+    """Where a message the broker parked (delayed, timer, half) really goes, read back
+    from its own system topic and checked before use: a bad value (written before clients
+    were kept out of these topics, or damaged) must be logged and skipped, never make a
+    topic of a million queues nor stop the service that reads it. BadParked says why."""
+    topic = props.get(PROPERTY_REAL_TOPIC)
+    if not topic:
+        raise BadParked("it has no REAL_TOPIC")
+    try:
+        check_topic(topic)
+    except MessageFormatError as e:
+        raise BadParked(f"its REAL_TOPIC is not a topic: {e}") from None
+    raw = props.get(PROPERTY_REAL_QUEUE_ID, "0")
+    try:
+        qid = int(raw)
+    except ValueError:
+        qid = -1
+    if not 0 <= qid < MAX_QUEUE_NUMS:
+        raise BadParked(f"its REAL_QID {raw[:20]!r} is not a queue id (0..{MAX_QUEUE_NUMS - 1})")
+    return topic, qid
 
 
 def client_may_send(topic: str) -> bool:

@@ -34,7 +34,7 @@ from ..wire.message import (
     decode_message, encode_properties,
 )
 from .send_parsing import index_keys, tags_of
-from .state import TIMER_TOPIC
+from .state import TIMER_TOPIC, BadParked, parked_destination
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -226,12 +226,14 @@ class TimerService:
             return True
         msg = decode_message(got.messages()[0])
         props = dict(msg.properties)
-        topic = props.pop(PROPERTY_REAL_TOPIC, None)
-        qid = int(props.pop(PROPERTY_REAL_QUEUE_ID, "0"))
-        uniq = props.get(PROPERTY_UNIQ_KEY)
-        if not topic:
-            log.error("timer message at queue offset %d has no REAL_TOPIC: dropped", qoff)
+        try:
+            topic, qid = parked_destination(props)
+        except BadParked as e:
+            log.error("timer message at queue offset %d: %s; dropped", qoff, e)
             return True
+        props.pop(PROPERTY_REAL_TOPIC, None)
+        props.pop(PROPERTY_REAL_QUEUE_ID, None)
+        uniq = props.get(PROPERTY_UNIQ_KEY)
         if uniq and self._delivered_before(topic, uniq):
             return True
         self.broker.topics.for_delivery(topic, qid)

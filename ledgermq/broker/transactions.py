@@ -30,7 +30,9 @@ from ..wire.message import (
     encode_properties, offset_msg_id,
 )
 from .send_parsing import index_keys, tags_of, with_properties
-from .state import TRANS_CHECK_MAX_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_TOPIC
+from .state import (
+    TRANS_CHECK_MAX_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_TOPIC, BadParked, parked_destination,
+)
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -100,9 +102,15 @@ class Transactions:
     def _write_real(self, msg: StoredMessage, topic: str | None = None, qid: int | None = None
                     ) -> None:
         props = dict(msg.properties)
-        topic = topic or props.pop(PROPERTY_REAL_TOPIC)
-        real_qid = int(props.pop(PROPERTY_REAL_QUEUE_ID, "0"))
-        qid = real_qid if qid is None else qid
+        if topic is None:
+            try:
+                topic, qid = parked_destination(props)
+            except BadParked as e:
+                log.error("half message at %d: %s; not written", msg.phys_offset, e)
+                return
+        props.pop(PROPERTY_REAL_TOPIC, None)
+        props.pop(PROPERTY_REAL_QUEUE_ID, None)
+        qid = 0 if qid is None else qid
         props.pop(PROPERTY_TRANSACTION_CHECK_TIMES, None)
         self.broker.topics.for_delivery(topic, qid)
         raw = encode_properties(props)

@@ -56,3 +56,19 @@ def test_properties_only_the_broker_sets_are_stripped_from_a_client_send(dev_onc
     assert props["KEYS"] == "mine" and props["color"] == "red"  # the client's own stay
     for key in ("REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS", "TRANSACTION_CHECK_TIMES"):
         assert key not in props, props
+
+
+@pytest.mark.parametrize("props, why", [
+    ({}, "no REAL_TOPIC"),
+    ({"REAL_TOPIC": "bad topic!", "REAL_QID": "0"}, "not a topic"),
+    ({"REAL_TOPIC": "T", "REAL_QID": "1000000"}, "not a queue id"),
+    ({"REAL_TOPIC": "T", "REAL_QID": "-1"}, "not a queue id"),
+    ({"REAL_TOPIC": "T", "REAL_QID": "x" * 100}, "not a queue id"),
+])
+def test_a_parked_messages_destination_is_checked_before_use(props, why):
+    """What the broker reads back from its own system topics (a value written before
+    clients were kept out, or damaged) is checked: a bad one is said, not used."""
+    from ledgermq.broker.state import BadParked, parked_destination
+    with pytest.raises(BadParked, match=why):
+        parked_destination(props)
+    assert parked_destination({"REAL_TOPIC": "T", "REAL_QID": "3"}) == ("T", 3)
