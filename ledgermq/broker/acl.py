@@ -8,13 +8,19 @@ returns why it is refused, or None. The broker loads the file and reloads it whe
 changes (acl_file.py)."""
 from __future__ import annotations
 
+import calendar
 import fnmatch
 import hashlib
 import hmac
+import time
 from dataclasses import dataclass, field
 
 from ..remoting.codes import RETRY_PREFIX, RequestCode
 from ..remoting.signing import ACCESS_KEY, SIGNATURE, sign
+
+# how far a RocketMQ 5 client's signed x-mq-date-time may lie from the broker's clock
+# (aclSignatureWindowSeconds)
+SIGNATURE_WINDOW_S = 15 * 60
 
 DENY, PUB, SUB = 0, 1, 2
 _PERMS = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB,
@@ -126,14 +132,18 @@ class PlainAcl:
             return why
         if account is WHITE:
             return None
-        if fields.get(SIGNATURE) != sign(account.secret_key, fields, body):
+        given = str(fields.get(SIGNATURE) or "").encode("utf-8", "replace")
+        if not hmac.compare_digest(given, sign(account.secret_key, fields, body).encode()):
             return f"wrong signature for account {account.access_key}"
         return self.permission(account, code, fields)
 
-    def authenticate_grpc(self, authorization: str, date_time: str,
-                          ip: str) -> tuple[Account | None, str | None]:
+    def authenticate_grpc(self, authorization: str, date_time: str, ip: str,
+                          now: float | None = None, window_s: int = SIGNATURE_WINDOW_S
+                          ) -> tuple[Account | None, str | None]:
         """A RocketMQ 5 client's call: `authorization` is "MQv2-HMAC-SHA1 Credential=AK,
-        SignedHeaders=x-mq-date-time, Signature=HEX" (HMAC-SHA1 of x-mq-date-time)."""
+        SignedHeaders=x-mq-date-time, Signature=HEX" (HMAC-SHA1 of x-mq-date-time). The
+        signed time must lie within `window_s` of ours: a captured header cannot
+        be replayed for good."""
         parts = dict(p.strip().partition("=")[::2]
                      for p in authorization.partition(" ")[2].split(","))
         account, why = self._account(parts.get("Credential", "").split("/")[0], ip)
@@ -141,8 +151,18 @@ class PlainAcl:
             return account, why
         expected = hmac.new(account.secret_key.encode(), date_time.encode(),
                             hashlib.sha1).hexdigest()
-        if not hmac.compare_digest(parts.get("Signature", "").lower(), expected):
+        given = parts.get("Signature", "").lower().encode("utf-8", "replace")
+        if not hmac.compare_digest(given, expected.encode()):
             return None, f"wrong signature for account {account.access_key}"
+        try:
+            signed = calendar.timegm(time.strptime(date_time, "%Y%m%dT%H%M%SZ"))
+        except ValueError:
+            return None, f"x-mq-date-time {date_time[:32]!r} is not yyyyMMddTHHmmssZ"
+        skew = (time.time() if now is None else now) - signed
+        if abs(skew) > window_s:
+            return None, (f"x-mq-date-time {date_time} is {abs(skew):.0f} s "
+                          f"{'old' if skew > 0 else 'ahead'}: signatures are taken within "
+                          f"{window_s} s (aclSignatureWindowSeconds)")
         return account, None
 
     def _account(self, ak: str | None, ip: str) -> tuple[Account | None, str | None]:

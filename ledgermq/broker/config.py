@@ -70,6 +70,8 @@ class BrokerConfig:
     # a slave (or a master whose queues wait for replication) corrects a consumer's offset
     # past its queue instead of answering "retry" (RocketMQ's key and default)
     offsetCheckInSlave: bool = False
+    # how far a RocketMQ 5 client's signed x-mq-date-time may lie from the broker's clock
+    aclSignatureWindowSeconds: int = field(default=900, metadata=check(positive))
     messageDelayLevel: str = field(default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m "
                                            "30m 1h 2h", metadata=check(_delay_levels))
     maxReconsumeTimes: int = field(default=16, metadata=check(non_negative))

@@ -23,7 +23,8 @@ def caller(broker, context) -> tuple[Account | None, str | None]:
         return None, None
     meta = dict(context.invocation_metadata() or ())
     account, why = broker.acl.current().authenticate_grpc(
-        meta.get("authorization", ""), meta.get("x-mq-date-time", ""), peer_ip(context))
+        meta.get("authorization", ""), meta.get("x-mq-date-time", ""), peer_ip(context),
+        window_s=broker.config.aclSignatureWindowSeconds)
     if why is not None:
         broker.stats.acl_denied["grpc"] += 1
     return account, why
