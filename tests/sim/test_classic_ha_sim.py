@@ -56,3 +56,14 @@ def test_a_recovering_master_keeps_its_slaves_links_open():
     400 ms"), the refill never finished and the group never took a write again."""
     r = ClassicHASim(234, mode="sync", steps=4000).run()
     assert r.ok, (r.invariant, r.violation, "\n".join(r.tail(30)))
+
+
+@pytest.mark.parametrize("seed", [758, 985])
+def test_a_slave_whose_log_went_past_a_recovering_master_is_checked_again(seed):
+    """Seeds found by `make sim-long` on the fix of seed 234, kept as found: a slave with a
+    forked tail reported past the recovering master's end (its bytes unchecked: a fork
+    check needs the master's bytes there); another slave refilled the master past that
+    point, and the forked slave's next report got pushes appended to its forked log. It is
+    now closed, to reconnect and be checked against the refilled log."""
+    r = ClassicHASim(seed, mode="sync", steps=STEPS).run()
+    assert r.ok, (r.invariant, r.violation, "\n".join(r.tail(30)))

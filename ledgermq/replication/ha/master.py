@@ -113,6 +113,14 @@ class HAMaster:
             self.links.pop(link)
             return [Close(link, f"slave follows epoch {epoch}, this master leads epoch "
                                 f"{self.epoch}: it must take its view first")]
+        if self.recovering and link in self.recovery.wanted and offset <= self.log_end \
+                and link != self.recovery.source:
+            # it once reported a log past ours, unchecked (a fork check needs our bytes);
+            # we hold that far now, from another slave: it reconnects to be checked
+            del self.links[link]
+            return [Close(link, "its log went past ours and was not what we copied: it "
+                                "reconnects to be checked against ours")] + \
+                self.recovery.gone(link, self.log_end)
         ln.reported = offset
         if self.recovering:
             asks = self.recovery.reported(link, offset, self.log_end)
@@ -181,8 +189,15 @@ class HAMaster:
             self.recovery.gone(src, self.log_end)
 
     def _recovered(self, now: int) -> list:
-        """Pushing starts for the slaves that reported while we recovered."""
+        """Pushing starts for the slaves that reported while we recovered. A slave that
+        reported a log past ours and was not the one we copied is closed instead: its bytes
+        past our old end were never checked against ours (a fork check needs the bytes),
+        so it reconnects and its log is checked against what we hold now."""
         out: list = []
+        for link in [k for k in self.recovery.wanted if k in self.links]:
+            del self.links[link]
+            out.append(Close(link, "its log went past ours and was not what we copied: "
+                                   "it reconnects to be checked against ours"))
         for link, ln in self.links.items():
             if ln.push is None and 0 <= ln.reported <= self.log_end:
                 out += self.report(link, ln.reported, now, ln.slave_id)
