@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING
 
 from ...filter.sql92 import SqlError, compile_sql
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
+from ...remoting.codes import RETRY_PREFIX
+from ...store.store import check_topic
+from ...wire.message import MessageFormatError
 from ..registration import json_body
 
 if TYPE_CHECKING:
@@ -61,15 +64,23 @@ class ConsumerManageProcessor:
         conn.attrs["client_id"] = client_id
         conn.attrs["language"] = cmd.language  # how it reads what the broker sends it
         for consumer in data.get("consumerDataSet", []):
+            group = str(consumer.get("groupName"))
+            try:  # its retry topic is named after it: it must make a topic's name
+                check_topic(RETRY_PREFIX + group)
+            except MessageFormatError as e:
+                return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                    f"consumer group {group[:64]!r} is not a valid group: {e}")
             why = self._bad_subscription(consumer.get("subscriptionDataSet", []))
             if why:
                 return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                                    f"group {consumer.get('groupName')}: {why}")
+                                    f"group {group}: {why}")
         for consumer in data.get("consumerDataSet", []):
             self.consumers.register(conn, client_id, consumer)
             if consumer.get("messageModel", "CLUSTERING") == "CLUSTERING":
+                # as RocketMQ's: a group the broker knows (or may make) gets its retry topic
                 sg = self.broker.subgroups.for_consumer(consumer["groupName"])
-                self.broker.topics.retry(consumer["groupName"], sg.retryQueueNums if sg else 1)
+                if sg is not None:
+                    self.broker.topics.retry(consumer["groupName"], sg.retryQueueNums)
         for producer in data.get("producerDataSet", []):
             conn.attrs.setdefault("producer_groups", set()).add(producer.get("groupName"))
         return cmd.response(ResponseCode.SUCCESS)
