@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from .members import BUGS as MEMBER_BUGS
 from .members import Membership
 from .refill import BUGS as REFILL_BUGS
-from .refill import Recovery
-from .refill import Recovered
+from .refill import Recovered, Recovery
 from .types import (
     Close, Complete, HAConfig, Heartbeat, PublishCheckpoint, SaveCheckpoint, SyncStatus,
     Transfer,
