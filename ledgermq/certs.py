@@ -16,6 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from .files import write_private
+
 VALID_DAYS = 825  # the longest validity clients accept for a server certificate
 
 
@@ -27,9 +29,8 @@ def _name(common_name: str) -> x509.Name:
 def _write_key(path: Path, key, password: str | None) -> None:
     encryption = serialization.BestAvailableEncryption(password.encode()) if password \
         else serialization.NoEncryption()
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                       serialization.PrivateFormat.PKCS8, encryption))
-    path.chmod(0o600)
+    write_private(path, key.private_bytes(serialization.Encoding.PEM,
+                                          serialization.PrivateFormat.PKCS8, encryption))
 
 
 @dataclass

@@ -5,10 +5,10 @@ own requests with; `cluster status` signs with it, and users export it
 which the brokers read again when it changes."""
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 
+from .files import write_private
 from .remoting.signing import signer
 
 ADMIN_KEY = "ledgermq-admin"
@@ -20,19 +20,16 @@ def make_cluster_acl(d: Path) -> dict:
     acl_dir.mkdir(parents=True, exist_ok=True)
     secret = secrets.token_hex(16)
     key_file = acl_dir / "admin.secret"
-    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secret + "\n")
+    write_private(key_file, (secret + "\n").encode())
     acl_file = acl_dir / "plain_acl.yml"
-    acl_file.write_text(
+    write_private(acl_file, (
         "# RocketMQ's ACL 1.0 (plain_acl.yml): edit to add accounts; brokers re-read it\n"
         "accounts:\n"
         f"  - accessKey: {ADMIN_KEY}\n"
         f"    secretKey: {secret}\n"
         "    admin: true\n"
         "    defaultTopicPerm: PUB|SUB\n"
-        "    defaultGroupPerm: PUB|SUB\n")
-    os.chmod(acl_file, 0o600)
+        "    defaultGroupPerm: PUB|SUB\n").encode())
     return {"accessKey": ADMIN_KEY, "secretKeyFile": str(key_file), "aclFile": str(acl_file)}
 
 

@@ -16,6 +16,17 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_private(path: Path, data: bytes) -> Path:
+    """A file only its owner may read (a secret, a private key), 0600 from its creation:
+    any older file of that name goes first, so no mode of its is kept, and nothing is
+    ever widened and narrowed afterwards."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
+
+
 def replace_file(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Give a small file new contents atomically. `durable`: on disk (file and directory
     fsynced) before returning."""

@@ -18,13 +18,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import os
 import secrets
 import time
 from collections import Counter
 from pathlib import Path
 
 from .config import ConfigError
+from .files import write_private
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +66,7 @@ def load_secret(secret: str, secret_file: str, what: str = "clusterSecret",
 
 def write_secret(path: Path) -> Path:
     """A new random secret in `path` (replacing any), readable by its owner only."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(32) + "\n")
-    return path
+    return write_private(path, (secrets.token_hex(32) + "\n").encode())
 
 
 def new_nonce() -> bytes:
