@@ -7,6 +7,7 @@ process started here is stopped by the PID it got; each one logs into its own di
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import signal
@@ -54,7 +55,7 @@ def classpath() -> str:
     if why:
         raise AnchorUnavailable(why)
     pom = (POM_DIR / "pom.xml").read_bytes()
-    out = CACHE / f"classpath-{abs(hash(pom)) % 10**8}.txt"
+    out = CACHE / f"classpath-{hashlib.sha256(pom).hexdigest()[:12]}.txt"
     if not out.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         r = subprocess.run(["mvn", "-q", "-B", "-f", str(POM_DIR / "pom.xml"),
