@@ -8,27 +8,12 @@ import asyncio
 import pytest
 
 from bench.rocketmq_anchor import SingleBroker, benchmark_producer, missing_tools
-from ledgermq import PullConsumer, PullStatus
-
 from ..dev_process import DevProcess
+from ..integration.load import read_all
 
 pytestmark = pytest.mark.skipif(missing_tools() is not None,
                                 reason=f"the RocketMQ anchor needs Java and Maven: "
                                        f"{missing_tools()}")
-
-
-async def bodies(namesrv: str, topic: str) -> list[bytes]:
-    async with PullConsumer("anchor-reader", namesrv) as c:
-        out = []
-        for q in await c.fetch_queues(topic):
-            offset = 0
-            while True:
-                r = await c.pull(q, offset, 64)
-                if r.status is not PullStatus.FOUND:
-                    break
-                out += [m.body for m in r.messages]
-                offset = r.next_begin_offset
-        return out
 
 
 def test_the_official_benchmark_producer_sends_to_rocketmq_and_to_ledgermq(tmp_path):
@@ -41,7 +26,8 @@ def test_the_official_benchmark_producer_sends_to_rocketmq_and_to_ledgermq(tmp_p
                 # (a run shorter than a report interval prints no row)
                 assert not any(r["send_failed"] or r["response_failed"] for r in rows), \
                     (namesrv, rows)
-                got = asyncio.run(bodies(namesrv, "AnchorSmoke"))
+                got = [b for q in asyncio.run(read_all(namesrv, topic="AnchorSmoke")).values()
+                       for b in q]
                 assert len(got) == 100 and {len(b) for b in got} == {100}, (namesrv, len(got))
     finally:
         ours.stop()
