@@ -98,10 +98,16 @@ def cut_unsynced(store_dir: Path, flushed_offset: int, rng: random.Random, *,
         else:  # its size was never fsynced (the store fsyncs its directory entry)
             _cut_segment(seg, 0, rng.choice(["zeroed", "shortened"]))
             emptied.append(seg.name)
-    mark = Path(store_dir) / ABORT_MARK
-    if mark.exists():  # a power loss restarts the machine: the mark names another boot
-        mark.write_text("a power loss restarted the machine")
+    mark_power_loss(store_dir)
     return Cut(at, flushed_offset, end, how, emptied)
+
+
+def mark_power_loss(store_dir: Path) -> None:
+    """A power loss restarts the machine: the abort mark of a store it stopped names
+    another boot (a clean shutdown left none)."""
+    mark = Path(store_dir) / ABORT_MARK
+    if mark.exists():
+        mark.write_text("a power loss restarted the machine")
 
 
 def _cut_segment(seg: Path, pos: int, how: str) -> None:

@@ -8,7 +8,8 @@ import signal
 
 import pytest
 
-from ledgermq.chaos.disk import cut_unsynced
+from ledgermq.chaos.disk import (commitlog_dir, cut_unsynced, mark_power_loss, read_flushed,
+                                 written_end)
 from ledgermq.cluster import down, restart, status, stop, up
 
 from ..wait import wait_until
@@ -68,6 +69,56 @@ def test_sync_master_that_lost_acked_messages_refills_them_from_its_slave(sync_g
     assert len(more) > 10, statuses  # writable again once refilled
     check_nothing_lost(acked + more, asyncio.run(read_all(state["namesrv"])))
     assert wait_caught_up(d) > end  # one log again, the new messages after the old
+
+
+def tear_tail(store_dir) -> tuple[int, int, int]:
+    """A power loss that lost the log's last message and the last page of the one before
+    it, but not that one's body: from 8 bytes before the last message's start on, zeros;
+    the torn message's sizes and body CRC are intact. Returns (its end, the offset the
+    zeros start at, the flushed offset the store published)."""
+    log_dir = commitlog_dir(store_dir)
+    flushed, end = read_flushed(log_dir), written_end(log_dir)
+    seg = max(p for p in log_dir.iterdir() if p.name.isdigit() and int(p.name) < end)
+    base = int(seg.name)
+    with open(seg, "r+b") as f:
+        starts, pos = [], max(flushed, base)
+        while pos < end:  # walk the messages by their TOTALSIZE
+            f.seek(pos - base)
+            starts.append(pos)
+            pos += int.from_bytes(f.read(4), "big")
+        torn = starts[-1] - 8
+        f.seek(torn - base)
+        f.write(bytes(end - torn))
+    mark_power_loss(store_dir)
+    return starts[-1], torn, flushed
+
+
+def test_sync_master_whose_power_loss_tore_a_message_refills_it_from_its_slave(tmp_path):
+    """#34, chaos sync seed 5: a power loss zeroed the end of the master's last message,
+    past its last fsync: the body CRC passes, so the torn message survived recovery and
+    the master's log no longer agreed with its slave's. The slave refused to refill a
+    log that forked from its own, the master waited for it forever, and the acknowledged
+    message (the slave's copy) was never served again. Bytes past the last fsync are
+    not trusted after a power loss: the master cuts them and refills from its slave."""
+    d = tmp_path / "sync"
+    state = up("sync", 2, d, {"syncFlushTimeout": "1000", "haHousekeepingInterval": "3000",
+                              "flushIntervalCommitLog": "600000"})
+    try:
+        acked = under_load(state["namesrv"], 2, "before", 0, statuses={})
+        end = wait_caught_up(d)
+        stop(d, "n0", signal.SIGKILL)
+        torn_end, torn, flushed = tear_tail(d / "n0" / "store")
+        assert flushed < torn < torn_end < end, (flushed, torn, torn_end, end)
+        restart(d, "n0")
+        wait_until(lambda: procs(d)["n0"].get("ha", {}).get("recovering") is False,
+                   lambda: f"the master recovered: {procs(d)['n0']}", timeout=20)
+        statuses: dict = {}
+        more = under_load(state["namesrv"], 2, "after", 0, statuses=statuses)
+        assert len(more) > 10, statuses
+        check_nothing_lost(acked + more, asyncio.run(read_all(state["namesrv"])))
+        assert wait_caught_up(d) > end
+    finally:
+        down(d)
 
 
 def test_slave_killed_and_restarted_under_load(sync_group):

@@ -38,6 +38,20 @@ def restart_may_have_lost(report: RecoveryReport | None, flush: FlushDiskType) -
     return None
 
 
+def untrusted_tail(report: RecoveryReport | None, flush: FlushDiskType) -> int | None:
+    """Where a restarted master's log stops being trustworthy, or None. After a power
+    loss under ASYNC_FLUSH, bytes past the last fsync (where the recovery began its
+    scan) may be torn in ways no CRC sees: a lost page of a message's properties leaves
+    its body CRC whole. A master that refills from its slaves (who hold every
+    acknowledged byte) cuts them first: else its torn tail would differ from the slaves'
+    copy and they would refuse to refill a log forked from theirs, or drop their copy
+    for the torn one."""
+    if report is None or not report.crashed or report.same_boot is True or \
+            flush is not FlushDiskType.ASYNC_FLUSH:
+        return None
+    return report.scanned_from if report.end_offset > report.scanned_from else None
+
+
 class ClassicHAMode(HAPortMode):
     name = "classic-ha"
 
@@ -78,6 +92,8 @@ class ClassicHAMode(HAPortMode):
         self.recovering = self.role is BrokerRole.SYNC_MASTER and \
             c.haMasterRecoveryWaitMillis > 0 and had_slaves(self.store) and \
             self._restart_lost()
+        if self.recovering:
+            self._cut_untrusted_tail()
         ha = HAMasterDriver(self.store, ha_config(c, self.store), c.bindAddress, c.ha_port,
                             auth=self.auth, tls=c.tls, on_recovered=self._recovered,
                             recover_ms=c.haMasterRecoveryWaitMillis if self.recovering
@@ -120,6 +136,15 @@ class ClassicHAMode(HAPortMode):
         log.warning("SYNC_MASTER restarted and %s: its slaves may hold acknowledged messages "
                     "it lacks; it refills from them before it takes a write", why)
         return True
+
+    def _cut_untrusted_tail(self) -> None:
+        cut = untrusted_tail(self.store.recovery, self.store.config.flushDiskType)
+        if cut is None:
+            return
+        log.warning("HA: cutting the log from %d (its last fsync) to %d: after a power loss "
+                    "those bytes may be torn; the slaves refill what was acknowledged",
+                    cut, self.store.commitlog.max_offset)
+        self.store.truncate(cut)
 
     def _recovered(self) -> None:
         self.recovering = False
