@@ -15,14 +15,15 @@ import hmac
 import time
 from dataclasses import dataclass, field
 
-from ..remoting.codes import RETRY_PREFIX, RequestCode
 from ..remoting.signing import ACCESS_KEY, SIGNATURE, sign
+from . import acl_rules
+from .acl_rules import Ask
 
 # how far a RocketMQ 5 client's signed x-mq-date-time may lie from the broker's clock
 # (aclSignatureWindowSeconds)
 SIGNATURE_WINDOW_S = 15 * 60
 
-DENY, PUB, SUB = 0, 1, 2
+DENY, PUB, SUB = 0, acl_rules.PUB, acl_rules.SUB
 _PERMS = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB,
           "ANY": PUB | SUB}
 
@@ -125,7 +126,7 @@ class PlainAcl:
         return cls(accounts, white)
 
     def check(self, code: int, fields: dict[str, str], body: bytes | None,
-              ip: str) -> str | None:
+              ip: str, message=None) -> str | None:
         """Why this remoting request is refused, or None."""
         account, why = self._account(fields.get(ACCESS_KEY), ip)
         if why is not None:
@@ -135,7 +136,7 @@ class PlainAcl:
         given = str(fields.get(SIGNATURE) or "").encode("utf-8", "replace")
         if not hmac.compare_digest(given, sign(account.secret_key, fields, body).encode()):
             return f"wrong signature for account {account.access_key}"
-        return self.permission(account, code, fields)
+        return self.permission(account, code, fields, body, message)
 
     def authenticate_grpc(self, authorization: str, date_time: str, ip: str,
                           now: float | None = None, window_s: int = SIGNATURE_WINDOW_S
@@ -179,48 +180,13 @@ class PlainAcl:
         return account, None
 
     @staticmethod
-    def permission(account: Account, code: int, f: dict[str, str]) -> str | None:
-        """RocketMQ's rules: which resource each request needs, and how."""
-        if account.admin:
-            return None
-        needs: list[tuple[str, str, int]] = []  # (kind, name, permission)
-        if code in _SENDS:
-            topic = f.get("topic") or f.get("b", "")
-            if topic.startswith(RETRY_PREFIX):
-                needs.append(("group", topic[len(RETRY_PREFIX):], SUB))
-            else:
-                needs.append(("topic", topic, PUB))
-        elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
-            needs.append(("group", f.get("group", ""), SUB))
-        elif code == RequestCode.PULL_MESSAGE:
-            needs += [("topic", f.get("topic", ""), SUB),
-                      ("group", f.get("consumerGroup", ""), SUB)]
-        elif code == RequestCode.QUERY_MESSAGE:
-            needs.append(("topic", f.get("topic", ""), SUB))
-        elif code in (RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET):
-            needs += [("topic", f.get("topic", ""), SUB),
-                      ("group", f.get("consumerGroup", ""), SUB)]
-        elif code in (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.UNREGISTER_CLIENT):
-            group = f.get("consumerGroup") or f.get("producerGroup") or ""
-            if group and f.get("consumerGroup"):
-                needs.append(("group", group, SUB))
-        elif code in _ADMIN:
-            return f"account {account.access_key} is not an admin (request code {code})"
-        for kind, name, need in needs:
-            ok = account.topic_allows(name, need) if kind == "topic" else \
-                account.group_allows(name, need)
-            if not ok:
-                verb = "publish to" if need == PUB else "subscribe"
-                return f"account {account.access_key} may not {verb} {kind} {name}"
-        return None
+    def permission(account: Account, code: int, fields: dict[str, str],
+                   body: bytes | None = None, message=None) -> str | None:
+        """What the request needs (acl_rules.RULES), and whether the account has it.
+        `message(offset)`: the stored message at a commit-log offset, or None."""
+        ask = Ask(fields, body) if message is None else Ask(fields, body, message)
+        return acl_rules.refusal(account, code, ask)
 
 
 # a globally white address: trusted as an admin, as RocketMQ does
 WHITE = Account("(white address)", "", admin=True)
-
-_SENDS = {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE}
-# what changes the broker's configuration or other groups' state: admins only
-_ADMIN = {RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER,
-          RequestCode.UPDATE_BROKER_CONFIG, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-          RequestCode.DELETE_SUBSCRIPTIONGROUP, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
-          RequestCode.WIPE_WRITE_PERM_OF_BROKER}

@@ -15,8 +15,9 @@ from .. import __version__
 from ..peer_auth import PeerAuth
 from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from ..remoting.peer_auth import PEER_AUTH, PeerGate
-from ..store import MessageStore, StoreConfig
-from ..wire.message import pack_host
+from ..store import MessageStore, StoreConfig, StoreError
+from ..wire.message import MessageFormatError, pack_host
+from .acl_rules import RULES as ACL_RULES
 from .acl_file import AclFile
 from .config import BrokerConfig
 from .consumers import ConsumerManager
@@ -39,13 +40,14 @@ from .transactions import Transactions
 
 log = logging.getLogger(__name__)
 
-# what other servers of the group ask (a control node, a peer broker): their own protocols,
-# not a client's, so the client ACL does not apply to them
-PEER_CODES = frozenset({RequestCode.CONTROL_PROMOTE, RequestCode.GET_BROKER_EPOCH_CACHE,
-                        PEER_AUTH})
-# these only from a peer that proved the cluster secret (clusterSecret); an operator's
-# END_HA_RECOVERY is an admin request besides (the client ACL applies)
+# these only from a peer that proved the cluster secret (clusterSecret), ACL or not; an
+# operator's END_HA_RECOVERY is an admin request besides (the client ACL applies)
 AUTHENTICATED_CODES = frozenset({RequestCode.CONTROL_PROMOTE, RequestCode.END_HA_RECOVERY})
+# the cluster's own protocols: no client account, the cluster secret when ACL is on
+PEER_CODES = frozenset(code for code, rule in ACL_RULES.items() if rule.peer)
+PEER_CODES_CLOSED = ("this broker has aclEnable=true and no cluster secret: the cluster's own "
+                     "requests (promotion, epoch caches) are refused; set clusterSecretFile on "
+                     "every server of the cluster")
 
 
 class Broker:
@@ -96,6 +98,8 @@ class Broker:
         self.acl = AclFile(Path(config.aclFile) if config.aclFile else
                            store_config.root / "config" / "plain_acl.yml") \
             if config.aclEnable else None
+        if self.acl is not None and not self.peer_gate.auth.enabled:
+            log.warning(PEER_CODES_CLOSED)
         self.holds: PullHolds | None = None
         self.metrics_server = None  # asyncio.Server while metricsPort is set
         # where the log ended over time, for replica lag in seconds (metrics only)
@@ -219,15 +223,12 @@ class Broker:
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 f"request code {cmd.code} is not supported by this broker")
-        if cmd.code in AUTHENTICATED_CODES:
-            refused = self.peer_gate.refusal(cmd, conn)
-            if refused is not None:
-                return refused
+        refused = self._peer_refusal(cmd, conn) if cmd.code in AUTHENTICATED_CODES or \
+            self.acl is not None and cmd.code in PEER_CODES else None
+        if refused is not None:
+            return refused
         if self.acl is not None and cmd.code not in PEER_CODES:
-            acl, account = self.acl.current(), conn.attrs.get("acl_account")
-            # a gRPC call was authenticated by its endpoint: only its permissions here
-            why = acl.permission(account, cmd.code, cmd.ext) if account is not None else \
-                acl.check(cmd.code, cmd.ext, cmd.body, conn.peer.rsplit(":", 1)[0])
+            why = self._acl_refusal(cmd, conn)
             if why is not None:
                 self.stats.acl_denied[cmd.code] += 1
                 return cmd.response(ResponseCode.NO_PERMISSION, why)
@@ -241,6 +242,29 @@ class Broker:
         if asyncio.iscoroutine(result):
             return self._guard(cmd, result)
         return result
+
+    def _peer_refusal(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        """A cluster server's own request: only from a peer that proved the cluster
+        secret; with ACL on and no secret set, never (said at start-up)."""
+        if cmd.code == PEER_AUTH:
+            return None  # the proof itself
+        if self.acl is not None and not self.peer_gate.auth.enabled:
+            return cmd.response(ResponseCode.NO_PERMISSION, PEER_CODES_CLOSED)
+        return self.peer_gate.refusal(cmd, conn)
+
+    def _acl_refusal(self, cmd: RemotingCommand, conn: Connection) -> str | None:
+        acl, account = self.acl.current(), conn.attrs.get("acl_account")
+        if account is not None:  # a gRPC call, authenticated by its endpoint
+            return acl.permission(account, cmd.code, cmd.ext, cmd.body, self._message_at)
+        return acl.check(cmd.code, cmd.ext, cmd.body, conn.peer.rsplit(":", 1)[0],
+                         self._message_at)
+
+    def _message_at(self, offset: int):
+        """The stored message at a commit-log offset, or None (the ACL's look-up)."""
+        try:
+            return self.store.message_at(offset)
+        except (StoreError, MessageFormatError, ValueError):
+            return None
 
     async def _guard(self, cmd: RemotingCommand, coro) -> RemotingCommand:
         try:

@@ -63,6 +63,11 @@ class ConsumerManager:
             self._notify(group, exclude=conn)
         return changed
 
+    def subscribes(self, group_name: str, topic: str) -> bool:
+        """Whether a consumer of the group online here subscribes `topic`."""
+        group = self.groups.get(group_name)
+        return group is not None and topic in group.subscriptions
+
     def unregister(self, conn: Connection, group_name: str) -> None:
         group = self.groups.get(group_name)
         if group is not None and group.clients.pop(conn, None) is not None:

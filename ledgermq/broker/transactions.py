@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..remoting import RemotingCommand, RemotingError, RequestCode
@@ -26,7 +27,7 @@ from ..store import StoreError
 from ..wire.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_CHECK_TIMES, PROPERTY_UNIQ_KEY,
-    SYSFLAG_TRANSACTION_MASK, MessageFormatError, StoredMessage, decode_message,
+    SYSFLAG_TRANSACTION_MASK, MessageFormatError, StoredMessage, decode_message, encode_message,
     encode_properties, offset_msg_id,
 )
 from .send_parsing import index_keys, tags_of, with_properties
@@ -86,10 +87,15 @@ class Transactions:
                              f"(it is in {msg.topic})")
         return msg
 
-    def end(self, phys: int, commit: bool) -> str:
+    def end(self, phys: int, commit: bool, producer_group: str) -> str:
         """Commit or roll back the half message at commit-log offset `phys`; what was done.
-        A decision already taken is kept (a second END_TRANSACTION changes nothing)."""
+        A decision already taken is kept (a second END_TRANSACTION changes nothing). Only
+        the producer group that sent the half message decides it (as RocketMQ's): an
+        offset is easy to guess."""
         msg = self.half_at(phys)
+        if msg.properties.get(PROPERTY_PRODUCER_GROUP) != producer_group:
+            raise ValueError(f"The producer group wrong: the half message at {phys} belongs "
+                             f"to another producer group than {producer_group[:128]!r}")
         self.refresh_decided()
         floor = max(self.floor, self.broker.offsets.query(TRANS_HALF_TOPIC, CHECK_GROUP, 0) or 0)
         if msg.queue_offset < floor or msg.queue_offset in self.decided:
@@ -208,6 +214,16 @@ class Transactions:
         self._ask(msg.properties.get(PROPERTY_PRODUCER_GROUP, ""), int(result.phys_offsets[0]),
                   result.queue_offset, msg.properties.get(PROPERTY_UNIQ_KEY, ""))
 
+    @staticmethod
+    def _as_sent(half: StoredMessage) -> bytes:
+        """A half message as a check-back carries it (RocketMQ's): in the topic and queue
+        its producer sent it to, which its check listener sees (and a RocketMQ 5 client
+        answers with)."""
+        topic, qid = parked_destination(half.properties)
+        return encode_message(replace(half, topic=topic, queue_id=qid),
+                              queue_offset=half.queue_offset, phys_offset=half.phys_offset,
+                              store_timestamp=half.store_timestamp, store_host=half.store_host)
+
     def _ask(self, group: str, phys: int, queue_offset: int, uniq: str) -> None:
         conns = [c for c in self.broker.client_connections()
                  if c.is_open and group in c.attrs.get("producer_groups", ())]
@@ -216,9 +232,8 @@ class Transactions:
                      group)
             return
         try:
-            cl = self.store.commitlog
-            half = bytes(cl.read(phys, cl.size_at(phys)))
-        except (StoreError, MessageFormatError) as e:
+            half = self._as_sent(self.store.message_at(phys))
+        except (StoreError, MessageFormatError, BadParked) as e:
             log.warning("transaction %s: the half message at %d cannot be read: %s", uniq,
                         phys, e)
             return

@@ -45,10 +45,11 @@ def test_an_unknown_outcome_is_committed_by_the_check_back(dev):
     d = dev(FAST_CHECKS)
 
     async def main():
-        checked = []
+        checked, seen_in = [], []
 
         def check(half):
             checked.append(half.uniq_key)
+            seen_in.append(half.topic)  # as sent (RocketMQ's), not the half topic
             return COMMIT
         async with TransactionProducer("tx-check", d.namesrv, check=check) as p:
             r, _ = await p.send_in_transaction(Message("Pay", b"later"), lambda m, a: UNKNOW)
@@ -58,6 +59,7 @@ def test_an_unknown_outcome_is_committed_by_the_check_back(dev):
                         timeout=15, interval=0.05)
             latency = time.monotonic() - due
             assert checked == [r.msg_id]  # asked once, about this transaction
+            assert seen_in == ["Pay"]
             await asyncio.sleep(1.0)  # more check rounds pass: decided, not asked again
             assert checked == [r.msg_id] and await read_all(d.namesrv, "Pay") == [b"later"]
             print(f"check-back latency after the timeout: {latency * 1000:.0f} ms")

@@ -13,8 +13,8 @@ from ...store import PutResult, PutStatus, StoreError
 from ...store.mapped_file import DISK_FULL_ERRNOS
 from ...store.store import check_topic
 from ...wire.message import (
-    SYSFLAG_TRANSACTION_MASK,
-    SYSFLAG_TRANSACTION_PREPARED, MessageFormatError, decode_properties, pack_host,
+    PROPERTY_RETRY_TOPIC, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+    MessageFormatError, decode_properties, pack_host,
 )
 from ..modes import Later, Pending
 from ..redelivery import redelivery
@@ -209,6 +209,15 @@ class SendProcessor:
                         brokerName=self.config.brokerName)
         return resp
 
+    def _not_the_groups(self, group: str, msg) -> str | None:
+        """Why the message at a send-back's offset is not one `group` consumed, or None:
+        else any client could copy any message into its own retry topic and read it."""
+        origin = msg.properties.get(PROPERTY_RETRY_TOPIC) or msg.topic
+        if msg.topic == RETRY_PREFIX + group or self.broker.consumers.subscribes(group, origin):
+            return None
+        return (f"the message at offset {msg.phys_offset} is in topic {origin}, which no "
+                f"consumer of group {group[:128]} online here subscribes: not sent back")
+
     async def send_back(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """A consumer's failed message: to %RETRY%<group> after a delay level, or to
         %DLQ%<group> after maxReconsumeTimes."""
@@ -221,6 +230,9 @@ class SendProcessor:
             msg = self.store.message_at(int(ext["offset"]))
         except (StoreError, MessageFormatError) as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed: {e}")
+        why = self._not_the_groups(group, msg)
+        if why is not None:
+            return cmd.response(ResponseCode.NO_PERMISSION, why)
         delay = int(ext.get("delayLevel") or 0)
         given_max = ext.get("maxReconsumeTimes")
         topic, qid, props, dead = redelivery(self.broker, group, msg, ext.get("originMsgId"),

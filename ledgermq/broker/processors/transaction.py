@@ -34,8 +34,9 @@ class TransactionProcessor:
         if kind not in _DECISIONS:  # UNKNOW: the check-back will ask again
             return cmd.response(ResponseCode.SUCCESS, "undecided: left for the check-back")
         try:
-            done = self.broker.transactions.end(int(ext["commitLogOffset"]), _DECISIONS[kind])
-        except (StoreError, MessageFormatError) as e:
+            done = self.broker.transactions.end(int(ext["commitLogOffset"]), _DECISIONS[kind],
+                                                ext.get("producerGroup") or "")
+        except (StoreError, MessageFormatError, ValueError) as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
                                 f"transaction {ext.get('transactionId')}: {e}")
         return cmd.response(ResponseCode.SUCCESS, f"transaction {ext.get('transactionId')} "
