@@ -253,7 +253,7 @@ class Broker:
         return self.peer_gate.refusal(cmd, conn)
 
     def _acl_refusal(self, cmd: RemotingCommand, conn: Connection) -> str | None:
-        acl, account = self.acl.current(), conn.attrs.get("acl_account")
+        acl, account = self.acl.current(), getattr(conn, "acl_account", None)
         if account is not None:  # a gRPC call, authenticated by its endpoint
             return acl.permission(account, cmd.code, cmd.ext, cmd.body, self._message_at)
         return acl.check(cmd.code, cmd.ext, cmd.body, conn.peer.rsplit(":", 1)[0],

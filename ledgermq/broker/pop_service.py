@@ -226,7 +226,10 @@ class PopService:
             w.cancel()
 
     # ---- acks -----------------------------------------------------------------------
-    def _delivered(self, group: str, handle: str) -> tuple[Handle, PopQueue]:
+    def _delivered(self, group: str, handle: str, topic: str) -> tuple[Handle, PopQueue]:
+        """The delivery a receipt handle names, for `group` reading `topic` (a handle is
+        the client's to send: one issued for another topic or group is refused, and one
+        naming a queue with nothing in flight here makes no state)."""
         try:
             h = Handle.decode(handle)
         except ValueError as e:
@@ -234,11 +237,19 @@ class PopService:
         if h.broker != self.broker.config.brokerName:
             raise PopError("handle", f"receipt handle of broker {h.broker}, not of "
                            f"{self.broker.config.brokerName}")
-        return h, self._queue(group, h.topic, h.queue_id)
+        if h.topic not in (topic, RETRY_PREFIX + group):
+            raise PopError("handle", f"receipt handle of topic {h.topic[:128]}, not of "
+                           f"{topic[:128]} read by group {group[:128]}")
+        pq = self.queues.get((group, h.topic, h.queue_id))
+        if pq is None:
+            raise PopError("handle", "the receipt handle expired: nothing of its queue is "
+                           "in flight here for this group (delivered before a restart or "
+                           "failover, or not issued here)")
+        return h, pq
 
-    def ack(self, group: str, handle: str) -> tuple[Key, int]:
+    def ack(self, group: str, handle: str, topic: str) -> tuple[Key, int]:
         """Done here at once; what to log (`log_acks`) before saying so."""
-        h, pq = self._delivered(group, handle)
+        h, pq = self._delivered(group, handle, topic)
         if not pq.ack(h.offset, h.stamp, h.expired(now_ms())):
             raise PopError("handle", "the receipt handle expired: the message was delivered "
                            "again since (ack the newer delivery)")
@@ -266,11 +277,12 @@ class PopService:
             return f"acks not safe yet ({outcome.status.value}): {outcome.error}"
         return None
 
-    def change_invisible(self, group: str, handle: str, invisible_ms: int) -> Handle:
+    def change_invisible(self, group: str, handle: str, invisible_ms: int,
+                         topic: str) -> Handle:
         if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
             raise PopError("invisible", f"invisible duration {invisible_ms} ms is out of "
                            f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
-        h, pq = self._delivered(group, handle)
+        h, pq = self._delivered(group, handle, topic)
         stamp = self._stamp()
         deadline = now_ms() + invisible_ms
         if not pq.change_invisible(h.offset, h.stamp, deadline, stamp):
@@ -279,10 +291,10 @@ class PopService:
         self.deadlines.add(deadline, (group, h.topic, h.queue_id), h.offset, stamp)
         return Handle(h.broker, h.topic, h.queue_id, h.offset, stamp, invisible_ms)
 
-    def dead_letter(self, group: str, handle: str) -> None:
+    def dead_letter(self, group: str, handle: str, topic: str) -> None:
         """The consumer gave up on this delivery (its attempts ran out): to the group's
         dead-letter queue, done here."""
-        h, pq = self._delivered(group, handle)
+        h, pq = self._delivered(group, handle, topic)
         d = pq.inflight.get(h.offset)
         if d is None or d.stamp != h.stamp:
             raise PopError("handle", "the receipt handle expired: the message was delivered "

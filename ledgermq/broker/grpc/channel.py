@@ -26,6 +26,9 @@ class ClientChannel:
         self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
         self.settings: pb.Settings | None = None
         self.outbox: asyncio.Queue | None = None  # the telemetry stream, while open
+        # who opened that stream: (peer address, access key); only they may replace it,
+        # end the session, or get its check-backs
+        self.owner: tuple[str, str | None] | None = None
         self.last_seen = time.monotonic()
 
     @property
@@ -53,7 +56,19 @@ class ClientChannel:
             self.closed.set_result(None)
 
 
-async def call(broker, cmd: RemotingCommand, channel: ClientChannel) -> RemotingCommand:
+class CallOf:
+    """A client's channel as one gRPC call sees it: the channel's state (attributes, stream,
+    what closes it) with the call's own account. Authorization is decided per call, from
+    its own credentials, never from what another call with that client id proved."""
+
+    def __init__(self, channel: ClientChannel, account):
+        self.channel, self.acl_account = channel, account
+
+    def __getattr__(self, name):
+        return getattr(self.channel, name)
+
+
+async def call(broker, cmd: RemotingCommand, channel: CallOf) -> RemotingCommand:
     """The broker's answer to `cmd`, however its handler gives it (now, later, when a
     replication future settles)."""
     result = broker.handle_grpc(cmd, channel)  # (timed as gRPC's, while metrics are on)

@@ -25,7 +25,7 @@ from ...wire.message import (
 from ..consumers import parse_subscription
 from ..pop_service import PopError
 from .auth import authenticated, caller, consume_refusal, refusal
-from .channel import ClientChannel, call
+from .channel import CallOf, ClientChannel, call
 from .routes import message_queues, route_doc
 from .convert import (
     PROPERTY_MESSAGE_GROUP, BadMessage, duration, properties_of, timestamp, to_grpc, to_ms,
@@ -79,7 +79,8 @@ class MessagingService:
         self._sends = itertools.count()  # spreads sends over the queues
 
     # ---- clients --------------------------------------------------------------------
-    def _client(self, context) -> ClientChannel | None:
+    def _client(self, context) -> CallOf | None:
+        """The calling client's channel (made at its first call) as this call sees it."""
         meta = dict(context.invocation_metadata() or ())
         client_id = meta.get("x-mq-client-id")
         if not client_id:
@@ -90,9 +91,21 @@ class MessagingService:
             ch = self.channels[client_id] = ClientChannel(client_id, context.peer())
         ch.last_seen = time.monotonic()
         account, _ = caller(self.broker, context)  # the broker's permission checks use it
-        if account is not None:
-            ch.attrs["acl_account"] = account
-        return ch
+        return CallOf(ch, account)
+
+    @staticmethod
+    def _owner(context, c: CallOf) -> tuple[str, str | None]:
+        return context.peer(), c.acl_account.access_key if c.acl_account else None
+
+    def _taken(self, context, c: CallOf) -> str | None:
+        """Why this call may not act on its client id's session: another connection or
+        account has that client's telemetry stream open (a client id is only a name)."""
+        ch = c.channel
+        if ch.is_open and ch.owner != self._owner(context, c):
+            return (f"client id {ch.client_id} has a telemetry stream open from another "
+                    "connection or account: a client id belongs to the connection that "
+                    "opened its stream")
+        return None
 
     def _forget_idle(self) -> None:
         """Clients gone without saying so (no stream, no call for the idle time)."""
@@ -106,7 +119,7 @@ class MessagingService:
     def connections(self) -> list[ClientChannel]:
         return [c for c in self.channels.values() if c.is_open]
 
-    def _server_settings(self, ch: ClientChannel, theirs: pb.Settings) -> pb.Settings:
+    def _server_settings(self, ch: ClientChannel, theirs: pb.Settings, context) -> pb.Settings:
         cfg = self.broker.config
         out = pb.Settings()
         out.CopyFrom(theirs)
@@ -118,8 +131,11 @@ class MessagingService:
                                             multiplier=2)
             out.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=3,
                                                        exponential_backoff=backoff))
-            ch.attrs["producer_groups"] = {transaction_group(t.name)
-                                           for t in theirs.publishing.topics}
+            # check-backs of a topic's transactions only to a caller that may publish to it
+            ch.attrs["producer_groups"] = {
+                transaction_group(t.name) for t in theirs.publishing.topics
+                if refusal(self.broker, context, RequestCode.SEND_MESSAGE,
+                           {"topic": t.name}) is None}
         elif theirs.WhichOneof("pub_sub") == "subscription":
             group = theirs.subscription.group.name
             sg = self.broker.subgroups.for_consumer(group)
@@ -141,10 +157,16 @@ class MessagingService:
         if why is not None:
             yield svc.TelemetryCommand(status=status(pb.UNAUTHORIZED, why))
             return
-        ch = self._client(context)
-        if ch is None:
+        c = self._client(context)
+        if c is None:
             yield svc.TelemetryCommand(status=NO_CLIENT_ID)
             return
+        why = self._taken(context, c)
+        if why is not None:
+            yield svc.TelemetryCommand(status=status(pb.FORBIDDEN, why))
+            return
+        ch = c.channel
+        ch.owner = self._owner(context, c)
         outbox: asyncio.Queue = asyncio.Queue()
         ch.outbox = outbox
 
@@ -155,7 +177,7 @@ class MessagingService:
                         ch.settings = cmd.settings
                         outbox.put_nowait(svc.TelemetryCommand(
                             status=status(pb.OK),
-                            settings=self._server_settings(ch, cmd.settings)))
+                            settings=self._server_settings(ch, cmd.settings, context)))
             except (asyncio.CancelledError, grpc.RpcError):
                 pass
             finally:
@@ -177,10 +199,13 @@ class MessagingService:
 
     @authenticated(svc.NotifyClientTerminationResponse)
     async def NotifyClientTermination(self, request, context):
-        ch = self._client(context)
-        if ch is not None:
-            ch.close()
-            self.channels.pop(ch.client_id, None)
+        c = self._client(context)
+        if c is not None:
+            why = self._taken(context, c)
+            if why is not None:
+                return svc.NotifyClientTerminationResponse(status=status(pb.FORBIDDEN, why))
+            c.channel.close()
+            self.channels.pop(c.client_id, None)
         return svc.NotifyClientTerminationResponse(status=status(pb.OK))
 
     # ---- routes ---------------------------------------------------------------------
@@ -235,7 +260,7 @@ class MessagingService:
                             status(pb.MULTIPLE_RESULTS, "see each entry"))
         return out
 
-    async def _send_one(self, m: pb.Message, ch: ClientChannel) -> svc.SendResultEntry:
+    async def _send_one(self, m: pb.Message, ch: CallOf) -> svc.SendResultEntry:
         topic = m.topic.name
         try:
             props = properties_of(m)
@@ -389,7 +414,8 @@ class MessagingService:
         acks = []
         for e in request.entries:
             try:
-                acks.append(self.broker.pop.ack(request.group.name, e.receipt_handle))
+                acks.append(self.broker.pop.ack(request.group.name, e.receipt_handle,
+                                                request.topic.name))
                 st = status(pb.OK)
             except PopError as err:
                 st = status(_POP_STATUS[err.kind], str(err))
@@ -411,7 +437,7 @@ class MessagingService:
         try:
             h = self.broker.pop.change_invisible(
                 request.group.name, request.receipt_handle,
-                ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS))
+                ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS), request.topic.name)
         except PopError as e:
             return svc.ChangeInvisibleDurationResponse(status=status(_POP_STATUS[e.kind], str(e)))
         return svc.ChangeInvisibleDurationResponse(status=status(pb.OK),
@@ -423,7 +449,8 @@ class MessagingService:
             return svc.ForwardMessageToDeadLetterQueueResponse(status=status(pb.UNAUTHORIZED,
                                                                              why))
         try:
-            self.broker.pop.dead_letter(request.group.name, request.receipt_handle)
+            self.broker.pop.dead_letter(request.group.name, request.receipt_handle,
+                                        request.topic.name)
         except PopError as e:
             return svc.ForwardMessageToDeadLetterQueueResponse(
                 status=status(_POP_STATUS[e.kind], str(e)))
@@ -442,6 +469,10 @@ class MessagingService:
 
     @authenticated(svc.GetOffsetResponse)
     async def GetOffset(self, request, context):
+        why = consume_refusal(self.broker, context, request.group.name,
+                              request.message_queue.topic.name)
+        if why is not None:
+            return svc.GetOffsetResponse(status=status(pb.UNAUTHORIZED, why))
         q = self._queue_of(request.message_queue)
         if isinstance(q, pb.Status):
             return svc.GetOffsetResponse(status=q)
@@ -454,6 +485,10 @@ class MessagingService:
 
     @authenticated(svc.QueryOffsetResponse)
     async def QueryOffset(self, request, context):
+        why = refusal(self.broker, context, RequestCode.GET_MAX_OFFSET,
+                      {"topic": request.message_queue.topic.name})
+        if why is not None:
+            return svc.QueryOffsetResponse(status=status(pb.UNAUTHORIZED, why))
         q = self._queue_of(request.message_queue)
         if isinstance(q, pb.Status):
             return svc.QueryOffsetResponse(status=q)
@@ -468,6 +503,10 @@ class MessagingService:
 
     @authenticated(svc.UpdateOffsetResponse)
     async def UpdateOffset(self, request, context):
+        why = consume_refusal(self.broker, context, request.group.name,
+                              request.message_queue.topic.name)
+        if why is not None:
+            return svc.UpdateOffsetResponse(status=status(pb.UNAUTHORIZED, why))
         q = self._queue_of(request.message_queue)
         if isinstance(q, pb.Status):
             return svc.UpdateOffsetResponse(status=q)
