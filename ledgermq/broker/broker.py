@@ -94,7 +94,8 @@ class Broker:
         self.server = RemotingServer(self.handle, config.bindAddress, config.listenPort,
                                      max_frame=config.maxFrameSize,
                                      idle_timeout=config.clientChannelMaxIdleTimeSeconds,
-                                     tls=config.tls, what="broker")
+                                     tls=config.tls, what="broker",
+                                     max_in_flight=config.maxInFlightRequestsPerConnection)
         self.acl = AclFile(Path(config.aclFile) if config.aclFile else
                            store_config.root / "config" / "plain_acl.yml") \
             if config.aclEnable else None

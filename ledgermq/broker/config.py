@@ -106,6 +106,15 @@ class BrokerConfig:
     flushConsumerOffsetInterval: int = field(default=5000, metadata=check(positive))
     maxFrameSize: int = field(default=16 << 20, metadata=check(positive))
     clientChannelMaxIdleTimeSeconds: float = field(default=120.0, metadata=check(positive))
+    # per-client bounds (#31): requests one remoting connection may have in flight (past
+    # it: SYSTEM_BUSY), the longest a pull may be held (a longer suspendTimeoutMillis is
+    # cut to it), the longest a gRPC receive may poll, and the gRPC streams (calls) one
+    # connection may have open at once
+    maxInFlightRequestsPerConnection: int = field(default=16384, metadata=check(positive))
+    pullSuspendMaxMillis: int = field(default=30_000, metadata=check(positive))
+    grpcClientConsumerMaxLongPollingTimeoutMillis: int = field(default=20_000,
+                                                               metadata=check(positive))
+    grpcMaxConcurrentStreamsPerConnection: int = field(default=1024, metadata=check(positive))
     pullBatchMaxMessages: int = field(default=4096, metadata=check(positive))
     pullBatchMaxBytes: int = field(default=8 << 20, metadata=check(positive))
     # classic HA (S2): the master's HA port and the slave's view of it

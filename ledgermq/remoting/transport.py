@@ -87,10 +87,19 @@ class JoinedWrites:
         return getattr(self.transport, name)
 
 
+# requests a peer may have in flight on one connection (handled, not yet answered): past
+# it, SYSTEM_BUSY at once; a pipelining client keeps thousands, a hostile one no more
+MAX_IN_FLIGHT_DEFAULT = 16384
+CORK_BYTES = 256 << 10  # replies gathered from one read are written out at this size
+
+
 class Connection(asyncio.Protocol):
     def __init__(self, handler: Handler | None, *, max_frame: int = MAX_FRAME_DEFAULT,
-                 on_close: Callable[["Connection"], None] | None = None):
+                 on_close: Callable[["Connection"], None] | None = None,
+                 max_in_flight: int = MAX_IN_FLIGHT_DEFAULT):
         self.handler = handler
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0  # requests handled whose answer is not written yet
         self.splitter = FrameSplitter(max_frame)
         self.pending: dict[int, asyncio.Future] = {}
         # (deadline, opaque, code, timeout) of requests out: one sweep instead of a timer
@@ -106,6 +115,9 @@ class Connection(asyncio.Protocol):
         # while the frames of one read are handled, replies collect here and go out in one
         # write (pipelined peers send many frames per read; no reply waits for a later one)
         self._corked: list | None = None
+        self._corked_bytes = 0
+        self._write_paused = False  # the peer is not reading our writes (pause_writing)
+        self._backlog: list = []  # frames read, not handled while writing is paused
         self._later: list | None = None  # replies of finished tasks, written together
         self.signer: Callable[[RemotingCommand], None] | None = None  # ACL: signs requests
         self.silent_close_hint = ""  # said when the peer closes before sending anything
@@ -133,20 +145,52 @@ class Connection(asyncio.Protocol):
             log.warning("closing %s: %s", self.peer, e)
             self.close()
             return
+        if self._backlog:  # (a read already under way when reading paused)
+            self._backlog += commands
+        else:
+            self._run(commands)
+
+    def _run(self, commands: list) -> None:
         if len(commands) > 1:
-            self._corked = []
+            self._corked, self._corked_bytes = [], 0
         try:
-            for cmd in commands:
+            for i, cmd in enumerate(commands):
+                if self._write_paused:
+                    self._backlog = commands[i:]
+                    break
                 if cmd.is_response:
                     fut = self.pending.pop(cmd.opaque, None)
                     if fut is not None and not fut.done():
                         fut.set_result(cmd)
                 else:
                     self._handle(cmd)
+                    if self._corked_bytes > CORK_BYTES:
+                        self._uncork()
+                        self._corked, self._corked_bytes = [], 0
         finally:
-            corked, self._corked = self._corked, None
-            if corked and self.transport is not None and not self.transport.is_closing():
-                self.transport.writelines(corked)
+            self._uncork()
+
+    def _uncork(self) -> None:
+        corked, self._corked = self._corked, None
+        if corked and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(corked)
+
+    # A peer that does not read what we answer is no longer read (nor are the requests it
+    # already sent handled) until it does: its answers cannot pile up in our memory.
+    # asyncio calls these at the transport's high and low water marks.
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        backlog, self._backlog = self._backlog, []
+        if backlog:
+            self._run(backlog)
+        if not self._write_paused and self.transport is not None and \
+                not self.transport.is_closing():
+            self.transport.resume_reading()
 
     def connection_lost(self, exc) -> None:
         hint = self.silent_close_hint if self.last_active == self._born else ""
@@ -166,15 +210,23 @@ class Connection(asyncio.Protocol):
             self.send(cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                    f"this endpoint serves no requests (code {cmd.code})"))
             return
+        if self.in_flight >= self.max_in_flight:
+            self._reply(cmd, cmd.response(
+                ResponseCode.SYSTEM_BUSY, f"[TOO_MANY_REQUESTS] {self.in_flight} requests "
+                f"of this connection are in flight (at most {self.max_in_flight}): wait for "
+                "their answers"))
+            return
         try:
             result = self.handler(cmd, self)
         except Exception as e:  # a handler bug must not take the connection down
             log.exception("handler failed on code %s", cmd.code)
             result = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
         if type(result) is ReplyWhen:
+            self.in_flight += 1
             result.future.add_done_callback(
                 lambda f, c=cmd, respond=result.respond: self._reply_from_task(c, f, respond))
         elif inspect.isawaitable(result):
+            self.in_flight += 1
             task = asyncio.ensure_future(result)
             task.add_done_callback(lambda t, c=cmd: self._reply_from_task(c, t))
         else:
@@ -183,6 +235,7 @@ class Connection(asyncio.Protocol):
     def _reply_from_task(self, cmd: RemotingCommand, task: asyncio.Future,
                          respond: Callable[[object], Reply] | None = None) -> None:
         """Reply once `task` is done: with its result, or with respond(its result)."""
+        self.in_flight -= 1
         if task.cancelled():
             return
         exc = task.exception()
@@ -219,7 +272,9 @@ class Connection(asyncio.Protocol):
         if self.signer is not None and not cmd.is_response:
             self.signer(cmd)
         if self._corked is not None:
-            self._corked += cmd.encode()
+            buffers = cmd.encode()
+            self._corked += buffers
+            self._corked_bytes += sum(map(len, buffers))
         else:
             self.transport.writelines(cmd.encode())
 
@@ -290,9 +345,11 @@ class Connection(asyncio.Protocol):
 class RemotingServer:
     def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0, *,
                  max_frame: int = MAX_FRAME_DEFAULT, idle_timeout: float = 120.0,
-                 tls: Tls = DISABLED, what: str = "remoting server"):
+                 tls: Tls = DISABLED, what: str = "remoting server",
+                 max_in_flight: int = MAX_IN_FLIGHT_DEFAULT):
         """`tls`: plaintext, TLS or both (tls.server.mode); `what` names it in logs."""
         self.handler = handler
+        self.max_in_flight = max_in_flight
         self.host, self.port = host, port
         self.tls, self.what = tls, what
         self.max_frame = max_frame
@@ -309,7 +366,7 @@ class RemotingServer:
 
     def _new_connection(self) -> Connection:
         conn = Connection(self.handler, max_frame=self.max_frame,
-                          on_close=self.connections.discard)
+                          on_close=self.connections.discard, max_in_flight=self.max_in_flight)
         self.connections.add(conn)
         return conn
 

@@ -28,7 +28,10 @@ class GrpcEndpoint:
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.so_reuseport", 0)])
+            ("grpc.so_reuseport", 0),
+            # calls one client connection may have open at once (HTTP/2 streams): more wait
+            ("grpc.max_concurrent_streams",
+             self.service.broker.config.grpcMaxConcurrentStreamsPerConnection)])
         rpc.add_to_server(self.service, self.server)
         tls = self.service.broker.config.tls
         if tls.mode is TlsMode.ENFORCING:

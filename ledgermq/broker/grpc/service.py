@@ -377,7 +377,8 @@ class MessagingService:
         sg = self.broker.subgroups.for_consumer(group)
         fifo = bool(sg and sg.consumeMessageOrderly)
         invisible = ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS)
-        poll_s = ms_of(request.long_polling_timeout, DEFAULT_POLL_MS) / 1000
+        poll_s = min(ms_of(request.long_polling_timeout, DEFAULT_POLL_MS),
+                     self.broker.config.grpcClientConsumerMaxLongPollingTimeoutMillis) / 1000
         if context.time_remaining() is not None:  # answer before the client gives up
             poll_s = min(poll_s, max(0.0, context.time_remaining() - 1.0))
         loop = asyncio.get_running_loop()

@@ -133,7 +133,9 @@ class PullProcessor:
         commit = int(ext.get("commitOffset", -1) or -1)
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and commit >= 0 and self.broker.mode.is_writable:
             self.broker.offsets.commit(topic, group, qid, commit)
-        suspend_ms = int(ext.get("suspendTimeoutMillis", 0) or 0)
+        # held no longer than the broker allows, whatever the request asks
+        suspend_ms = min(int(ext.get("suspendTimeoutMillis", 0) or 0),
+                         self.config.pullSuspendMaxMillis)
         deadline = time.monotonic() + suspend_ms / 1000
         while True:
             got = self.store.get_messages(topic, qid, offset, max_nums,
