@@ -21,6 +21,7 @@ from .acl_rules import RULES as ACL_RULES
 from .acl_file import AclFile
 from .config import BrokerConfig
 from .consumers import ConsumerManager
+from .creation_limit import CreationLimit
 from .long_poll import PullHolds
 from ..metrics_http import port_of, serve as serve_metrics
 from .metrics import BrokerStats, registry_for
@@ -68,11 +69,15 @@ class Broker:
         self.topics = Topics(TopicTable(root / "topics.json", config.defaultTopicQueueNums,
                                         config.autoCreateTopicEnable),
                              self.store, config.autoCreateTopicEnable,
-                             is_slave=lambda: self.mode.is_slave, announce=self.namesrv.announce)
+                             is_slave=lambda: self.mode.is_slave, announce=self.namesrv.announce,
+                             limit=CreationLimit(config.maxTopicsCreatedPerMinute, "topic",
+                                                 "maxTopicsCreatedPerMinute"))
         self.offsets = ConsumerOffsets(root / "consumerOffset.json")
         self.subgroups = SubscriptionGroups(root / "subscriptionGroup.json",
                                             config.autoCreateSubscriptionGroup,
-                                            config.maxReconsumeTimes)
+                                            config.maxReconsumeTimes,
+                                            CreationLimit(config.maxGroupsCreatedPerMinute,
+                                                          "group", "maxGroupsCreatedPerMinute"))
         self.schedule = ScheduleService(self.store, config.delay_levels_ms,
                                         root / "delayOffset.json",
                                         append=self.mode.write_internal,

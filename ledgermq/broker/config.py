@@ -111,6 +111,9 @@ class BrokerConfig:
     # cut to it), the longest a gRPC receive may poll, and the gRPC streams (calls) one
     # connection may have open at once
     maxInFlightRequestsPerConnection: int = field(default=16384, metadata=check(positive))
+    # topics and subscription groups clients may create (auto-creation) in a minute
+    maxTopicsCreatedPerMinute: int = field(default=1000, metadata=check(positive))
+    maxGroupsCreatedPerMinute: int = field(default=1000, metadata=check(positive))
     pullSuspendMaxMillis: int = field(default=30_000, metadata=check(positive))
     grpcClientConsumerMaxLongPollingTimeoutMillis: int = field(default=20_000,
                                                                metadata=check(positive))

@@ -8,6 +8,7 @@ import threading
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from .creation_limit import CreationLimit
 from .state import read_json, write_json_atomically
 
 
@@ -50,7 +51,9 @@ class SubscriptionGroupConfig:
 
 
 class SubscriptionGroups:
-    def __init__(self, path: Path, auto_create: bool, default_retry_max: int):
+    def __init__(self, path: Path, auto_create: bool, default_retry_max: int,
+                 limit: CreationLimit | None = None):
+        self.limit = limit  # what consumers may create in a minute
         self.path = path
         self.auto_create = auto_create
         self.default_retry_max = default_retry_max
@@ -64,9 +67,12 @@ class SubscriptionGroups:
         return self.table.get(group)
 
     def for_consumer(self, group: str) -> SubscriptionGroupConfig | None:
-        """The group's config, made on first use when allowed; None: unknown group."""
+        """The group's config, made on first use when allowed; None: unknown group.
+        CreationRefused past the creation limit."""
         cfg = self.table.get(group)
         if cfg is None and self.auto_create:
+            if self.limit is not None:
+                self.limit.take(group)
             # the defaults, kept in memory (saved with the next change): a read must not
             # need the disk, which may be full
             cfg = self.table[group] = SubscriptionGroupConfig(

@@ -8,6 +8,7 @@ from typing import Callable
 
 from ..remoting.codes import DLQ_PREFIX, PERM_READ, PERM_WRITE, RETRY_PREFIX
 from ..store import MessageStore
+from .creation_limit import CreationLimit
 from .state import AUTO_CREATE_TOPIC, TopicConfig, TopicTable
 
 log = logging.getLogger(__name__)
@@ -15,8 +16,10 @@ log = logging.getLogger(__name__)
 
 class Topics:
     def __init__(self, table: TopicTable, store: MessageStore, auto_create: bool,
-                 is_slave: Callable[[], bool], announce: Callable[[], None]):
+                 is_slave: Callable[[], bool], announce: Callable[[], None],
+                 limit: CreationLimit | None = None):
         self.table = table
+        self.limit = limit  # what clients' sends and consumers may create in a minute
         self.store = store
         self.auto_create = auto_create
         self.is_slave = is_slave  # a slave's queues may come before the topic's config
@@ -37,17 +40,23 @@ class Topics:
         self.announce()
 
     def for_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
-        """The topic a send goes to, auto-created when the template allows; None: refuse."""
+        """The topic a send goes to, auto-created when the template allows; None: refuse.
+        CreationRefused past the creation limit."""
         tc = self.table.get(topic)
         if tc is not None:
             return tc
         if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
-            return self.create(TopicConfig(topic, 1, 1))
+            return self._client_creates(TopicConfig(topic, 1, 1))
         template = self.table.get(default_topic or AUTO_CREATE_TOPIC)
         if not self.auto_create or template is None:
             return None
         n = max(1, min(queue_nums or template.writeQueueNums, template.writeQueueNums))
-        return self.create(TopicConfig(topic, n, n))
+        return self._client_creates(TopicConfig(topic, n, n))
+
+    def _client_creates(self, tc: TopicConfig) -> TopicConfig:
+        if self.limit is not None:
+            self.limit.take(tc.topicName)
+        return self.create(tc)
 
     def for_delivery(self, topic: str, queue_id: int) -> TopicConfig:
         """The topic a broker's own delivery writes to (a due timer or delayed message, a
@@ -87,7 +96,7 @@ class Topics:
     def retry(self, group: str, queues: int = 1) -> TopicConfig:
         """The group's retry topic, with `queues` queues (its retryQueueNums) when new."""
         name = RETRY_PREFIX + group
-        return self.table.get(name) or self.create(TopicConfig(name, queues, queues))
+        return self.table.get(name) or self._client_creates(TopicConfig(name, queues, queues))
 
     def dlq(self, group: str) -> tuple[str, int]:
         """The group's dead-letter topic and its one queue."""

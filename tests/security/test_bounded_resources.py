@@ -130,3 +130,38 @@ async def _send(dev, topic):
         assert r.code == ResponseCode.SUCCESS, r.remark
     finally:
         await client.close()
+
+
+def test_topics_and_groups_clients_create_are_limited_per_minute(tmp_path):
+    """A client inventing topic or group names in a loop: past the limit of a minute,
+    SYSTEM_BUSY naming the limit and nothing created (retry topics count as topics)."""
+    import json
+    d = DevProcess(tmp_path / "dev", {"maxTopicsCreatedPerMinute": "20",
+                                      "maxGroupsCreatedPerMinute": "5"}).start()
+
+    async def scenario():
+        client = RemotingClient()
+        try:
+            beats = []
+            for i in range(8):
+                body = json.dumps({"clientID": "c@1", "producerDataSet": [],
+                                   "consumerDataSet": [{
+                                       "groupName": f"invented-{i}", "messageModel": "CLUSTERING",
+                                       "consumeType": "CONSUME_PASSIVELY",
+                                       "subscriptionDataSet": []}]}).encode()
+                beats.append(await client.invoke(d.broker, RemotingCommand(
+                    RequestCode.HEART_BEAT, body=body), 5))
+            sends = [await client.invoke(d.broker, send_frame(f"Invented{i}", b"x"), 5)
+                     for i in range(20)]
+            return beats, sends
+        finally:
+            await client.close()
+    try:
+        beats, sends = asyncio.run(scenario())
+    finally:
+        d.stop()
+    assert [b.code for b in beats] == [ResponseCode.SUCCESS] * 5 + [ResponseCode.SYSTEM_BUSY] * 3
+    assert "maxGroupsCreatedPerMinute" in beats[-1].remark
+    # five retry topics came with the five groups: fifteen more topics, then refused
+    assert [s.code for s in sends] == [ResponseCode.SUCCESS] * 15 + [ResponseCode.SYSTEM_BUSY] * 5
+    assert "[TOO_MANY_NEW_TOPICS]" in sends[-1].remark

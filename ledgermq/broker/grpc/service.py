@@ -23,6 +23,7 @@ from ...wire.message import (
     encode_properties,
 )
 from ..consumers import parse_subscription
+from ..creation_limit import CreationRefused
 from ..pop_service import PopError
 from .auth import authenticated, caller, consume_refusal, refusal
 from .channel import CallOf, ClientChannel, call
@@ -138,7 +139,10 @@ class MessagingService:
                            {"topic": t.name}) is None}
         elif theirs.WhichOneof("pub_sub") == "subscription":
             group = theirs.subscription.group.name
-            sg = self.broker.subgroups.for_consumer(group)
+            try:
+                sg = self.broker.subgroups.for_consumer(group)
+            except CreationRefused:
+                sg = None  # (its receives say why)
             attempts = (sg.retryMaxTimes if sg else cfg.maxReconsumeTimes) + 1
             out.subscription.fifo = bool(sg and sg.consumeMessageOrderly)
             out.subscription.receive_batch_size = 32
@@ -374,7 +378,11 @@ class MessagingService:
                 f"consumer group {group} has RocketMQ 4 (remoting) consumers connected: a "
                 f"group pulls or pops, not both; use another group name")))
             return
-        sg = self.broker.subgroups.for_consumer(group)
+        try:
+            sg = self.broker.subgroups.for_consumer(group)
+        except CreationRefused as e:
+            yield svc.ReceiveMessageResponse(status=status(pb.TOO_MANY_REQUESTS, str(e)))
+            return
         fifo = bool(sg and sg.consumeMessageOrderly)
         invisible = ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS)
         poll_s = min(ms_of(request.long_polling_timeout, DEFAULT_POLL_MS),

@@ -11,6 +11,7 @@ from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ...remoting.codes import RETRY_PREFIX
 from ...store.store import check_topic
 from ...wire.message import MessageFormatError
+from ..creation_limit import CreationRefused
 from ..registration import json_body
 
 if TYPE_CHECKING:
@@ -78,9 +79,12 @@ class ConsumerManageProcessor:
             self.consumers.register(conn, client_id, consumer)
             if consumer.get("messageModel", "CLUSTERING") == "CLUSTERING":
                 # as RocketMQ's: a group the broker knows (or may make) gets its retry topic
-                sg = self.broker.subgroups.for_consumer(consumer["groupName"])
-                if sg is not None:
-                    self.broker.topics.retry(consumer["groupName"], sg.retryQueueNums)
+                try:
+                    sg = self.broker.subgroups.for_consumer(consumer["groupName"])
+                    if sg is not None:
+                        self.broker.topics.retry(consumer["groupName"], sg.retryQueueNums)
+                except CreationRefused as e:
+                    return cmd.response(ResponseCode.SYSTEM_BUSY, str(e))
         for producer in data.get("producerDataSet", []):
             conn.attrs.setdefault("producer_groups", set()).add(producer.get("groupName"))
         return cmd.response(ResponseCode.SUCCESS)

@@ -14,6 +14,7 @@ from ...filter.sql92 import compile_sql
 from ...store import GetStatus
 from ...wire.message import MessageFormatError, decode_message
 from ..consumers import parse_subscription
+from ..creation_limit import CreationRefused
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -72,7 +73,10 @@ class PullProcessor:
 
     def _group_refusal(self, group: str) -> tuple[int, str] | None:
         """Why the group's subscription config forbids this pull, or None."""
-        sg = self.broker.subgroups.for_consumer(group)
+        try:
+            sg = self.broker.subgroups.for_consumer(group)
+        except CreationRefused as e:
+            return ResponseCode.SYSTEM_BUSY, str(e)
         if sg is None:
             return (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                     f"subscription group [{group}] does not exist (autoCreateSubscriptionGroup"

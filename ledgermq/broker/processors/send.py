@@ -17,6 +17,7 @@ from ...wire.message import (
     MessageFormatError, decode_properties, pack_host,
 )
 from ..modes import Later, Pending
+from ..creation_limit import CreationRefused
 from ..redelivery import redelivery
 from ..send_parsing import (
     BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header, props_from_header,
@@ -84,6 +85,8 @@ class SendProcessor:
             tc = self.topics.for_send(h.topic, h.default_topic, h.default_topic_queue_nums)
         except OSError as e:  # creating it: its config could not be written
             return cmd.response(*storage_refusal(e, f"topic {h.topic} not created"))
+        except CreationRefused as e:
+            return cmd.response(ResponseCode.SYSTEM_BUSY, str(e))
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
                                 f"topic[{h.topic}] not exist, apply first please!")
