@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import Callable
 
 HANDLE_VERSION = "L1"
 
@@ -150,6 +151,15 @@ class Deadlines:
 
     def add(self, deadline: int, key: tuple, offset: int, stamp: int) -> None:
         heapq.heappush(self._heap, (deadline, key, offset, stamp))
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def compact(self, live: Callable[[tuple, int, int], bool]) -> None:
+        """Drop the entries that are no longer `live(key, offset, stamp)`: a client that
+        extends or acks deliveries faster than they come due must not grow the heap."""
+        self._heap = [e for e in self._heap if live(e[1], e[2], e[3])]
+        heapq.heapify(self._heap)
 
     def due(self, now_ms: int) -> list[tuple[tuple, int, int]]:
         out = []

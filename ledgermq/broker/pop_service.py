@@ -35,11 +35,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REVIVE_EVERY_S = 0.1
+COMPACT_AT_LEAST = 4096  # deadline entries kept before stale ones are swept out
+PRUNE_EVERY_S = 10.0  # queues with nothing in flight are forgotten this often
 POP_ACTIVE_S = 60.0  # a group that popped this recently consumes by POP (one model a group)
 MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 1_000, 12 * 3600 * 1000  # RocketMQ's bounds
 # an ack older than the longest invisible time is within its queue's committed offset:
 # past every gap below it (each gap was acked or revived by then), copied to followers
 ACK_REPLAY_WINDOW_MS = MAX_INVISIBLE_MS + 60_000
+ACK_REPLAY_MAX = 1_000_000  # acked offsets a new master keeps from the ack log, at most
 
 Key = tuple[str, str, int]  # (group, topic, queue id)
 
@@ -85,6 +88,8 @@ class PopService:
         self._last_stamp = 0
         self._rotation = 0
         self._popped_at: dict[str, float] = {}  # group -> when it last received (monotonic)
+        self._compact_at = COMPACT_AT_LEAST
+        self._pruned_at = time.monotonic()
 
     # ---- state ----------------------------------------------------------------------
     def reset(self) -> None:
@@ -124,19 +129,28 @@ class PopService:
         """The acks logged within ACK_REPLAY_WINDOW_MS (read once per role change)."""
         if self._logged_acks is None:
             acked: dict[Key, set[int]] = {}
+            kept = 0
             offset = self.store.offset_by_time(POP_ACK_TOPIC, 0,
                                                now_ms() - ACK_REPLAY_WINDOW_MS)
-            while True:
+            while kept < ACK_REPLAY_MAX:
                 got = self.store.get_messages(POP_ACK_TOPIC, 0, offset, 1024, 4 << 20)
                 if got.status != GetStatus.FOUND:
                     break
                 for raw in got.messages():
                     try:
                         key, offs = parse_ack_record(decode_message(raw, check_crc=False).body)
-                    except (MessageFormatError, ValueError):
-                        continue
-                    acked.setdefault(key, set()).update(offs)
+                    except (MessageFormatError, ValueError, UnicodeDecodeError):
+                        continue  # (a record the broker did not write is skipped)
+                    # below the committed offset an ack says nothing more
+                    floor = self.broker.offsets.query(key[1], key[0], key[2]) or 0
+                    offs = [o for o in offs if o >= floor]
+                    if offs:
+                        acked.setdefault(key, set()).update(offs)
+                        kept += len(offs)
                 offset = got.next_begin_offset
+            if kept >= ACK_REPLAY_MAX:  # the rest may be delivered again: at least once
+                log.warning("pop: the ack log holds more than %d acks past the committed "
+                            "offsets; the rest are not replayed", ACK_REPLAY_MAX)
             self._logged_acks = acked
         return self._logged_acks
 
@@ -208,7 +222,7 @@ class PopService:
         out = []
         broker = self.broker.config.brokerName
         for m, (off, attempt) in zip(msgs, handed):
-            self.deadlines.add(now + invisible_ms, (group, topic, qid), off, stamp)
+            self._deadline(now + invisible_ms, (group, topic, qid), off, stamp)
             out.append(Popped(m, Handle(broker, topic, qid, off, stamp, invisible_ms),
                               m.reconsume_times + attempt, invisible_ms))
         return out
@@ -288,7 +302,7 @@ class PopService:
         if not pq.change_invisible(h.offset, h.stamp, deadline, stamp):
             raise PopError("handle", "the receipt handle expired: the message was delivered "
                            "again since, or acked")
-        self.deadlines.add(deadline, (group, h.topic, h.queue_id), h.offset, stamp)
+        self._deadline(deadline, (group, h.topic, h.queue_id), h.offset, stamp)
         return Handle(h.broker, h.topic, h.queue_id, h.offset, stamp, invisible_ms)
 
     def dead_letter(self, group: str, handle: str, topic: str) -> None:
@@ -314,8 +328,34 @@ class PopService:
                 continue
             try:
                 self.revive(now_ms())
+                if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
+                    self.prune()
             except Exception:
                 log.exception("pop revive failed")
+
+    def _deadline(self, deadline: int, key: Key, offset: int, stamp: int) -> None:
+        self.deadlines.add(deadline, key, offset, stamp)
+        if len(self.deadlines) > self._compact_at:
+            self.deadlines.compact(self._is_out)
+            self._compact_at = max(COMPACT_AT_LEAST, 2 * len(self.deadlines))
+
+    def _is_out(self, key: Key, offset: int, stamp: int) -> bool:
+        pq = self.queues.get(key)
+        d = pq.inflight.get(offset) if pq is not None else None
+        return d is not None and d.stamp == stamp
+
+    def prune(self) -> None:
+        """Forget queues with nothing in flight nor acked past their committed offset
+        (their state is the committed offset, saved), and groups that stopped popping: a
+        client naming new groups in a loop leaves nothing behind."""
+        self._pruned_at = time.monotonic()
+        for key in [k for k, pq in self.queues.items()
+                    if not pq.inflight and not pq.done and not pq.attempts]:
+            del self.queues[key]
+        for group in [g for g, at in self._popped_at.items()
+                      if self._pruned_at - at >= POP_ACTIVE_S]:
+            del self._popped_at[group]
+        self.fifo_groups &= {k[0] for k in self.queues} | set(self._popped_at)
 
     def revive(self, now: int) -> None:
         """Deliveries past their deadline: FIFO groups get them again in place, the others
@@ -332,7 +372,7 @@ class PopService:
                 continue
             if not self._send_to_retry(group, topic, qid, offset):
                 pq.inflight[offset].deadline = now + 1000  # the write failed: try again
-                self.deadlines.add(now + 1000, key, offset, stamp)
+                self._deadline(now + 1000, key, offset, stamp)
                 continue
             pq.revived(offset)
             self._commit(group, topic, qid, pq)

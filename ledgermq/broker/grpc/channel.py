@@ -46,9 +46,13 @@ class ClientChannel:
         except MessageFormatError as e:
             log.warning("check-back for %s not sent: %s", self.client_id, e)
             return
-        self.outbox.put_nowait(svc.TelemetryCommand(
-            recover_orphaned_transaction_command=svc.RecoverOrphanedTransactionCommand(
-                message=to_grpc(msg), transaction_id=cmd.ext["commitLogOffset"])))
+        try:
+            self.outbox.put_nowait(svc.TelemetryCommand(
+                recover_orphaned_transaction_command=svc.RecoverOrphanedTransactionCommand(
+                    message=to_grpc(msg), transaction_id=cmd.ext["commitLogOffset"])))
+        except asyncio.QueueFull:  # it does not read its stream: asked again next round
+            raise RemotingError(f"client {self.client_id} does not read its telemetry "
+                                "stream") from None
 
     def close(self) -> None:
         self.outbox = None

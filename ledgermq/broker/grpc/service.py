@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 DEFAULT_INVISIBLE_MS = 30_000
 DEFAULT_POLL_MS = 20_000
 POLL_SLICE_S = 0.5  # a waiting receive looks again at least this often (revived messages)
+TELEMETRY_OUTBOX = 1024  # commands a client's stream may leave unread (then: closed/dropped)
 
 # the broker's remoting answers in the API's terms
 _SEND_STATUS = {
@@ -171,13 +172,17 @@ class MessagingService:
             return
         ch = c.channel
         ch.owner = self._owner(context, c)
-        outbox: asyncio.Queue = asyncio.Queue()
+        outbox: asyncio.Queue = asyncio.Queue(TELEMETRY_OUTBOX)
         ch.outbox = outbox
 
         async def read():
             try:
                 async for cmd in request_iterator:
                     if cmd.WhichOneof("command") == "settings":
+                        if outbox.full():  # it sends and never reads: end its stream
+                            log.warning("telemetry of %s closed: %d replies unread",
+                                        ch.client_id, outbox.qsize())
+                            break
                         ch.settings = cmd.settings
                         outbox.put_nowait(svc.TelemetryCommand(
                             status=status(pb.OK),
@@ -185,6 +190,8 @@ class MessagingService:
             except (asyncio.CancelledError, grpc.RpcError):
                 pass
             finally:
+                while outbox.full():
+                    outbox.get_nowait()
                 outbox.put_nowait(None)
         reader = asyncio.ensure_future(read())
         try:
