@@ -206,7 +206,7 @@ class Broker:
         while True:
             await asyncio.sleep(self.config.flushConsumerOffsetInterval / 1000)
             try:
-                self.offsets.save()
+                await self.offsets.save_off_loop()
                 self.consumers.expire()
             except Exception:
                 log.exception("housekeeping failed")

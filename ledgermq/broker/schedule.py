@@ -52,7 +52,13 @@ class ScheduleService:
                 log.exception("delayed delivery round failed")
                 moved = 0
             if self._dirty and not moved:
-                self.save()
+                self._dirty = False  # (its fsync off the loop; the table copied here)
+                try:
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, write_json_atomically, self.path, self._doc())
+                except OSError as e:  # (a full disk): saved with a later round
+                    self._dirty = True
+                    log.warning("delay offsets not saved: %s", e)
             await asyncio.sleep(0 if moved else self.poll_interval_s)
 
     def deliver_due(self, now_ms: int, limit: int = 1000) -> int:
@@ -99,5 +105,7 @@ class ScheduleService:
 
     def save(self) -> None:
         self._dirty = False
-        write_json_atomically(self.path, {"offsetTable": {str(k): v for k, v in
-                                                          sorted(self.offsets.items())}})
+        write_json_atomically(self.path, self._doc())
+
+    def _doc(self) -> dict:
+        return {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}}

@@ -4,6 +4,7 @@ Both are small JSON documents under <storePathRootDir>/config, replaced atomical
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -182,5 +183,17 @@ class ConsumerOffsets:
     def save(self) -> None:
         if self.dirty:
             self.dirty = False
-            write_json_atomically(self.path, {"offsetTable": {
-                k: {str(q): o for q, o in sorted(v.items())} for k, v in self.table.items()}})
+            write_json_atomically(self.path, self._doc())
+
+    async def save_off_loop(self) -> None:
+        """save(), its fsync on a worker thread: the event loop serves requests meanwhile
+        (the table is copied here, on the loop, which alone changes it)."""
+        if self.dirty:
+            self.dirty = False
+            doc = self._doc()
+            await asyncio.get_running_loop().run_in_executor(
+                None, write_json_atomically, self.path, doc)
+
+    def _doc(self) -> dict:
+        return {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())}
+                                for k, v in self.table.items()}}

@@ -3,6 +3,7 @@
 the log by a broker that holds messages of topics it has no config for."""
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Callable
 
@@ -30,6 +31,9 @@ class Topics:
 
     def create(self, tc: TopicConfig) -> TopicConfig:
         self.table.put(tc)
+        return self._created(tc)
+
+    def _created(self, tc: TopicConfig) -> TopicConfig:
         self.announce()
         log.info("topic %s created: %d write / %d read queues", tc.topicName,
                  tc.writeQueueNums, tc.readQueueNums)
@@ -39,24 +43,28 @@ class Topics:
         self.table.delete(topic)
         self.announce()
 
-    def for_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
-        """The topic a send goes to, auto-created when the template allows; None: refuse.
-        CreationRefused past the creation limit."""
-        tc = self.table.get(topic)
-        if tc is not None:
-            return tc
+    def new_for_send(self, topic: str, default_topic: str,
+                     queue_nums: int) -> TopicConfig | None:
+        """The config a send to a topic not in the table creates (create_off_loop), when
+        the template allows; None: refuse. CreationRefused past the creation limit."""
         if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
-            return self._client_creates(TopicConfig(topic, 1, 1))
+            return self._counted(TopicConfig(topic, 1, 1))
         template = self.table.get(default_topic or AUTO_CREATE_TOPIC)
         if not self.auto_create or template is None:
             return None
         n = max(1, min(queue_nums or template.writeQueueNums, template.writeQueueNums))
-        return self._client_creates(TopicConfig(topic, n, n))
+        return self._counted(TopicConfig(topic, n, n))
 
-    def _client_creates(self, tc: TopicConfig) -> TopicConfig:
+    async def create_off_loop(self, tc: TopicConfig) -> TopicConfig:
+        """create(), the table's fsync on a worker thread: the event loop serves the other
+        requests meanwhile. OSError (and the table unchanged) when it cannot be saved."""
+        await asyncio.get_running_loop().run_in_executor(None, self.table.put, tc)
+        return self._created(tc)
+
+    def _counted(self, tc: TopicConfig) -> TopicConfig:
         if self.limit is not None:
             self.limit.take(tc.topicName)
-        return self.create(tc)
+        return tc
 
     def for_delivery(self, topic: str, queue_id: int) -> TopicConfig:
         """The topic a broker's own delivery writes to (a due timer or delayed message, a
@@ -96,7 +104,8 @@ class Topics:
     def retry(self, group: str, queues: int = 1) -> TopicConfig:
         """The group's retry topic, with `queues` queues (its retryQueueNums) when new."""
         name = RETRY_PREFIX + group
-        return self.table.get(name) or self._client_creates(TopicConfig(name, queues, queues))
+        return self.table.get(name) or self.create(self._counted(TopicConfig(name, queues,
+                                                                             queues)))
 
     def dlq(self, group: str) -> tuple[str, int]:
         """The group's dead-letter topic and its one queue."""

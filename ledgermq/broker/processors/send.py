@@ -3,6 +3,7 @@ retries and dead letters, delays; then a write through the replication mode, ans
 once the mode's acknowledgement holds (RocketMQ's SendMessageProcessor)."""
 from __future__ import annotations
 
+import inspect
 import random
 import time
 from typing import TYPE_CHECKING
@@ -81,15 +82,17 @@ class SendProcessor:
         if not client_may_send(h.topic):
             return cmd.response(ResponseCode.NO_PERMISSION,
                                 f"Sending message to topic[{h.topic}] is forbidden.")
-        try:
-            tc = self.topics.for_send(h.topic, h.default_topic, h.default_topic_queue_nums)
-        except OSError as e:  # creating it: its config could not be written
-            return cmd.response(*storage_refusal(e, f"topic {h.topic} not created"))
-        except CreationRefused as e:
-            return cmd.response(ResponseCode.SYSTEM_BUSY, str(e))
+        tc = self.topics.get(h.topic)
         if tc is None:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
-                                f"topic[{h.topic}] not exist, apply first please!")
+            try:
+                tc = self.topics.new_for_send(h.topic, h.default_topic,
+                                              h.default_topic_queue_nums)
+            except CreationRefused as e:
+                return cmd.response(ResponseCode.SYSTEM_BUSY, str(e))
+            if tc is None:
+                return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                    f"topic[{h.topic}] not exist, apply first please!")
+            return self._send_creating(cmd, conn, tc)
         if not tc.perm & PERM_WRITE:
             return cmd.response(ResponseCode.NO_PERMISSION,
                                 f"the topic[{h.topic}] sending is forbidden")
@@ -211,6 +214,20 @@ class SendProcessor:
                         pendingId=p.msg_id, controlNodeAddr=self.config.controlNodeAddr,
                         brokerName=self.config.brokerName)
         return resp
+
+    async def _send_creating(self, cmd: RemotingCommand, conn: Connection, tc) -> RemotingCommand:
+        """A send that auto-creates its topic: the topic table is saved (fsync) off the
+        event loop first, then the send goes on as to any topic."""
+        try:
+            await self.topics.create_off_loop(tc)
+        except OSError as e:  # its config could not be written
+            return cmd.response(*storage_refusal(e, f"topic {tc.topicName} not created"))
+        r = self.send(cmd, conn)
+        if isinstance(r, ReplyWhen):  # waits for a flush, a slave or a quorum
+            r = r.respond(await r.future)
+        elif inspect.isawaitable(r):
+            r = await r
+        return r
 
     def _not_the_groups(self, group: str, msg) -> str | None:
         """Why the message at a send-back's offset is not one `group` consumed, or None:
