@@ -1,8 +1,8 @@
 """Walking stored messages in a byte range: recovery, replica appends and lookups use it.
 
 The walk validates each message (magic code, sizes adding up, PHYSICALOFFSET equal to its
-position, body CRC when asked) and stops at the first one that fails, which is where a torn
-tail begins.
+position, body CRC when asked, a last byte that is not zero) and stops at the first one
+that fails, which is where a torn tail begins.
 """
 from __future__ import annotations
 
@@ -116,6 +116,11 @@ def walk(view: memoryview, pos: int, limit: int, base: int, seg_end: int, *,
         plen = _I2.unpack_from(view, topic_end)[0]
         if plen < 0 or topic_end + 2 + plen != end:
             return pos, CORRUPT, "sizes do not add up to TOTALSIZE"
+        if view[end - 1 if plen else topic_end - 1] == 0:
+            # stored properties never end in a zero byte (they end with their separator;
+            # sends ending in one are refused), nor does a topic name: zeros here are a
+            # page a power loss never wrote, which the body CRC does not cover
+            return pos, CORRUPT, "it ends in a zero byte: a torn write"
         props = bytes(view[topic_end + 2:end]) if plen else b""
         tag = property_value(props, PROPERTY_TAGS) if plen else None
         keys = index_keys_of(props) if (want_keys and plen) else []

@@ -72,3 +72,12 @@ def test_a_parked_messages_destination_is_checked_before_use(props, why):
     with pytest.raises(BadParked, match=why):
         parked_destination(props)
     assert parked_destination({"REAL_TOPIC": "T", "REAL_QID": "3"}) == ("T", 3)
+
+
+def test_properties_ending_in_a_zero_byte_are_refused(dev_once):
+    """Recovery reads a message ending in a zero byte as a torn write and cuts the log
+    there: a client must not be able to store one (and so cut what follows it)."""
+    cmd = send_frame("Plain", {})
+    cmd.ext["properties"] = "odd\x00"  # (no name=value pair: stored as it came)
+    r = asyncio.run(ask(dev_once.broker, cmd))
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL and "zero byte" in r.remark, r.remark

@@ -184,7 +184,9 @@ def test_recovery_finds_damage_below_the_checkpoint(tmp_path, damage):
     (issue #17's corruption fault): recovery re-reads them with their CRCs, and the log
     ends before the message in front of the damage it found (damage that begins in that
     message's properties, which no CRC covers, goes unseen there), its queues with it,
-    instead of serving zeros or damaged properties."""
+    instead of serving zeros or damaged properties. Damage that begins in that message's
+    topic or properties, which no CRC covers, is seen there when it ends the message in a
+    zero byte (what no stored message ends in): the log then ends before it in turn."""
     cfg = small_config(tmp_path)  # 64 KiB segments: the damage crosses a boundary
     with MessageStore(cfg) as s:
         for i in range(400):
@@ -204,6 +206,8 @@ def test_recovery_finds_damage_below_the_checkpoint(tmp_path, damage):
             b = f.read(1)
             f.seek(off % cfg.mappedFileSizeCommitLog)
             f.write(b"\0" if damage != "flip-flushed-body-byte" else bytes([b[0] ^ 0xFF]))
+    if damage == "from-the-properties-before":  # `before` is the one found damaged
+        before, victim = msgs[at - 2], before
     store = MessageStore(cfg)
     report = store.open()
     try:

@@ -112,6 +112,9 @@ class SendProcessor:
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         batch.props = [without_broker_properties(bytes(p)) for p in batch.props]
+        if any(p[-1:] == b"\0" for p in batch.props):  # (recovery reads it as a torn write)
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
+                                "the message's properties end with a zero byte")
         if batch.props and wants_dedup(batch.props[0]) and self.store.index is not None:
             # an idempotent (retried) send: what is stored already is not stored twice
             drop_stored(batch, lambda key: bool(self.store.query_by_key(topic, key, 1)),
