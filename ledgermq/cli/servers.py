@@ -84,6 +84,15 @@ def _ready(what: dict, as_json: bool) -> None:
     sys.stdout.flush()
 
 
+def LOGIN_OPTS(f):
+    """The console's login (HTTP Basic): required when it binds beyond loopback."""
+    f = click.option("--console-password-file", default=None,
+                     type=click.Path(exists=True, dir_okay=False),
+                     help="A file holding the console's password.")(f)
+    return click.option("--console-user", default=None,
+                        help="The console's login user (with --console-password-file).")(f)
+
+
 @main.command()
 @click.option("-c", "--config", "conf", type=click.Path(exists=True, dir_okay=False,
                                                          path_type=Path),
@@ -95,13 +104,16 @@ def _ready(what: dict, as_json: bool) -> None:
 @click.option("--console-port", default=None, type=int,
               help=f"The web console's port (default {DEV_CONSOLE_PORT} without -c, off with "
                    "-c; 0: any free port; -1: off).")
+@LOGIN_OPTS
 @click.option("--json", "as_json", is_flag=True, help="Print the ready line as JSON.")
 def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | None,
-        console_port: int | None, as_json: bool) -> None:
+        console_port: int | None, console_user: str | None,
+        console_password_file: str | None, as_json: bool) -> None:
     """Name server + broker in one process on 127.0.0.1 (the embedded default), and the
     web console."""
     from ..broker import Broker
     from ..console import Console
+    from ..console.access import load_login
     from ..namesrv import NamesrvConfig, NameServer
     from ..server import run, serve_until
 
@@ -120,6 +132,8 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
         bcfg.enablePropertyFilter = True
     if console_port is None:
         console_port = -1 if conf is not None else DEV_CONSOLE_PORT
+    login = load_login(bcfg.bindAddress, console_user, console_password_file) \
+        if console_port >= 0 else None
     ncfg = NamesrvConfig(listenPort=namesrv_port)
     ncfg.tls = bcfg.tls  # one process, one set of TLS keys
     namesrv = NameServer(ncfg)
@@ -133,7 +147,7 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
                 broker.config.namesrvAddr = namesrv.address
             await broker.start()
             if console_port >= 0:
-                console = Console(namesrv.address, bcfg.bindAddress, console_port)
+                console = Console(namesrv.address, bcfg.bindAddress, console_port, login=login)
                 await console.start()
             _ready({"namesrv": namesrv.address, "broker": broker.address,
                     "console": console.url if console else None,

@@ -41,7 +41,7 @@ FILTERS = {"time": fmt_time, "bytes": fmt_bytes}
 def render(request: web.Request, template: str, status: int = 200, **ctx) -> web.Response:
     console = request.app["console"]
     html = console.templates.get_template(template).render(
-        namesrv=console.namesrv, path=request.path, **ctx)
+        namesrv=console.namesrv, path=request.path, csrf=console.access.csrf, **ctx)
     return web.Response(text=html, status=status, content_type="text/html")
 
 

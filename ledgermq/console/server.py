@@ -10,6 +10,7 @@ from aiohttp import web
 
 from ..client.admin import Admin
 from . import pages
+from .access import Access
 from .replicas import ReplicaWatcher
 from .views import Rates
 
@@ -19,8 +20,11 @@ HERE = Path(__file__).parent
 
 class Console:
     def __init__(self, namesrv: str, host: str = "127.0.0.1", port: int = 8080, *,
-                 poll_s: float = 1.0):
+                 poll_s: float = 1.0, login: tuple[str, str] | None = None):
+        """`login`: (user, password) it asks for (access.load_login: required off
+        loopback)."""
         self.namesrv, self.host, self.port = namesrv, host, port
+        self.access = Access(login)
         self.poll_s = poll_s
         self.admin: Admin | None = None
         self.watcher: ReplicaWatcher | None = None
@@ -32,7 +36,7 @@ class Console:
         self.templates.filters.update(pages.FILTERS)
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[pages.errors])
+        app = web.Application(middlewares=[self.access.guard, pages.errors])
         app["console"] = self
         app.add_routes(pages.routes)
         app.router.add_static("/static", HERE / "static")

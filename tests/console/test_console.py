@@ -133,9 +133,13 @@ def test_group_page_shows_members_and_lag_and_resets_offsets(dledger, page):
 
 def test_bad_input_gets_a_clear_error_and_the_console_keeps_serving(dledger, page):
     url = dledger["url"]
-    r = page.request.post(url + "/topics", form={"topic": "bad topic!", "queues": "4"})
+    page.goto(url + "/topics")
+    token = page.locator("#create-topic input[name=_csrf]").get_attribute("value")
+    r = page.request.post(url + "/topics", form={"topic": "bad topic!", "queues": "4",
+                                                 "_csrf": token})
     assert r.status == 502 and "is invalid" in r.text()
-    r = page.request.post(url + "/topics", form={"topic": "Fine", "queues": "0"})
+    r = page.request.post(url + "/topics", form={"topic": "Fine", "queues": "0",
+                                                 "_csrf": token})
     assert r.status == 400 and "queues: expected a whole number in 1..1024" in r.text()
     r = page.request.get(url + "/messages?by=id&id=zz")
     assert r.status == 400 and "is not a message id" in r.text()

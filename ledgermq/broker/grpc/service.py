@@ -26,10 +26,11 @@ from ..consumers import parse_subscription
 from ..creation_limit import CreationRefused
 from ..pop_service import PopError
 from .auth import authenticated, caller, consume_refusal, refusal
+from .offsets import OffsetCalls, status
 from .channel import CallOf, ClientChannel, call
 from .routes import message_queues, route_doc
 from .convert import (
-    PROPERTY_MESSAGE_GROUP, BadMessage, duration, properties_of, timestamp, to_grpc, to_ms,
+    PROPERTY_MESSAGE_GROUP, BadMessage, duration, properties_of, timestamp, to_grpc,
     transaction_group,
 )
 
@@ -61,10 +62,6 @@ _BAD_MESSAGE_STATUS = {"tag": pb.ILLEGAL_MESSAGE_TAG, "key": pb.ILLEGAL_MESSAGE_
                        "properties": pb.MESSAGE_PROPERTIES_TOO_LARGE}
 
 
-def status(code: int, message: str = "OK") -> pb.Status:
-    return pb.Status(code=code, message=message)
-
-
 # every call but a route query names its client (RocketMQ 5 clients send this metadata)
 NO_CLIENT_ID = status(pb.CLIENT_ID_REQUIRED, "x-mq-client-id metadata is missing")
 
@@ -74,7 +71,7 @@ def ms_of(d, default: int) -> int:
     return ms if ms > 0 else default
 
 
-class MessagingService:
+class MessagingService(OffsetCalls):
     def __init__(self, broker: "Broker"):
         self.broker = broker
         self.channels: dict[str, ClientChannel] = {}
@@ -471,67 +468,3 @@ class MessagingService:
             return svc.ForwardMessageToDeadLetterQueueResponse(
                 status=status(_POP_STATUS[e.kind], str(e)))
         return svc.ForwardMessageToDeadLetterQueueResponse(status=status(pb.OK))
-
-    # ---- offsets (PullConsumer-style clients) --------------------------------------
-    def _queue_of(self, mq: pb.MessageQueue) -> tuple[str, int] | pb.Status:
-        tc = self.broker.topics.for_pull(mq.topic.name)
-        if tc is None:
-            return status(pb.TOPIC_NOT_FOUND, f"topic {mq.topic.name} does not exist on "
-                          f"{self.broker.config.brokerName}")
-        if not 0 <= mq.id < max(tc.readQueueNums, tc.writeQueueNums):
-            return status(pb.BAD_REQUEST, f"queue {mq.id} is not a queue of {mq.topic.name} "
-                          f"({tc.readQueueNums} read queues)")
-        return mq.topic.name, mq.id
-
-    @authenticated(svc.GetOffsetResponse)
-    async def GetOffset(self, request, context):
-        why = consume_refusal(self.broker, context, request.group.name,
-                              request.message_queue.topic.name)
-        if why is not None:
-            return svc.GetOffsetResponse(status=status(pb.UNAUTHORIZED, why))
-        q = self._queue_of(request.message_queue)
-        if isinstance(q, pb.Status):
-            return svc.GetOffsetResponse(status=q)
-        offset = self.broker.offsets.query(q[0], request.group.name, q[1])
-        if offset is None or offset < 0:
-            return svc.GetOffsetResponse(status=status(
-                pb.OFFSET_NOT_FOUND, f"group {request.group.name} has no offset in "
-                f"{q[0]}/{q[1]}"))
-        return svc.GetOffsetResponse(status=status(pb.OK), offset=offset)
-
-    @authenticated(svc.QueryOffsetResponse)
-    async def QueryOffset(self, request, context):
-        why = refusal(self.broker, context, RequestCode.GET_MAX_OFFSET,
-                      {"topic": request.message_queue.topic.name})
-        if why is not None:
-            return svc.QueryOffsetResponse(status=status(pb.UNAUTHORIZED, why))
-        q = self._queue_of(request.message_queue)
-        if isinstance(q, pb.Status):
-            return svc.QueryOffsetResponse(status=q)
-        store = self.broker.store
-        if request.query_offset_policy == pb.BEGINNING:
-            offset = store.min_offset_in_queue(*q)
-        elif request.query_offset_policy == pb.END:
-            offset = store.max_offset_in_queue(*q)
-        else:
-            offset = store.offset_by_time(*q, to_ms(request.timestamp))
-        return svc.QueryOffsetResponse(status=status(pb.OK), offset=offset)
-
-    @authenticated(svc.UpdateOffsetResponse)
-    async def UpdateOffset(self, request, context):
-        why = consume_refusal(self.broker, context, request.group.name,
-                              request.message_queue.topic.name)
-        if why is not None:
-            return svc.UpdateOffsetResponse(status=status(pb.UNAUTHORIZED, why))
-        q = self._queue_of(request.message_queue)
-        if isinstance(q, pb.Status):
-            return svc.UpdateOffsetResponse(status=q)
-        if request.offset < 0:
-            return svc.UpdateOffsetResponse(status=status(pb.ILLEGAL_OFFSET,
-                                                          f"offset {request.offset} < 0"))
-        if not self.broker.mode.is_writable:
-            return svc.UpdateOffsetResponse(status=status(
-                pb.NOT_FOUND, f"{self.broker.address} is not the master now"))
-        self.broker.offsets.commit(q[0], request.group.name, q[1], request.offset)
-        self.broker.pop.forget(request.group.name, *q)  # POP starts over from it
-        return svc.UpdateOffsetResponse(status=status(pb.OK))
