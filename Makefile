@@ -62,10 +62,14 @@ bench-timer: install
 	$(PY) bench/timer_bench.py
 
 # the compiled wire module against its pure-Python twins: a differential fuzz run of
-# FUZZ_SECONDS (make test runs the same for 20 s), corpus kept in .fuzz-corpus/
+# FUZZ_SECONDS (make test runs the same for 20 s), corpus kept in .fuzz-corpus/; then
+# every request code and gRPC call with hostile fields, FUZZ_EXAMPLES of each (make test
+# runs 150)
 FUZZ_SECONDS ?= 600
+FUZZ_EXAMPLES ?= 20000
 fuzz: install
 	$(PY) -m tests.fuzz.fuzz_wire -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 .fuzz-corpus
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/security/test_request_fuzz.py
 
 # the compiled wire module built with ASan + UBSan: twin tests and fuzzing against it
 sanitize: install

@@ -52,8 +52,20 @@ def _int(ext: dict, key: str, default: int | None = None) -> int:
 
 
 def parse_send_header(ext: dict[str, str]) -> SendHeader:
-    if "b" in ext and "topic" not in ext:
-        return _parse_v2(ext)
+    """The send header, its numbers within the widths the stored message gives them
+    (BadRequest naming the field otherwise)."""
+    h = _parse_v2(ext) if "b" in ext and "topic" not in ext else _parse_v1(ext)
+    for name, value, bits in (("queueId", h.queue_id, 32), ("sysFlag", h.sys_flag, 32),
+                              ("bornTimestamp", h.born_timestamp, 64), ("flag", h.flag, 32),
+                              ("reconsumeTimes", h.reconsume_times, 32),
+                              ("defaultTopicQueueNums", h.default_topic_queue_nums, 32),
+                              ("maxReconsumeTimes", h.max_reconsume_times or 0, 32)):
+        if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+            raise BadRequest(f"{name}={value} does not fit in {bits} bits")
+    return h
+
+
+def _parse_v1(ext: dict[str, str]) -> SendHeader:
     topic = ext.get("topic")
     if not topic:
         raise BadRequest("the send header lacks topic")

@@ -121,3 +121,31 @@ def test_servers_survive_random_bytes(dev_once):
             r = await p.send(Message("AfterFuzz", b"still here"))
             return r.status.value
     assert asyncio.run(main()) == "SEND_OK"
+
+
+def test_bodies_and_numbers_of_the_wrong_shape_get_clear_errors(dev_once):
+    """What the request fuzzer (tests/security/test_request_fuzz.py) found failing with a
+    traceback in a handler: a heartbeat whose consumers are not objects, a group config
+    that is a list, a send whose numbers do not fit the stored message's fields."""
+    async def main():
+        client = RemotingClient()
+        try:
+            async def ask(code, ext=None, body=b""):
+                return await client.invoke(dev_once.broker,
+                                           RemotingCommand(code, ext=ext or {}, body=body), 5)
+            beat = await ask(RequestCode.HEART_BEAT, body=b'{"consumerDataSet": [null]}')
+            group = await ask(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=b"[]")
+            send = await ask(RequestCode.SEND_MESSAGE_V2,
+                             {"b": "Shapes", "e": "0", "g": str(1 << 64)}, b"x")
+            lock = await ask(RequestCode.LOCK_BATCH_MQ,
+                             body=b'{"consumerGroup": "g", "clientId": "c", "mqSet": [1]}')
+            return beat, group, send, lock
+        finally:
+            await client.close()
+    beat, group, send, lock = asyncio.run(main())
+    assert "consumerDataSet is not a list of JSON objects" in beat.remark, beat.remark
+    assert "the group config is not a JSON object" in group.remark, group.remark
+    assert "bornTimestamp=18446744073709551616 does not fit in 64 bits" in send.remark
+    assert "mqSet is not a list of JSON objects" in lock.remark, lock.remark
+    log = (dev_once.data / "dev.log").read_text()
+    assert "handler failed" not in log, log[-3000:]

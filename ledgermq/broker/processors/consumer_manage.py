@@ -3,7 +3,6 @@ connections, committed offsets, and the locks of orderly consumers (RocketMQ's
 ClientManageProcessor and ConsumerManageProcessor)."""
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from ...filter.sql92 import SqlError, compile_sql
@@ -12,6 +11,7 @@ from ...remoting.codes import RETRY_PREFIX
 from ...store.store import check_topic
 from ...wire.message import MessageFormatError
 from ..creation_limit import CreationRefused
+from ..json_bodies import json_object, objects, queue_id, text
 from ..registration import json_body
 
 if TYPE_CHECKING:
@@ -53,19 +53,26 @@ class ConsumerManageProcessor:
         return None
 
     def check_client_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        data = json.loads(cmd.body or b"{}")
-        why = self._bad_subscription([data.get("subscriptionData") or {}])
+        data = json_object(cmd.body)
+        why = self._bad_subscription(objects([data.get("subscriptionData") or {}],
+                                             "subscriptionData"))
         if why:
             return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, why)
         return cmd.response(ResponseCode.SUCCESS)
 
     def heartbeat(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        data = json.loads(cmd.body or b"{}")
-        client_id = data.get("clientID", conn.peer)
+        data = json_object(cmd.body, "the heartbeat")
+        consumers = objects(data.get("consumerDataSet"), "consumerDataSet")
+        producers = objects(data.get("producerDataSet"), "producerDataSet")
+        for consumer in consumers:
+            text(consumer, "groupName", "a consumer")
+            for sub in objects(consumer.get("subscriptionDataSet"), "subscriptionDataSet"):
+                text(sub, "topic", "a subscription")
+        client_id = str(data.get("clientID") or conn.peer)
         conn.attrs["client_id"] = client_id
         conn.attrs["language"] = cmd.language  # how it reads what the broker sends it
-        for consumer in data.get("consumerDataSet", []):
-            group = str(consumer.get("groupName"))
+        for consumer in consumers:
+            group = consumer["groupName"]
             try:  # its retry topic is named after it: it must make a topic's name
                 check_topic(RETRY_PREFIX + group)
             except MessageFormatError as e:
@@ -75,7 +82,7 @@ class ConsumerManageProcessor:
             if why:
                 return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                     f"group {group}: {why}")
-        for consumer in data.get("consumerDataSet", []):
+        for consumer in consumers:
             self.consumers.register(conn, client_id, consumer)
             if consumer.get("messageModel", "CLUSTERING") == "CLUSTERING":
                 # as RocketMQ's: a group the broker knows (or may make) gets its retry topic
@@ -85,8 +92,8 @@ class ConsumerManageProcessor:
                         self.broker.topics.retry(consumer["groupName"], sg.retryQueueNums)
                 except CreationRefused as e:
                     return cmd.response(ResponseCode.SYSTEM_BUSY, str(e))
-        for producer in data.get("producerDataSet", []):
-            conn.attrs.setdefault("producer_groups", set()).add(producer.get("groupName"))
+        for producer in producers:
+            conn.attrs.setdefault("producer_groups", set()).add(str(producer.get("groupName")))
         return cmd.response(ResponseCode.SUCCESS)
 
     def unregister_client(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -133,12 +140,22 @@ class ConsumerManageProcessor:
                             int(ext["commitOffset"]))
         return cmd.response(ResponseCode.SUCCESS)
 
+    def _lock_request(self, cmd: RemotingCommand) -> tuple[str, str, list[dict]]:
+        """(group, client id, the queues asked for that this broker has): a lock is
+        kept per queue, so only real queues are."""
+        req = json_object(cmd.body, "the lock request")
+        queues = []
+        for mq in objects(req.get("mqSet"), "mqSet"):
+            tc = self.broker.topics.get(text(mq, "topic", "a queue"))
+            if tc is not None and 0 <= queue_id(mq, "a queue") < tc.readQueueNums:
+                queues.append(mq)
+        return (text(req, "consumerGroup", "the lock request"),
+                text(req, "clientId", "the lock request"), queues)
+
     def lock_batch(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        req = json.loads(cmd.body)
-        ok = self.consumers.lock(req["consumerGroup"], req["clientId"], req.get("mqSet", []))
+        ok = self.consumers.lock(*self._lock_request(cmd))
         return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"lockOKMQSet": ok}))
 
     def unlock_batch(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        req = json.loads(cmd.body)
-        self.consumers.unlock(req["consumerGroup"], req["clientId"], req.get("mqSet", []))
+        self.consumers.unlock(*self._lock_request(cmd))
         return cmd.response(ResponseCode.SUCCESS)

@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ...remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..json_bodies import json_object
 from ..registration import json_body
 from ..subgroups import SubscriptionGroupConfig
 
@@ -53,7 +54,7 @@ class GroupAdminProcessor:
         if (r := self._refused(cmd)) is not None:
             return r
         try:
-            cfg = SubscriptionGroupConfig.from_json(json.loads(cmd.body or b"{}"))
+            cfg = SubscriptionGroupConfig.from_json(json_object(cmd.body, "the group config"))
         except (ValueError, TypeError) as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad subscription group: {e}")
         self.groups.put(cfg)
