@@ -3,7 +3,7 @@ PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
 .PHONY: install run test test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-tls proto \
-	clean fuzz sanitize bench-native
+	clean fuzz sanitize bench-native soak
 
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard ledgermq/wire/_native*.[ch])
 	python3 -m venv $(VENV)
@@ -18,6 +18,11 @@ run: install
 
 test: install
 	$(PY) -m pytest -q
+
+# 1,000 hostile connections for SOAK_SECONDS beside a real client: the broker's RSS stays
+# bounded and the real client loses nothing (tests/security/test_soak.py)
+soak: install
+	SOAK_SECONDS=$${SOAK_SECONDS:-60} $(PY) -m pytest -q -s -m slow tests/security/test_soak.py
 
 # the tests left out of the default run (marked slow: long chaos runs, a Spark cluster)
 test-slow: install
