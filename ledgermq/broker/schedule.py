@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..store import MessageStore
 from ..wire.message import (
-    PROPERTY_DELAY_TIME_LEVEL, decode_message, encode_properties,
+    PROPERTY_DELAY_TIME_LEVEL, MessageFormatError, decode_message, encode_properties,
 )
 from .send_parsing import index_keys, tags_of
 from .state import (
@@ -73,7 +73,13 @@ class ScheduleService:
                 if not got.message_count:
                     offset = got.next_begin_offset
                     continue
-                msg = decode_message(got.messages()[0])
+                try:
+                    msg = decode_message(got.messages()[0])
+                except MessageFormatError as e:  # (damaged): skipped, never blocks the level
+                    log.error("schedule message at level %d offset %d unreadable (%s): "
+                              "dropped", level, offset, e)
+                    offset += 1
+                    continue
                 if msg.store_timestamp + self.delay_of(level) > now_ms:
                     break
                 if not self._deliver(msg):
@@ -94,10 +100,16 @@ class ScheduleService:
             return True
         props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
         raw = encode_properties(props)
-        batch = self.store.encode(topic, qid, [msg.body], raw, tags_of(raw), flag=msg.flag,
-                                  sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
-                                  born_host=msg.born_host, reconsume_times=msg.reconsume_times,
-                                  index_keys=[index_keys(raw)])
+        try:
+            batch = self.store.encode(topic, qid, [msg.body], raw, tags_of(raw), flag=msg.flag,
+                                      sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
+                                      born_host=msg.born_host,
+                                      reconsume_times=msg.reconsume_times,
+                                      index_keys=[index_keys(raw)])
+        except MessageFormatError as e:
+            log.error("schedule message at %d cannot be delivered (%s); dropped",
+                      msg.phys_offset, e)
+            return True
         result = self.append(batch)
         if not result.ok:
             log.warning("delayed delivery to %s refused: %s", topic, result.error)

@@ -224,11 +224,11 @@ class TimerService:
         if not got.message_count:
             log.error("timer message at queue offset %d is gone: not delivered", qoff)
             return True
-        msg = decode_message(got.messages()[0])
-        props = dict(msg.properties)
         try:
+            msg = decode_message(got.messages()[0])
+            props = dict(msg.properties)
             topic, qid = parked_destination(props)
-        except BadParked as e:
+        except (BadParked, MessageFormatError) as e:  # never blocks the timer for good
             log.error("timer message at queue offset %d: %s; dropped", qoff, e)
             return True
         props.pop(PROPERTY_REAL_TOPIC, None)
@@ -238,10 +238,17 @@ class TimerService:
             return True
         self.broker.topics.for_delivery(topic, qid)
         raw = encode_properties(props)
-        result = self.broker.mode.write_internal(self.store.encode(
-            topic, qid, [msg.body], raw, tags_of(raw), flag=msg.flag, sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-            reconsume_times=msg.reconsume_times, index_keys=[index_keys(raw)]))
+        try:
+            encoded = self.store.encode(
+                topic, qid, [msg.body], raw, tags_of(raw), flag=msg.flag,
+                sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host, reconsume_times=msg.reconsume_times,
+                index_keys=[index_keys(raw)])
+        except MessageFormatError as e:
+            log.error("timer message at queue offset %d cannot be delivered (%s); dropped",
+                      qoff, e)
+            return True
+        result = self.broker.mode.write_internal(encoded)
         if not result.ok:
             log.warning("timer delivery to %s refused: %s", topic, result.error)
             return False
