@@ -83,6 +83,8 @@ class PopService:
         self.store = broker.store
         self.queues: dict[Key, PopQueue] = {}
         self._logged_acks: dict[Key, set[int]] | None = None  # replayed, on first use
+        self._replaying: asyncio.Future | None = None  # the replay on a worker thread
+        self._generation = 0  # role changes: a replay of an earlier one is dropped
         self.fifo_groups: set[str] = set()
         self.deadlines = Deadlines()
         self._last_stamp = 0
@@ -97,7 +99,8 @@ class PopService:
         from the committed offsets (what was out is delivered again)."""
         self.queues.clear()
         self.deadlines = Deadlines()
-        self._logged_acks = None
+        self._logged_acks, self._replaying = None, None
+        self._generation += 1
 
     def _stamp(self) -> int:
         self._last_stamp = max(now_ms(), self._last_stamp + 1)
@@ -126,33 +129,53 @@ class PopService:
         return pq
 
     def _replayed_acks(self) -> dict[Key, set[int]]:
-        """The acks logged within ACK_REPLAY_WINDOW_MS (read once per role change)."""
+        """The acks logged within ACK_REPLAY_WINDOW_MS (read once per role change: by
+        `ready` on a worker thread, else here)."""
         if self._logged_acks is None:
-            acked: dict[Key, set[int]] = {}
-            kept = 0
-            offset = self.store.offset_by_time(POP_ACK_TOPIC, 0,
-                                               now_ms() - ACK_REPLAY_WINDOW_MS)
-            while kept < ACK_REPLAY_MAX:
-                got = self.store.get_messages(POP_ACK_TOPIC, 0, offset, 1024, 4 << 20)
-                if got.status != GetStatus.FOUND:
-                    break
-                for raw in got.messages():
-                    try:
-                        key, offs = parse_ack_record(decode_message(raw, check_crc=False).body)
-                    except (MessageFormatError, ValueError, UnicodeDecodeError):
-                        continue  # (a record the broker did not write is skipped)
-                    # below the committed offset an ack says nothing more
-                    floor = self.broker.offsets.query(key[1], key[0], key[2]) or 0
-                    offs = [o for o in offs if o >= floor]
-                    if offs:
-                        acked.setdefault(key, set()).update(offs)
-                        kept += len(offs)
-                offset = got.next_begin_offset
-            if kept >= ACK_REPLAY_MAX:  # the rest may be delivered again: at least once
-                log.warning("pop: the ack log holds more than %d acks past the committed "
-                            "offsets; the rest are not replayed", ACK_REPLAY_MAX)
-            self._logged_acks = acked
+            self._logged_acks = self._read_ack_log()
         return self._logged_acks
+
+    async def ready(self) -> None:
+        """The ack log replayed off the event loop (once per role change) before a
+        receive makes queue state."""
+        while self._logged_acks is None:
+            generation = self._generation
+            if self._replaying is None:
+                self._replaying = asyncio.get_running_loop().run_in_executor(
+                    None, self._read_ack_log)
+            try:
+                acks = await self._replaying
+            except Exception:  # (an unreadable log): what it held may be delivered again
+                log.exception("pop: the ack log could not be replayed")
+                acks = {}
+            if generation == self._generation and self._logged_acks is None:
+                self._logged_acks = acks
+
+    def _read_ack_log(self) -> dict[Key, set[int]]:
+        acked: dict[Key, set[int]] = {}
+        kept = 0
+        offset = self.store.offset_by_time(POP_ACK_TOPIC, 0,
+                                           now_ms() - ACK_REPLAY_WINDOW_MS)
+        while kept < ACK_REPLAY_MAX:
+            got = self.store.get_messages(POP_ACK_TOPIC, 0, offset, 1024, 4 << 20)
+            if got.status != GetStatus.FOUND:
+                break
+            for raw in got.messages():
+                try:
+                    key, offs = parse_ack_record(decode_message(raw, check_crc=False).body)
+                except (MessageFormatError, ValueError, UnicodeDecodeError):
+                    continue  # (a record the broker did not write is skipped)
+                # below the committed offset an ack says nothing more
+                floor = self.broker.offsets.query(key[1], key[0], key[2]) or 0
+                offs = [o for o in offs if o >= floor]
+                if offs:
+                    acked.setdefault(key, set()).update(offs)
+                    kept += len(offs)
+            offset = got.next_begin_offset
+        if kept >= ACK_REPLAY_MAX:  # the rest may be delivered again: at least once
+            log.warning("pop: the ack log holds more than %d acks past the committed "
+                        "offsets; the rest are not replayed", ACK_REPLAY_MAX)
+        return acked
 
     def _commit(self, group: str, topic: str, qid: int, pq: PopQueue) -> None:
         if self.broker.offsets.query(topic, group, qid) != pq.committed:

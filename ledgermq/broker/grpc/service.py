@@ -393,6 +393,7 @@ class MessagingService(OffsetCalls):
                      self.broker.config.grpcClientConsumerMaxLongPollingTimeoutMillis) / 1000
         if context.time_remaining() is not None:  # answer before the client gives up
             poll_s = min(poll_s, max(0.0, context.time_remaining() - 1.0))
+        await self.broker.pop.ready()  # (the ack log replayed off the loop first)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + poll_s
         batch = max(1, min(request.batch_size or 32, 32))
