@@ -103,9 +103,15 @@ class Topics:
 
     def retry(self, group: str, queues: int = 1) -> TopicConfig:
         """The group's retry topic, with `queues` queues (its retryQueueNums) when new."""
+        tc = self.new_retry(group, queues)
+        return self.table.get(RETRY_PREFIX + group) if tc is None else self.create(tc)
+
+    def new_retry(self, group: str, queues: int = 1) -> TopicConfig | None:
+        """The retry topic `group` lacks, counted against the creation limit (to create,
+        e.g. with create_off_loop); None when it has one."""
         name = RETRY_PREFIX + group
-        return self.table.get(name) or self.create(self._counted(TopicConfig(name, queues,
-                                                                             queues)))
+        return None if self.table.get(name) else self._counted(TopicConfig(name, queues,
+                                                                           queues))
 
     def dlq(self, group: str) -> tuple[str, int]:
         """The group's dead-letter topic and its one queue."""

@@ -82,18 +82,32 @@ class ConsumerManageProcessor:
             if why:
                 return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                     f"group {group}: {why}")
+        retry_topics = []
         for consumer in consumers:
             self.consumers.register(conn, client_id, consumer)
             if consumer.get("messageModel", "CLUSTERING") == "CLUSTERING":
                 # as RocketMQ's: a group the broker knows (or may make) gets its retry topic
                 try:
                     sg = self.broker.subgroups.for_consumer(consumer["groupName"])
-                    if sg is not None:
-                        self.broker.topics.retry(consumer["groupName"], sg.retryQueueNums)
+                    tc = sg and self.broker.topics.new_retry(consumer["groupName"],
+                                                             sg.retryQueueNums)
                 except CreationRefused as e:
                     return cmd.response(ResponseCode.SYSTEM_BUSY, str(e))
+                if tc:
+                    retry_topics.append(tc)
         for producer in producers:
             conn.attrs.setdefault("producer_groups", set()).add(str(producer.get("groupName")))
+        if retry_topics:  # the topic table saved off the event loop, then answered
+            return self._create_then_answer(cmd, retry_topics)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _create_then_answer(self, cmd: RemotingCommand, topics) -> RemotingCommand:
+        for tc in topics:
+            try:
+                await self.broker.topics.create_off_loop(tc)
+            except OSError as e:
+                return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                    f"retry topic {tc.topicName} not created: {e}")
         return cmd.response(ResponseCode.SUCCESS)
 
     def unregister_client(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
