@@ -50,10 +50,9 @@ class AdminProcessor:
         if not (0 < read <= 1024 and 0 < write <= 1024):
             return cmd.response(ResponseCode.SYSTEM_ERROR,
                                 f"queue numbers must be in 1..1024 (read {read}, write {write})")
-        self.topics.create(TopicConfig(topic, read, write, int(ext.get("perm", 6)),
-                                       ext.get("topicFilterType", "SINGLE_TAG"),
-                                       int(ext.get("topicSysFlag", 0)),
-                                       str(ext.get("order", "false")).lower() == "true"))
+        await self.topics.create_off_loop(TopicConfig(
+            topic, read, write, int(ext.get("perm", 6)), ext.get("topicFilterType", "SINGLE_TAG"),
+            int(ext.get("topicSysFlag", 0)), str(ext.get("order", "false")).lower() == "true"))
         await self.broker.namesrv.announced()
         return cmd.response(ResponseCode.SUCCESS)
 

@@ -4,6 +4,7 @@ the group are told about so they jump too (RocketMQ's AdminBrokerProcessor, thes
 request codes)."""
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING
 
@@ -50,14 +51,15 @@ class GroupAdminProcessor:
         why = self.broker.mode.refuse_write()
         return None if why is None else cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, why)
 
-    def update(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    async def update(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         if (r := self._refused(cmd)) is not None:
             return r
         try:
             cfg = SubscriptionGroupConfig.from_json(json_object(cmd.body, "the group config"))
         except (ValueError, TypeError) as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad subscription group: {e}")
-        self.groups.put(cfg)
+        # (the table is saved, with its fsync, on a worker thread)
+        await asyncio.get_running_loop().run_in_executor(None, self.groups.put, cfg)
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_all(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
