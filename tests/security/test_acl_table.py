@@ -17,18 +17,7 @@ from ledgermq.remoting.signing import signer
 from ledgermq.wire.message import SYSFLAG_TRANSACTION_PREPARED, decode_offset_msg_id, encode_properties
 
 from ..dev_process import DevProcess
-
-ACL = """\
-accounts:
-  - accessKey: admin-key
-    secretKey: admin-secret-1
-    admin: true
-  - accessKey: alice
-    secretKey: alice-secret-1
-    topicPerms: [Alice=PUB|SUB]
-    groupPerms: [alice-group=SUB]
-"""
-ADMIN, ALICE = ("admin-key", "admin-secret-1"), ("alice", "alice-secret-1")
+from .accounts import ACL, ADMIN, ALICE
 
 
 @pytest.fixture(scope="module")

@@ -21,22 +21,7 @@ from ledgermq.apis import service_pb2 as svc
 from ledgermq.broker.pop import Handle
 
 from ..dev_process import DevProcess
-
-ACL = """\
-accounts:
-  - accessKey: admin-key
-    secretKey: admin-secret-1
-    admin: true
-  - accessKey: alice
-    secretKey: alice-secret-1
-    topicPerms: [Alice=PUB|SUB]
-    groupPerms: [alice-group=SUB]
-  - accessKey: mallory
-    secretKey: mallory-secret-1
-    topicPerms: [Mallory=PUB|SUB]
-"""
-ADMIN, ALICE, MALLORY = (("admin-key", "admin-secret-1"), ("alice", "alice-secret-1"),
-                         ("mallory", "mallory-secret-1"))
+from .accounts import ACL, ADMIN, ALICE, MALLORY
 
 
 @pytest.fixture(scope="module")

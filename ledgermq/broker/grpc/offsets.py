@@ -27,13 +27,19 @@ class OffsetCalls:
                           f"({tc.readQueueNums} read queues)")
         return mq.topic.name, mq.id
 
+    def _checked_queue(self, request, context, group: bool) -> tuple[str, int] | pb.Status:
+        """The request's queue, once the caller may read its topic (and, with `group`,
+        act for its group); else the status saying why not."""
+        topic = request.message_queue.topic.name
+        why = consume_refusal(self.broker, context, request.group.name, topic) if group \
+            else refusal(self.broker, context, RequestCode.GET_MAX_OFFSET, {"topic": topic})
+        if why is not None:
+            return status(pb.UNAUTHORIZED, why)
+        return self._queue_of(request.message_queue)
+
     @authenticated(svc.GetOffsetResponse)
     async def GetOffset(self, request, context):
-        why = consume_refusal(self.broker, context, request.group.name,
-                              request.message_queue.topic.name)
-        if why is not None:
-            return svc.GetOffsetResponse(status=status(pb.UNAUTHORIZED, why))
-        q = self._queue_of(request.message_queue)
+        q = self._checked_queue(request, context, group=True)
         if isinstance(q, pb.Status):
             return svc.GetOffsetResponse(status=q)
         offset = self.broker.offsets.query(q[0], request.group.name, q[1])
@@ -45,11 +51,7 @@ class OffsetCalls:
 
     @authenticated(svc.QueryOffsetResponse)
     async def QueryOffset(self, request, context):
-        why = refusal(self.broker, context, RequestCode.GET_MAX_OFFSET,
-                      {"topic": request.message_queue.topic.name})
-        if why is not None:
-            return svc.QueryOffsetResponse(status=status(pb.UNAUTHORIZED, why))
-        q = self._queue_of(request.message_queue)
+        q = self._checked_queue(request, context, group=False)
         if isinstance(q, pb.Status):
             return svc.QueryOffsetResponse(status=q)
         store = self.broker.store
@@ -63,11 +65,7 @@ class OffsetCalls:
 
     @authenticated(svc.UpdateOffsetResponse)
     async def UpdateOffset(self, request, context):
-        why = consume_refusal(self.broker, context, request.group.name,
-                              request.message_queue.topic.name)
-        if why is not None:
-            return svc.UpdateOffsetResponse(status=status(pb.UNAUTHORIZED, why))
-        q = self._queue_of(request.message_queue)
+        q = self._checked_queue(request, context, group=True)
         if isinstance(q, pb.Status):
             return svc.UpdateOffsetResponse(status=q)
         if request.offset < 0:
