@@ -217,6 +217,34 @@ def test_a_run_stopped_by_a_signal_removes_its_net(sig):
     assert gone(pid)
 
 
+def test_a_terminated_run_unwinds_what_else_it_holds(tmp_path):
+    """SIGTERM closes the nets and then unwinds the run's other `with` blocks (chaos:
+    its small disks' mounts, its clients), which dying of the signal left behind."""
+    child = textwrap.dedent("""
+        import contextlib, json, pathlib, sys
+        from ledgermq.chaos import TestNet
+        @contextlib.contextmanager
+        def held(path):
+            try:
+                yield
+            finally:
+                pathlib.Path(path).write_text("released")
+        with held(sys.argv[1]), TestNet(1) as net:
+            print(json.dumps({"tag": net.tag, "pid": 0}), flush=True)
+            sys.stdin.read()
+    """)
+    marker = tmp_path / "released"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    p = subprocess.Popen([sys.executable, "-c", child, str(marker)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, env=env)
+    with p:
+        tag = json.loads(read_line(p, timeout=30))["tag"]
+        p.send_signal(signal.SIGTERM)
+        p.wait(30)
+    assert ours(tag) == [] and marker.read_text() == "released"
+
+
 def test_sweep_removes_a_killed_runs_leftovers_and_nothing_else():
     with TestNet(1) as mine:
         p, tag, pid = _child_with_a_net()
