@@ -164,8 +164,8 @@ class Connection(asyncio.Protocol):
                         fut.set_result(cmd)
                 else:
                     self._handle(cmd)
-                    if self._corked_bytes > CORK_BYTES:
-                        self._uncork()
+                    if self._corked is not None and self._corked_bytes > CORK_BYTES:
+                        self._uncork()  # (its write may pause us: the rest waits then)
                         self._corked, self._corked_bytes = [], 0
         finally:
             self._uncork()
