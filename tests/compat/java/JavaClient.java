@@ -1,0 +1,99 @@
+// RocketMQ's Java remoting client (org.apache.rocketmq:rocketmq-client, from Maven Central
+// through the anchor's pom) driven from tests/compat/test_java_client.py. One command a run,
+// one JSON line out per result. Run with `java -cp CLASSPATH JavaClient.java COMMAND ...`.
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+
+public class JavaClient {
+    static String json(String... kv) {
+        StringBuilder b = new StringBuilder("{");
+        for (int i = 0; i < kv.length; i += 2) {
+            if (i > 0) b.append(',');
+            b.append('"').append(kv[i]).append("\":\"")
+             .append(kv[i + 1].replace("\\", "\\\\").replace("\"", "\\\"")).append('"');
+        }
+        return b.append('}').toString();
+    }
+
+    static void print(SendResult r) {
+        System.out.println(json("status", r.getSendStatus().name(), "msgId", r.getMsgId(),
+            "queueId", String.valueOf(r.getMessageQueue().getQueueId()),
+            "queueOffset", String.valueOf(r.getQueueOffset())));
+    }
+
+    // produce NAMESRV TOPIC COUNT TAG: sync sends, then one batch of COUNT more
+    static void produce(String[] a) throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer("java-compat-producer");
+        p.setNamesrvAddr(a[1]);
+        p.start();
+        try {
+            int n = Integer.parseInt(a[3]);
+            for (int i = 0; i < n; i++) {
+                Message m = new Message(a[2], a[4], "key-" + i,
+                    ("sync-" + i).getBytes(StandardCharsets.UTF_8));
+                print(p.send(m));
+            }
+            List<Message> batch = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                batch.add(new Message(a[2], a[4], ("batch-" + i).getBytes(StandardCharsets.UTF_8)));
+            }
+            print(p.send(batch));
+        } finally {
+            p.shutdown();
+        }
+    }
+
+    // push NAMESRV GROUP TOPIC TAGS COUNT SECONDS FAIL_FIRST: a push consumer; with
+    // FAIL_FIRST each message is failed once (RECONSUME_LATER: back through %RETRY%)
+    static void push(String[] a) throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(a[2]);
+        c.setNamesrvAddr(a[1]);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        // the group's retry topic is routed after the start: look it up each second, not 30
+        c.setPollNameServerInterval(1000);
+        c.subscribe(a[3], a[4]);
+        int want = Integer.parseInt(a[5]);
+        boolean failFirst = Boolean.parseBoolean(a[7]);
+        ConcurrentLinkedQueue<String> got = new ConcurrentLinkedQueue<>();
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                if (failFirst && m.getReconsumeTimes() == 0) {
+                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                }
+            }
+            for (MessageExt m : msgs) {
+                got.add(json("body", new String(m.getBody(), StandardCharsets.UTF_8),
+                    "tags", String.valueOf(m.getTags()),
+                    "reconsumeTimes", String.valueOf(m.getReconsumeTimes())));
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(Long.parseLong(a[6]));
+        while (got.size() < want && System.nanoTime() < until) {
+            Thread.sleep(50);
+        }
+        c.shutdown();
+        for (String line : got) System.out.println(line);
+    }
+
+    public static void main(String[] a) throws Exception {
+        switch (a[0]) {
+            case "produce": produce(a); break;
+            case "push": push(a); break;
+            default: throw new IllegalArgumentException("unknown command " + a[0]);
+        }
+        System.exit(0);
+    }
+}

@@ -1,0 +1,57 @@
+"""RocketMQ's Java remoting client against `ledgermq dev` (#30): org.apache.rocketmq's
+rocketmq-client from Maven Central (the anchor's pom resolves it, bench/rocketmq_anchor.py)
+runs tests/compat/java/JavaClient.java. Sync and batch sends with JSON and with binary
+(ROCKETMQ) headers; a push consumer with a tag filter that fails every message once, so
+each comes back through the group's %RETRY% topic. Skips, saying why, only where Java or
+Maven is missing."""
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.rocketmq_anchor import classpath, missing_tools
+
+from ..dev_process import DevProcess
+
+pytestmark = pytest.mark.skipif(missing_tools() is not None,
+                                reason=f"RocketMQ's Java client needs Java and Maven: "
+                                       f"{missing_tools()}")
+DRIVER = Path(__file__).with_name("java") / "JavaClient.java"
+
+
+def java(*args, serialize="JSON", timeout=120) -> list[dict]:
+    # (a rebalance a second, not every 20 s: the retry topic's route comes after the start)
+    r = subprocess.run(["java", f"-Drocketmq.serialize.type={serialize}", "-Xmx256m",
+                        "-Drocketmq.client.rebalance.waitInterval=1000",
+                        "-cp", classpath(), str(DRIVER), *map(str, args)],
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory):
+    d = DevProcess(tmp_path_factory.mktemp("java")).start()
+    yield d
+    d.stop()
+
+
+@pytest.mark.parametrize("serialize", ["JSON", "ROCKETMQ"])
+def test_sync_and_batch_sends_with_either_header_encoding(dev, serialize):
+    topic = f"Java{serialize.title()}"
+    sent = java("produce", dev.namesrv, topic, 3, "TagA", serialize=serialize)
+    assert [s["status"] for s in sent] == ["SEND_OK"] * 4, sent
+    assert len(sent[-1]["msgId"].split(",")) == 3  # the batch: one id a message
+    offsets = {(s["queueId"], s["queueOffset"]) for s in sent}
+    assert len(offsets) == 4  # each send stored once, where it said
+
+
+def test_a_push_consumer_gets_each_message_again_through_the_retry_topic(dev):
+    java("produce", dev.namesrv, "JavaRetry", 3, "TagA")
+    java("produce", dev.namesrv, "JavaRetry", 2, "TagB")  # filtered out below
+    got = java("push", dev.namesrv, "java-retry-group", "JavaRetry", "TagA", 6, 90, "true")
+    assert sorted(g["body"] for g in got) == sorted(
+        [f"sync-{i}" for i in range(3)] + [f"batch-{i}" for i in range(3)]), got
+    assert {g["tags"] for g in got} == {"TagA"}
+    assert {g["reconsumeTimes"] for g in got} == {"1"}  # failed once, then delivered again
