@@ -174,6 +174,7 @@ RULES: dict[int, Rule] = {
     C.SEARCH_OFFSET_BY_TIMESTAMP: Rule("SUB on the topic", _topic_sub),
     C.GET_EARLIEST_MSG_STORETIME: Rule("SUB on the topic", _topic_sub),
     C.GET_TOPIC_STATS_INFO: Rule("SUB on the topic", _topic_sub),
+    C.GET_TOPIC_CONFIG: Rule("SUB on the topic", _topic_sub),
     C.GET_ROUTEINFO_BY_TOPIC: ANYONE,  # (gRPC QueryRoute: routes are the name server's)
     # the broker's configuration and every group's state
     C.UPDATE_AND_CREATE_TOPIC: ADMIN,

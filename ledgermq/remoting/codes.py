@@ -14,6 +14,7 @@ class RequestCode(enum.IntEnum):
     UPDATE_AND_CREATE_TOPIC = 17
     GET_ALL_TOPIC_CONFIG = 21
     GET_TOPIC_CONFIG_LIST = 22
+    GET_TOPIC_CONFIG = 351  # RocketMQ 5: one topic's config (mqadmin topicStatus asks it)
     GET_TOPIC_NAME_LIST = 23
     UPDATE_BROKER_CONFIG = 25
     GET_BROKER_CONFIG = 26

@@ -3,12 +3,14 @@ runtime info and statistics, every consumer and delay offset (RocketMQ's
 AdminBrokerProcessor)."""
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ...store.store import check_topic
 from ...wire.message import MessageFormatError
 from ..modes import not_in_mode
+from ..queue_tables import queue_table
 from ..registration import json_body
 from ..state import TopicConfig
 
@@ -28,6 +30,7 @@ class AdminProcessor:
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topic_config,
+            RequestCode.GET_TOPIC_CONFIG: self.topic_config,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
@@ -65,6 +68,17 @@ class AdminProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, None,
                             json_body(self.topics.table.to_json()))
 
+    def topic_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """One topic's config (RocketMQ 5's TopicConfigAndQueueMapping, no static-topic
+        mapping here)."""
+        topic = cmd.ext["topic"]
+        tc = self.topics.get(topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. "
+                                f"topic: {topic}")
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body(
+            {**asdict(tc), "attributes": {}, "mappingDetail": None}))
+
     def runtime_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, None, None,
                             json_body({"table": self.broker.runtime_info()}))
@@ -78,11 +92,14 @@ class AdminProcessor:
             tc = self.topics.get(t)
             for qid in range(tc.writeQueueNums if tc else 0):
                 committed = self.offsets.query(t, group, qid)
+                consumed = -1 if committed is None else committed
                 rows.append({"topic": t, "brokerName": self.broker.config.brokerName,
                              "queueId": qid, "brokerOffset": self.store.max_offset_in_queue(t, qid),
-                             "consumerOffset": -1 if committed is None else committed})
+                             # (pulls are not tracked apart: none counted in flight)
+                             "consumerOffset": consumed, "pullOffset": consumed,
+                             "lastTimestamp": 0})
         return cmd.response(ResponseCode.SUCCESS, None, None,
-                            json_body({"offsetTable": rows, "consumeTps": 0}))
+                            queue_table(rows, cmd.language, {"consumeTps": 0}))
 
     def topic_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         topic = cmd.ext["topic"]
@@ -91,9 +108,10 @@ class AdminProcessor:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         rows = [{"topic": topic, "brokerName": self.broker.config.brokerName, "queueId": q,
                  "minOffset": self.store.min_offset_in_queue(topic, q),
-                 "maxOffset": self.store.max_offset_in_queue(topic, q)}
+                 "maxOffset": self.store.max_offset_in_queue(topic, q),
+                 "lastUpdateTimestamp": 0}
                 for q in range(tc.writeQueueNums)]
-        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"offsetTable": rows}))
+        return cmd.response(ResponseCode.SUCCESS, None, None, queue_table(rows, cmd.language))
 
     def all_consumer_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"offsetTable": {

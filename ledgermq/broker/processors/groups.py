@@ -5,11 +5,11 @@ request codes)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING
 
 from ...remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..json_bodies import json_object
+from ..queue_tables import queue_table
 from ..registration import json_body
 from ..subgroups import SubscriptionGroupConfig
 
@@ -20,17 +20,9 @@ TO_END = -1  # resetOffset timestamp: every queue to its end (skipAccumulatedMes
 
 
 def reset_body(table: list[dict], language: str) -> bytes:
-    """RESET_CONSUMER_CLIENT_OFFSET's body as the client's language reads it: a list of
-    {topic, brokerName, queueId, offset} (RocketMQ's ResetOffsetBodyForC, which C++ and
-    ledgermq's clients read), or for the others (Java) RocketMQ's map keyed by message
-    queue objects, written as fastjson writes it (object keys: not JSON)."""
-    if language in ("CPP", "PYTHON"):
-        return json_body({"offsetTable": table})
-    pairs = ",".join(
-        json.dumps({"brokerName": e["brokerName"], "queueId": e["queueId"],
-                    "topic": e["topic"]}, separators=(",", ":")) + f":{e['offset']}"
-        for e in table)
-    return ('{"offsetTable":{' + pairs + '}}').encode()
+    """RESET_CONSUMER_CLIENT_OFFSET's body as the client's language reads it (a list of
+    {topic, brokerName, queueId, offset}: RocketMQ's ResetOffsetBodyForC)."""
+    return queue_table(table, language)
 
 
 class GroupAdminProcessor:

@@ -21,7 +21,9 @@ public class JavaClient {
         for (int i = 0; i < kv.length; i += 2) {
             if (i > 0) b.append(',');
             b.append('"').append(kv[i]).append("\":\"")
-             .append(kv[i + 1].replace("\\", "\\\\").replace("\"", "\\\"")).append('"');
+             .append(kv[i + 1].replace("\\", "\\\\").replace("\"", "\\\"")
+                     .replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t"))
+             .append('"');
         }
         return b.append('}').toString();
     }
@@ -88,10 +90,39 @@ public class JavaClient {
         for (String line : got) System.out.println(line);
     }
 
+    // admin CMD ARGS... [--- CMD ARGS...]...: mqadmin commands (MQAdminStartup) in this one
+    // JVM, each one's output (stdout and stderr) as {"command", "out"}
+    static void admin(String[] a) throws Exception {
+        java.io.PrintStream out = System.out, err = System.err;
+        List<String> cmd = new ArrayList<>();
+        for (int i = 1; i <= a.length; i++) {
+            if (i < a.length && !a[i].equals("---")) {
+                cmd.add(a[i]);
+                continue;
+            }
+            java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream();
+            java.io.PrintStream capture = new java.io.PrintStream(buf, true, "UTF-8");
+            System.setOut(capture);
+            System.setErr(capture);
+            try {
+                org.apache.rocketmq.tools.command.MQAdminStartup.main0(
+                    cmd.toArray(new String[0]), null);
+            } catch (Throwable t) {
+                t.printStackTrace(capture);
+            } finally {
+                System.setOut(out);
+                System.setErr(err);
+            }
+            out.println(json("command", cmd.get(0), "out", buf.toString("UTF-8")));
+            cmd.clear();
+        }
+    }
+
     public static void main(String[] a) throws Exception {
         switch (a[0]) {
             case "produce": produce(a); break;
             case "push": push(a); break;
+            case "admin": admin(a); break;
             default: throw new IllegalArgumentException("unknown command " + a[0]);
         }
         System.exit(0);
