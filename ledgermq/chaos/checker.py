@@ -98,7 +98,7 @@ def drain_gaps(h: History) -> tuple[list[str], list[str]]:
                              "route, or unreadable)")
         elif end <= last:
             short.append(f"{broker} queue {queue} acknowledged up to offset {last} but "
-                         f"reads only to {end}")
+                         f"its drain ended at offset {end} (offset {last} never read)")
     return unreached, short
 
 

@@ -306,7 +306,8 @@ def test_a_group_the_drain_never_reached_is_not_drained():
         "broker-a queue 0 acknowledged messages (up to offset 1) but the drain never read "
         "it to its end (not in the route, or unreadable)"]
     assert r["drain_gaps"]["short"] == [
-        "broker-b queue 2 acknowledged up to offset 5 but reads only to 3"]
+        "broker-b queue 2 acknowledged up to offset 5 but its drain ended at offset 3 (offset 5 "
+        "never read)"]
     assert any("broker-a queue 0" in p for p in r["problems"])
     # the same drain reaching every acknowledging queue to its end is drained
     h2 = History(clock=lambda: 0.0)
