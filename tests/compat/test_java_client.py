@@ -4,6 +4,7 @@ runs tests/compat/java/JavaClient.java. Sync and batch sends with JSON and with 
 (ROCKETMQ) headers; a push consumer with a tag filter that fails every message once, so
 each comes back through the group's %RETRY% topic. Skips, saying why, only where Java or
 Maven is missing."""
+import asyncio
 import hashlib
 import json
 import os
@@ -15,6 +16,8 @@ import pytest
 from bench.rocketmq_anchor import classpath, missing_tools
 
 from ..dev_process import DevProcess
+from ..integration.load import read_all
+from ..wait import wait_until
 
 pytestmark = pytest.mark.skipif(missing_tools() is not None,
                                 reason=f"RocketMQ's Java client needs Java and Maven: "
@@ -46,9 +49,19 @@ def java(*args, serialize="JSON", timeout=120) -> list[dict]:
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
 
+def until_read(namesrv: str, topic: str, n: int) -> list[str]:
+    """The topic's bodies, once it holds `n` (a delayed one comes after its delay)."""
+    def bodies():
+        got = sorted(b.decode() for q in asyncio.run(read_all(namesrv, topic=topic)).values()
+                     for b in q)
+        return got if len(got) >= n else None
+    return wait_until(bodies, f"{n} messages in {topic}", timeout=30)
+
+
 @pytest.fixture(scope="module")
-def dev(tmp_path_factory):
-    d = DevProcess(tmp_path_factory.mktemp("java")).start()
+def dev(tmp_path_factory):  # (open transactions checked back within a second)
+    d = DevProcess(tmp_path_factory.mktemp("java"), {
+        "transactionTimeOut": "400", "transactionCheckInterval": "200"}).start()
     yield d
     d.stop()
 
@@ -71,3 +84,20 @@ def test_a_push_consumer_gets_each_message_again_through_the_retry_topic(dev):
         [f"sync-{i}" for i in range(3)] + [f"batch-{i}" for i in range(3)]), got
     assert {g["tags"] for g in got} == {"TagA"}
     assert {g["reconsumeTimes"] for g in got} == {"1"}  # failed once, then delivered again
+
+
+def test_async_oneway_orderly_delayed_and_transactional_sends(dev):
+    out = java("kinds", dev.namesrv, "JavaKinds", 60)
+    sent = [o for o in out if "status" in o]
+    assert [o["status"] for o in sent] == ["SEND_OK"] * 6, out  # 2 async, 3 orderly, delayed
+    orderly = [o for o in sent[2:5]]
+    assert len({o["queueId"] for o in orderly}) == 1  # one order key: one queue
+    assert [int(o["queueOffset"]) for o in orderly] == sorted(int(o["queueOffset"])
+                                                              for o in orderly)
+    want = sorted(["async-0", "async-1", "oneway", "orderly-0", "orderly-1", "orderly-2",
+                   "delayed", "tx-commit", "tx-unknown"])  # (never the rolled-back one)
+    read = until_read(dev.namesrv, "JavaKinds", len(want))
+    assert read == want, out
+    checked = [o for o in out if "checked" in o]
+    assert checked and {c["checked"] for c in checked} == {"tx-unknown"}
+    assert {c["topic"] for c in checked} == {"JavaKinds"}  # the topic it was sent to

@@ -118,11 +118,75 @@ public class JavaClient {
         }
     }
 
+    // kinds NAMESRV TOPIC SECONDS: async, oneway, orderly (a MessageQueueSelector), delayed
+    // and transactional sends (commit, rollback, and one left unknown for the check-back to
+    // commit), waiting up to SECONDS for that check-back
+    static void kinds(String[] a) throws Exception {
+        String ns = a[1], topic = a[2];
+        DefaultMQProducer p = new DefaultMQProducer("java-compat-kinds");
+        p.setNamesrvAddr(ns);
+        p.start();
+        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(2);
+        for (int i = 0; i < 2; i++) {
+            p.send(new Message(topic, "async-" + i, ("async-" + i).getBytes(StandardCharsets.UTF_8)),
+                new org.apache.rocketmq.client.producer.SendCallback() {
+                    public void onSuccess(SendResult r) { print(r); done.countDown(); }
+                    public void onException(Throwable e) {
+                        System.out.println(json("error", e.toString())); done.countDown();
+                    }
+                });
+        }
+        done.await(30, TimeUnit.SECONDS);
+        p.sendOneway(new Message(topic, "oneway", "oneway".getBytes(StandardCharsets.UTF_8)));
+        for (int i = 0; i < 3; i++) {  // one order key: one queue, in order
+            print(p.send(new Message(topic, "orderly", ("orderly-" + i).getBytes(StandardCharsets.UTF_8)),
+                (mqs, msg, key) -> mqs.get(Math.abs(key.hashCode()) % mqs.size()), "order-key"));
+        }
+        Message delayed = new Message(topic, "delayed", "delayed".getBytes(StandardCharsets.UTF_8));
+        delayed.setDelayTimeLevel(1);
+        print(p.send(delayed));
+        p.shutdown();
+
+        org.apache.rocketmq.client.producer.TransactionMQProducer tx =
+            new org.apache.rocketmq.client.producer.TransactionMQProducer("java-compat-tx");
+        tx.setNamesrvAddr(ns);
+        final boolean[] checked = {false};
+        tx.setTransactionListener(new org.apache.rocketmq.client.producer.TransactionListener() {
+            public org.apache.rocketmq.client.producer.LocalTransactionState executeLocalTransaction(
+                    Message msg, Object arg) {
+                String body = new String(msg.getBody(), StandardCharsets.UTF_8);
+                return body.equals("tx-commit")
+                    ? org.apache.rocketmq.client.producer.LocalTransactionState.COMMIT_MESSAGE
+                    : body.equals("tx-rollback")
+                    ? org.apache.rocketmq.client.producer.LocalTransactionState.ROLLBACK_MESSAGE
+                    : org.apache.rocketmq.client.producer.LocalTransactionState.UNKNOW;
+            }
+            public org.apache.rocketmq.client.producer.LocalTransactionState checkLocalTransaction(
+                    MessageExt msg) {
+                System.out.println(json("checked", new String(msg.getBody(), StandardCharsets.UTF_8),
+                                        "topic", msg.getTopic()));
+                checked[0] = true;
+                return org.apache.rocketmq.client.producer.LocalTransactionState.COMMIT_MESSAGE;
+            }
+        });
+        tx.start();
+        for (String body : new String[] {"tx-commit", "tx-rollback", "tx-unknown"}) {
+            tx.sendMessageInTransaction(new Message(topic, "tx", body.getBytes(StandardCharsets.UTF_8)), null);
+        }
+
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(Long.parseLong(a[3]));
+        while (!checked[0] && System.nanoTime() < until) {  // the open one's check-back
+            Thread.sleep(50);
+        }
+        tx.shutdown();
+    }
+
     public static void main(String[] a) throws Exception {
         switch (a[0]) {
             case "produce": produce(a); break;
             case "push": push(a); break;
             case "admin": admin(a); break;
+            case "kinds": kinds(a); break;
             default: throw new IllegalArgumentException("unknown command " + a[0]);
         }
         System.exit(0);
