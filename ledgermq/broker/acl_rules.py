@@ -153,6 +153,7 @@ RULES: dict[int, Rule] = {
     C.CHECK_TRANSACTION_STATE: Rule("PUB on the topic (gRPC check-backs)", _send),
     # consuming
     C.PULL_MESSAGE: Rule("SUB on the topic and the group", _topic_and_group),
+    C.LITE_PULL_MESSAGE: Rule("SUB on the topic and the group", _topic_and_group),
     C.CONSUMER_SEND_MSG_BACK: Rule("SUB on the group and on the topic of the message at "
                                    "the offset", _send_back),
     C.QUERY_CONSUMER_OFFSET: Rule("SUB on the topic and the group", _topic_and_group),

@@ -15,6 +15,7 @@ class RequestCode(enum.IntEnum):
     GET_ALL_TOPIC_CONFIG = 21
     GET_TOPIC_CONFIG_LIST = 22
     GET_TOPIC_CONFIG = 351  # RocketMQ 5: one topic's config (mqadmin topicStatus asks it)
+    LITE_PULL_MESSAGE = 361  # RocketMQ 5's DefaultLitePullConsumer: a pull, served as one
     GET_TOPIC_NAME_LIST = 23
     UPDATE_BROKER_CONFIG = 25
     GET_BROKER_CONFIG = 26

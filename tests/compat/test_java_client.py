@@ -101,3 +101,13 @@ def test_async_oneway_orderly_delayed_and_transactional_sends(dev):
     checked = [o for o in out if "checked" in o]
     assert checked and {c["checked"] for c in checked} == {"tx-unknown"}
     assert {c["topic"] for c in checked} == {"JavaKinds"}  # the topic it was sent to
+
+
+def test_a_lite_pull_consumer_reads_what_was_sent(dev):
+    """RocketMQ 5's DefaultLitePullConsumer pulls with LITE_PULL_MESSAGE (361), which
+    ledgermq serves as a pull (before, it answered "not supported" and the consumer read
+    nothing, quietly)."""
+    java("produce", dev.namesrv, "JavaLite", 3, "TagA")
+    got = java("lite", dev.namesrv, "java-lite", "JavaLite", 6, 60)
+    assert sorted(g["read"] for g in got) == sorted(
+        [f"sync-{i}" for i in range(3)] + [f"batch-{i}" for i in range(3)]), got

@@ -43,7 +43,7 @@ class PullProcessor:
         self.config = broker.config
 
     def handlers(self) -> dict:
-        return {RequestCode.PULL_MESSAGE: self.pull}
+        return {RequestCode.PULL_MESSAGE: self.pull, RequestCode.LITE_PULL_MESSAGE: self.pull}
 
     def _queues_authoritative(self) -> bool:
         """Whether an offset past this broker's queue is the consumer's error: only on the

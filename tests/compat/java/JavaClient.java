@@ -181,12 +181,34 @@ public class JavaClient {
         tx.shutdown();
     }
 
+    // lite NAMESRV GROUP TOPIC COUNT SECONDS: a DefaultLitePullConsumer (subscribe mode,
+    // offsets auto-committed) reads until COUNT messages or SECONDS
+    static void lite(String[] a) throws Exception {
+        org.apache.rocketmq.client.consumer.DefaultLitePullConsumer c =
+            new org.apache.rocketmq.client.consumer.DefaultLitePullConsumer(a[2]);
+        c.setNamesrvAddr(a[1]);
+        c.setPollNameServerInterval(1000);
+        c.subscribe(a[3], "*");
+        c.start();
+        int want = Integer.parseInt(a[4]), got = 0;
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(Long.parseLong(a[5]));
+        while (got < want && System.nanoTime() < until) {
+            for (MessageExt m : c.poll(500)) {
+                got++;
+                System.out.println(json("read", new String(m.getBody(), StandardCharsets.UTF_8),
+                    "queueId", String.valueOf(m.getQueueId())));
+            }
+        }
+        c.shutdown();
+    }
+
     public static void main(String[] a) throws Exception {
         switch (a[0]) {
             case "produce": produce(a); break;
             case "push": push(a); break;
             case "admin": admin(a); break;
             case "kinds": kinds(a); break;
+            case "lite": lite(a); break;
             default: throw new IllegalArgumentException("unknown command " + a[0]);
         }
         System.exit(0);
