@@ -3,7 +3,7 @@ PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
 .PHONY: install run test test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-tls proto \
-	clean fuzz sanitize bench-native soak
+	clean fuzz sanitize bench-native soak compat
 
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard ledgermq/wire/_native*.[ch])
 	python3 -m venv $(VENV)
@@ -23,6 +23,11 @@ test: install
 # bounded and the real client loses nothing (tests/security/test_soak.py)
 soak: install
 	SOAK_SECONDS=$${SOAK_SECONDS:-60} $(PY) -m pytest -q -s -m slow tests/security/test_soak.py
+
+# RocketMQ's own clients, the longer runs left out of make test (marked compat): the Java
+# push consumer through %RETRY%, every kind of send, the lite pull consumer
+compat: install
+	$(PY) -m pytest -q -m compat tests/compat
 
 # the tests left out of the default run (marked slow: long chaos runs, a Spark cluster)
 test-slow: install

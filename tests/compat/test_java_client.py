@@ -3,7 +3,7 @@ rocketmq-client from Maven Central (the anchor's pom resolves it, bench/rocketmq
 runs tests/compat/java/JavaClient.java. Sync and batch sends with JSON and with binary
 (ROCKETMQ) headers; a push consumer with a tag filter that fails every message once, so
 each comes back through the group's %RETRY% topic. Skips, saying why, only where Java or
-Maven is missing."""
+Maven is missing. The consumer tests run in `make compat` (marked compat)."""
 import asyncio
 import hashlib
 import json
@@ -76,6 +76,7 @@ def test_sync_and_batch_sends_with_either_header_encoding(dev, serialize):
     assert len(offsets) == 4  # each send stored once, where it said
 
 
+@pytest.mark.compat  # (make compat: a consumer JVM's start-up and rebalance)
 def test_a_push_consumer_gets_each_message_again_through_the_retry_topic(dev):
     java("produce", dev.namesrv, "JavaRetry", 3, "TagA")
     java("produce", dev.namesrv, "JavaRetry", 2, "TagB")  # filtered out below
@@ -86,6 +87,7 @@ def test_a_push_consumer_gets_each_message_again_through_the_retry_topic(dev):
     assert {g["reconsumeTimes"] for g in got} == {"1"}  # failed once, then delivered again
 
 
+@pytest.mark.compat  # (make compat: a consumer JVM's start-up and rebalance)
 def test_async_oneway_orderly_delayed_and_transactional_sends(dev):
     out = java("kinds", dev.namesrv, "JavaKinds", 60)
     sent = [o for o in out if "status" in o]
@@ -103,6 +105,7 @@ def test_async_oneway_orderly_delayed_and_transactional_sends(dev):
     assert {c["topic"] for c in checked} == {"JavaKinds"}  # the topic it was sent to
 
 
+@pytest.mark.compat  # (make compat: a consumer JVM's start-up and rebalance)
 def test_a_lite_pull_consumer_reads_what_was_sent(dev):
     """RocketMQ 5's DefaultLitePullConsumer pulls with LITE_PULL_MESSAGE (361), which
     ledgermq serves as a pull (before, it answered "not supported" and the consumer read
