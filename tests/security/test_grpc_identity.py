@@ -21,6 +21,7 @@ from ledgermq.apis import service_pb2 as svc
 from ledgermq.broker.pop import Handle
 
 from ..dev_process import DevProcess
+from ..wait import wait_until
 from .accounts import ACL, ADMIN, ALICE, MALLORY
 
 
@@ -159,10 +160,8 @@ def test_declaring_a_topic_does_not_get_its_check_backs_without_pub(broker):
             messages=[message("Mallory", pb.TRANSACTION)]), metadata=meta, timeout=10)
         assert mine.status.code == pb.OK, mine.status
         # her own topic's check-back reaches her: the stream works, and a check round ran
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and not any(
-                c.HasField("recover_orphaned_transaction_command") for c in got):
-            time.sleep(0.05)
+        wait_until(lambda: any(c.HasField("recover_orphaned_transaction_command")
+                               for c in got), "a check-back on her stream", timeout=15)
         topics = [c.recover_orphaned_transaction_command.message.topic.name for c in got
                   if c.HasField("recover_orphaned_transaction_command")]
         assert "Mallory" in topics and "Secret" not in topics, topics
