@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from bench.anchor import anchor_phases  # noqa: E402
 from bench.single_node_bench import arun, workloads  # noqa: E402
 from ledgermq import Message, MQClientError, Producer  # noqa: E402
-from ledgermq.cluster import down, restart, status, up  # noqa: E402
+from ledgermq.localcluster.cluster import down, restart, status, up
 from ledgermq.remoting import RemotingError  # noqa: E402
 
 

@@ -30,7 +30,7 @@ from bench.anchor import anchor_phases  # noqa: E402
 from bench.dledger_bench import first_ok_after_kill, leader  # noqa: E402
 from bench.single_node_bench import arun, workloads  # noqa: E402
 from ledgermq.client.admin import Admin  # noqa: E402
-from ledgermq.cluster import down, restart, status, up  # noqa: E402
+from ledgermq.localcluster.cluster import down, restart, status, up
 
 GROUPS = {"sync": ("sync", 2), "async": ("async", 2), "checkpoint": ("checkpoint", 3),
           "dledger": ("dledger", 3), "controller": ("controller", 3)}

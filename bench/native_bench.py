@@ -90,7 +90,7 @@ class DLedgerGroup:
 
     def __init__(self, d: Path):
         from bench.dledger_bench import leader
-        from ledgermq.cluster import status, up
+        from ledgermq.localcluster.cluster import status, up
         self.d = d / "group"
         self.namesrv = up("dledger", 3, self.d, dict(ASYNC))["namesrv"]
         lead = leader(self.d)
@@ -100,7 +100,7 @@ class DLedgerGroup:
                      **{f"follower{i + 1}": p["pid"] for i, p in enumerate(followers)}}
 
     def stop(self) -> None:
-        from ledgermq.cluster import down
+        from ledgermq.localcluster.cluster import down
         down(self.d)
 
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledgermq.cluster import free_ports
+from ledgermq.localcluster.cluster import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 POM_DIR = ROOT / "bench" / "anchors" / "rocketmq"

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.single_node_bench import arun, pct, w_pipelined, w_sync  # noqa: E402
-from ledgermq.certs import CertAuthority  # noqa: E402
+from ledgermq.localcluster.certs import CertAuthority
 from ledgermq.client.instance import tls_context  # noqa: E402
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode  # noqa: E402
 from tests.dev_process import DevProcess  # noqa: E402

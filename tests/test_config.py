@@ -1,7 +1,7 @@
 """broker.conf-style configuration: typed values, unknown keys reported, bad values refused."""
 import pytest
 
-from ledgermq.config import ConfigError, build, read_properties
+from ledgermq.runtime.config import ConfigError, build, read_properties
 from ledgermq.store import FlushDiskType, StoreConfig
 
 

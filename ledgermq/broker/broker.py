@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from .. import __version__
-from ..peer_auth import PeerAuth
+from ..peer_auth.core import PeerAuth
 from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
-from ..remoting.peer_auth import PEER_AUTH, PeerGate
+from ..peer_auth.remoting import PEER_AUTH, PeerGate
 from ..store import MessageStore, StoreConfig, StoreError
 from ..wire.message import MessageFormatError, pack_host
 from .acl_rules import RULES as ACL_RULES
@@ -23,7 +23,7 @@ from .config import BrokerConfig
 from .consumers import ConsumerManager
 from .creation_limit import CreationLimit
 from .long_poll import PullHolds
-from ..metrics_http import port_of, serve as serve_metrics
+from ..metrics.serving import port_of, serve as serve_metrics
 from .metrics import BrokerStats, registry_for
 from .replica_lag import LogBoundaries
 from .request_timing import timed

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from ..config import (
+from ..runtime.config import (
     ConfigError, build, check, explain_unknown, non_negative, positive, read_properties,
 )
-from ..peer_auth import load_secret
+from ..peer_auth.core import load_secret
 from ..remoting.tls import DISABLED, Tls, needs_tls_links, split_tls
 from ..store.config import StoreConfig
 
@@ -88,7 +88,7 @@ class BrokerConfig:
     # this broker's own account, signing what it asks other servers (a master, name servers)
     accessKey: str = ""
     secretKey: str = ""
-    # the secret all servers of the cluster share (ledgermq/peer_auth.py): the HA port,
+    # the secret all servers of the cluster share (ledgermq/peer_auth/core.py): the HA port,
     # DLedger peers, the controller and control-node protocols admit only peers that prove
     # they know it. Inline, or (better: out of broker.conf) a file holding it. "": off
     clusterSecret: str = field(default="", repr=False)

@@ -8,7 +8,7 @@ is in; per-replica lag from replica_lag.py).
 Counting is per request (a batch of 100 is one addition of 100) into plain dicts and
 histogram.Histogram lists; every figure is turned into Prometheus families only when
 scraped, by a collector reading the broker's state on its own event loop (no thread reads
-it while it changes). Served over HTTP on `metricsPort` by `metrics_http.serve` on the
+it while it changes). Served over HTTP on `metricsPort` by `metrics.serving.serve` on the
 broker's loop."""
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..histogram import MESSAGE_SIZE_BYTES, RPC_LATENCY_MS, Histogram
-from ..metrics_http import gauge, histogram_family
+from ..metrics.histogram import MESSAGE_SIZE_BYTES, RPC_LATENCY_MS, Histogram
+from ..metrics.serving import gauge, histogram_family
 from ..remoting import RequestCode, ResponseCode
 from .replica_lag import lag_rows
 from .request_timing import rpc_codes

@@ -14,7 +14,7 @@ from bisect import bisect_left
 from time import perf_counter
 from typing import Callable
 
-from ..histogram import Histogram
+from ..metrics.histogram import Histogram
 from ..remoting import RemotingCommand, ReplyWhen
 
 Handler = Callable[[RemotingCommand, object], object]

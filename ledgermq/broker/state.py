@@ -16,7 +16,7 @@ from pathlib import Path
 from ..remoting.codes import PERM_READ, PERM_WRITE
 from ..store.store import check_topic
 from ..wire.message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, MessageFormatError
-from ..files import replace_file
+from ..runtime.files import replace_file
 
 log = logging.getLogger(__name__)
 

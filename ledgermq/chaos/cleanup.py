@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Protocol
 
-from ..cluster import pid_alive
+from ..localcluster.cluster import pid_alive
 from .iproute import ip, kill_all_in, links, namespaces
 
 PREFIX = "lmq"

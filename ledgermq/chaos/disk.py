@@ -11,11 +11,11 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-# the store's abort mark (store/abort_mark.py): while a store is open it holds the boot id
+# the store's abort mark (store/marks/abort_mark.py): while a store is open it holds the boot id
 # of the machine's boot that opened it, which tells a crash from a power loss
 ABORT_MARK = "abort"
 
-FLUSHED_FILE = "flushed"  # 8 bytes, big-endian (store/flushed_mark.py)
+FLUSHED_FILE = "flushed"  # 8 bytes, big-endian (store/marks/flushed_mark.py)
 _CHUNK = 1 << 20
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import cluster
+from ..localcluster import cluster
 from . import store_faults
 from .netns import TestNet
 from .schedule import Window

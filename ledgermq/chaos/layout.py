@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..cluster import Placement, names, up
+from ..localcluster.cluster import Placement, names, up
 from .netns import TestNet
 
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import cluster
+from ..localcluster import cluster
 from . import layout
 from .checker import check, lost_ids
 from .faults import Injector

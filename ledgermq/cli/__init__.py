@@ -13,8 +13,8 @@ import click
 from rich.console import Console
 
 from .. import __version__
-from ..config import ConfigError
-from ..files import DirectoryInUse
+from ..runtime.config import ConfigError
+from ..runtime.files import DirectoryInUse
 
 
 @click.group()

@@ -47,7 +47,7 @@ def cluster() -> None:
 def cluster_up(mode, replicas, controllers, groups, namesrvs, grpc, tls, acl, directory,
                as_json):
     """Start the groups; prints the name servers and each node's name, pid and ports."""
-    from ..cluster import up
+    from ..localcluster.cluster import up
     if replicas < 1:
         raise click.BadParameter("--replicas must be at least 1")
     if controllers < 1:
@@ -88,7 +88,7 @@ def cluster_status(directory, as_json):
     """Each process: pid, up or down, group, role, term/epoch, commit and end offsets, lag;
     a health line (one part per group). Exits 1 when a group is degraded (a process down,
     no single master, no quorum)."""
-    from ..cluster import NoCluster, health, lag, status
+    from ..localcluster.cluster import NoCluster, health, lag, status
     try:
         state = status(directory)
     except NoCluster as e:
@@ -128,7 +128,7 @@ def _blank(v) -> str:
 def cluster_down(directory, as_json):
     """Stop every process of the cluster: those whose recorded pid still runs the command
     `up` started (a reused pid is left alone)."""
-    from ..cluster import NoCluster, down
+    from ..localcluster.cluster import NoCluster, down
     try:
         state = down(directory)
     except NoCluster as e:
@@ -145,7 +145,7 @@ def _node_command(name: str, doc: str):
                   type=click.Path(file_okay=False, path_type=Path))
     @click.option("--kill", is_flag=True, help="SIGKILL instead of SIGTERM (a crash).")
     def command(node, directory, kill):
-        from .. import cluster as c
+        from ..localcluster import cluster as c
         try:
             if name in ("stop", "restart"):
                 stopped = c.stop(directory, node, signal.SIGKILL if kill else signal.SIGTERM)

@@ -20,7 +20,7 @@ def console(namesrv: str, port: int, bind: str, console_user: str | None,
     live replica-group page, read through the admin API."""
     from ..console import Console
     from ..console.access import load_login
-    from ..server import run, serve_until
+    from ..runtime.foreground import run, serve_until
 
     login = load_login(bind, console_user, console_password_file)
 

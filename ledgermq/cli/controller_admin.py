@@ -19,9 +19,9 @@ SECRET_OPT = click.option("--cluster-secret-file", "secret_file", default="",
 
 def _controller_call(addrs: str, fn, secret_file: str = ""):
     from ..client.instance import tls_context
-    from ..config import ConfigError
+    from ..runtime.config import ConfigError
     from ..controller.client import ControllerClient
-    from ..peer_auth import PeerAuth, load_secret
+    from ..peer_auth.core import PeerAuth, load_secret
 
     try:
         auth = PeerAuth(load_secret("", secret_file, file_key="--cluster-secret-file"))
@@ -161,10 +161,10 @@ def end_ha_recovery(broker_addr, secret_file, as_json):
     """Let a restarted SYNC_MASTER that is refilling its log from its slaves take writes
     now, without them: acknowledged messages only a slave holds are lost (ledgermq's own)."""
     from ..client.instance import tls_context
-    from ..config import ConfigError
-    from ..peer_auth import PeerAuth, load_secret
+    from ..runtime.config import ConfigError
+    from ..peer_auth.core import PeerAuth, load_secret
     from ..remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
-    from ..remoting.peer_auth import PeerGate
+    from ..peer_auth.remoting import PeerGate
 
     try:
         auth = PeerAuth(load_secret("", secret_file, file_key="--cluster-secret-file"))

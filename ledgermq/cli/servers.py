@@ -70,7 +70,7 @@ def _broker_settings(conf: Path | None, overrides: dict[str, str]):
 def _unknown(keys: list[str]) -> str:
     """Unknown broker.conf keys for the ready line, each with its likely spelling."""
     from ..broker.config import BrokerConfig
-    from ..config import explain_unknown
+    from ..runtime.config import explain_unknown
     from ..store import StoreConfig
     return ", ".join(explain_unknown(keys, BrokerConfig, StoreConfig))
 
@@ -115,7 +115,7 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
     from ..console import Console
     from ..console.access import load_login
     from ..namesrv import NamesrvConfig, NameServer
-    from ..server import run, serve_until
+    from ..runtime.foreground import run, serve_until
 
     data = data or Path.home() / ".ledgermq" / "dev"
     bcfg, scfg, unknown = _broker_settings(conf, {"storePathRootDir": str(data),
@@ -178,11 +178,11 @@ def dev(conf: Path | None, data: Path | None, namesrv_port: int, port: int | Non
 def namesrv(port: int | None, bind: str | None, conf: Path | None, metrics_port: int | None,
             as_json: bool) -> None:
     """Run a name server (and, if configured, an embedded controller)."""
-    from ..config import build, read_properties
-    from ..metrics_http import port_of
+    from ..runtime.config import build, read_properties
+    from ..metrics.serving import port_of
     from ..namesrv import NamesrvConfig, NameServer
     from ..remoting.tls import split_tls
-    from ..server import run, serve_until
+    from ..runtime.foreground import run, serve_until
 
     values = read_properties(conf) if conf else {}
     values.update({k: str(v) for k, v in (("listenPort", port), ("bindAddress", bind),
@@ -222,7 +222,7 @@ def controller(conf: Path, as_json: bool) -> None:
     """Run a controller node of controller mode (S1)."""
     from ..controller.config import load_controller_config
     from ..controller.server import ControllerServer
-    from ..server import run, serve_until
+    from ..runtime.foreground import run, serve_until
 
     node = ControllerServer(load_controller_config(conf))
 
@@ -243,7 +243,7 @@ def controller(conf: Path, as_json: bool) -> None:
 def broker(conf: Path, namesrv_addr: str | None, as_json: bool) -> None:
     """Run a broker from a broker.conf."""
     from ..broker import Broker
-    from ..server import run, serve_until
+    from ..runtime.foreground import run, serve_until
 
     bcfg, scfg, unknown = _broker_settings(conf, {"namesrvAddr": namesrv_addr})
     b = Broker(bcfg, scfg)
@@ -280,12 +280,12 @@ def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
                 metrics_port: int, tls_config: Path | None, secret_file: str,
                 as_json: bool) -> None:
     """Run the control node of checkpoint-mode broker groups (S3)."""
-    from ..config import ConfigError, read_properties
+    from ..runtime.config import ConfigError, read_properties
     from ..controlnode import ControlNode
-    from ..peer_auth import PeerAuth, load_secret
+    from ..peer_auth.core import PeerAuth, load_secret
     from ..remoting.tls import split_tls
     from ..replication.checkpoint import ControlConfig
-    from ..server import run, serve_until
+    from ..runtime.foreground import run, serve_until
 
     if master_timeout <= 0:
         raise click.BadParameter("--master-timeout must be positive")
@@ -302,7 +302,7 @@ def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
                        metrics_port=metrics_port, auth=auth, **({"tls": tls} if tls else {}))
 
     async def main_(stop):
-        from ..metrics_http import port_of
+        from ..metrics.serving import port_of
         await node.start()
         ready = {"controlNode": f"{bind}:{node.port}", "dir": str(directory)}
         if node.metrics_server is not None:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from ..config import ConfigError
+from ..runtime.config import ConfigError
 
 CSRF_FIELD = "_csrf"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

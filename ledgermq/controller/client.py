@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from ..peer_auth import PeerAuth
+from ..peer_auth.core import PeerAuth
 from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
-from ..remoting.peer_auth import PeerGate
+from ..peer_auth.remoting import PeerGate
 
 
 class ControllerError(RemotingError):

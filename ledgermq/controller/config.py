@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from ..config import ConfigError, build, check, positive, read_properties
+from ..runtime.config import ConfigError, build, check, positive, read_properties
 from ..drivers.raft import parse_peers
-from ..peer_auth import load_secret
+from ..peer_auth.core import load_secret
 from ..remoting.tls import DISABLED, Tls, needs_tls_links, split_tls
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class ControllerConfig:
     enableControllerInNamesrv: bool = False
     metricsPort: int = field(default=0, metadata=check(lambda v: None if 0 <= v < 65536
                                                         else "must be a TCP port"))  # 0: off
-    # the cluster's shared secret (ledgermq/peer_auth.py): controllers among themselves,
+    # the cluster's shared secret (ledgermq/peer_auth/core.py): controllers among themselves,
     # and brokers registering, heartbeating, electing, prove they know it. "": off
     clusterSecret: str = field(default="", repr=False)
     clusterSecretFile: str = ""

@@ -15,11 +15,11 @@ import logging
 from pathlib import Path
 
 from ..drivers.raft import RAFT_MESSAGE, FileRaftLog, RaftDriver, RaftMeta
-from ..clock import now_ms
-from ..files import DirectoryLock
-from ..metrics_http import gauge, serve as serve_metrics
+from ..runtime.clock import now_ms
+from ..runtime.files import DirectoryLock
+from ..metrics.serving import gauge, serve as serve_metrics
 from .metrics import group_families
-from ..peer_auth import PeerAuth
+from ..peer_auth.core import PeerAuth
 from ..remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ..replication.raft import RaftConfig
 from .config import ControllerConfig

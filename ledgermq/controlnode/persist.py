@@ -9,7 +9,7 @@ import struct
 from pathlib import Path
 
 from ..replication.checkpoint import Cached, GroupState
-from ..files import replace_file
+from ..runtime.files import replace_file
 
 _REC = struct.Struct(">qqii")  # offset, end, id length, data length
 

@@ -9,9 +9,9 @@ import json
 import logging
 from pathlib import Path
 
-from ..clock import now_ms
-from ..files import DirectoryLock
-from ..peer_auth import PeerAuth
+from ..runtime.clock import now_ms
+from ..runtime.files import DirectoryLock
+from ..peer_auth.core import PeerAuth
 from ..remoting import (
     Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer, RequestCode,
     ResponseCode,
@@ -20,7 +20,7 @@ from ..remoting.tls import DISABLED, Tls
 from ..replication.checkpoint import (
     ControlConfig, GroupControl, Promote, SaveCache, SaveState, View,
 )
-from ..remoting.peer_auth import PeerGate
+from ..peer_auth.remoting import PeerGate
 from .persist import GroupFiles, encode_cached
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class ControlNode:
         await self.server.start()
         self._task = asyncio.create_task(self._tick_loop())
         if self.metrics_port:
-            from ..metrics_http import serve
+            from ..metrics.serving import serve
             from .metrics import registry_for
             self.metrics_server = await serve(registry_for(self), self.host, self.metrics_port)
 

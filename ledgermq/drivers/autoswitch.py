@@ -24,9 +24,9 @@ from ..replication.autoswitch.wire import (
     REPORT, SLAVE_MSG, TRANSFER,
 )
 from ..store import MessageStore, StoreError
-from ..store.epoch_file import EpochFile
-from ..clock import now_ms
-from ..peer_auth import PeerAuth
+from ..store.marks.epoch_file import EpochFile
+from ..runtime.clock import now_ms
+from ..peer_auth.core import PeerAuth
 from ..remoting.tls import DISABLED, Tls
 from .ha import HAMasterDriver, HASlaveDriver
 

@@ -8,7 +8,7 @@ import struct
 import zlib
 from pathlib import Path
 
-from ..files import fsync_dir, replace_file
+from ..runtime.files import fsync_dir, replace_file
 from ..replication.checkpoint import Promotion
 
 

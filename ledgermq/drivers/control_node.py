@@ -6,8 +6,8 @@ import json
 import logging
 
 from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
-from ..peer_auth import PeerAuth
-from ..remoting.peer_auth import PeerGate
+from ..peer_auth.core import PeerAuth
+from ..peer_auth.remoting import PeerGate
 from ..replication.checkpoint import View
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Callable
 
 from .raft import RaftDriver, RaftMeta, parse_peers
-from ..clock import now_ms
-from ..peer_auth import PeerAuth
+from ..runtime.clock import now_ms
+from ..peer_auth.core import PeerAuth
 from ..replication.raft import Code, Complete, RaftConfig, Role
 from ..remoting.tls import DISABLED, Tls
 from ..store import MessageStore

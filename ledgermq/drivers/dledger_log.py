@@ -19,7 +19,7 @@ import os
 import struct
 from pathlib import Path
 
-from ..files import replace_file
+from ..runtime.files import replace_file
 from ..replication.raft import Entry
 from ..store import FlushDiskType, MessageStore, StoreError
 

@@ -17,8 +17,8 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
-from ..clock import now_ms
-from ..peer_auth import PeerAuth, PeerRefused
+from ..runtime.clock import now_ms
+from ..peer_auth.core import PeerAuth, PeerRefused
 from ..remoting.listen import listen
 from ..remoting.tls import DISABLED, Tls
 from ..replication.ha import (
@@ -29,7 +29,7 @@ from ..replication.ha import (
     StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 from ..store import FlushDiskType, MessageStore, StoreError
-from .ha_auth import admit, connect
+from ..peer_auth.stream import admit, connect
 from .ha_refill import (
     LogForked, drop_forked_log, forked, note_slave, read_refill, send_log, tail_of,
 )

@@ -11,8 +11,8 @@ from typing import ClassVar
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
-from ..config import check, positive
-from ..metrics_http import gauge, serve as serve_metrics
+from ..runtime.config import check, positive
+from ..metrics.serving import gauge, serve as serve_metrics
 from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from ..remoting.tls import DISABLED, Tls
 from .routes import RouteTable

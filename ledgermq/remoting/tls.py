@@ -16,7 +16,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import ConfigError, read_properties
+from ..runtime.config import ConfigError, read_properties
 
 TLS_RECORD_HANDSHAKE = 0x16  # the first byte a TLS client sends (a ClientHello record)
 

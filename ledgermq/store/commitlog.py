@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from ..wire.batch import POSITIONS, TIMESTAMP, EncodedBatch, fill_positions
-from ..files import fsync_dir, replace_file
-from .flushed_mark import FlushedMark
+from ..runtime.files import fsync_dir, replace_file
+from .marks.flushed_mark import FlushedMark
 from .prefault import Prefaulter
 from .mapped_file import MappedFile, MappedFileQueue, StoreError
 from ..wire.message import (

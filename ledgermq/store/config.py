@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import ConfigError, check, non_negative, percent, positive, validate
+from ..runtime.config import ConfigError, check, non_negative, percent, positive, validate
 
 
 class FlushDiskType(enum.Enum):

@@ -20,7 +20,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Callable
 
-from ..histogram import FLUSH_LATENCY_MS, Histogram
+from ..metrics.histogram import FLUSH_LATENCY_MS, Histogram
 log = logging.getLogger(__name__)
 
 # Under group commit, an fsync finishing while the event loop runs Python waits for the GIL

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import fsync_dir
+from ..runtime.files import fsync_dir
 from ..wire.hashes import java_string_hashes
 from ..wire.message import java_string_hash
 from ..wire.native import twin

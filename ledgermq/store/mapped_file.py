@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import fsync_dir
+from ..runtime.files import fsync_dir
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,11 @@ import time
 from collections import deque
 from typing import Callable, Sequence
 
-from ..files import DirectoryLock
+from ..runtime.files import DirectoryLock
 from ..wire.batch import LOCALHOST, EncodedBatch, encode_batch, encode_one
 from ..wire.message import Message, MessageFormatError, encode_properties
-from .abort_mark import ABORT_FILE, open_mark
-from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from .marks.abort_mark import ABORT_FILE, open_mark
+from .marks.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .commitlog import CommitLog, RecoveryReport
 from .config import FlushDiskType, StoreConfig
 from .consume_queue import ENTRY_SIZE, ConsumeQueue

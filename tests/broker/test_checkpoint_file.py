@@ -9,7 +9,7 @@ from ledgermq.broker import load_broker_config
 from ledgermq.broker.modes import CheckpointMode
 from ledgermq.drivers.checkpoint_files import CheckpointFile
 from ledgermq.drivers.ha import HASlaveDriver
-from ledgermq.peer_auth import PeerAuth
+from ledgermq.peer_auth.core import PeerAuth
 from ledgermq.replication.checkpoint import Lead
 from ledgermq.store import MessageStore, PutResult
 

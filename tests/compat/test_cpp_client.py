@@ -134,7 +134,7 @@ def test_cpp_client_across_a_failover(tmp_path, cpp, mode):
     """RocketMQ's C++ client against a replicated group: every send it had acknowledged is
     read back by it from the new master after the old one is killed (the new master
     serves the topic even if it never copied its config)."""
-    from ledgermq.cluster import down, status, up
+    from ledgermq.localcluster.cluster import down, status, up
 
     d = tmp_path / mode
     state = up(mode, 3, d)

@@ -190,7 +190,7 @@ def test_v5_clients_with_acl(tmp_path, v5, monkeypatch):
 
 def dledger_with_topic(d, topic, queues):
     """A 3-node DLedger group up, with `topic`; (state, leader process, gRPC endpoints)."""
-    from ledgermq.cluster import status, up
+    from ledgermq.localcluster.cluster import status, up
     state = up("dledger", 3, d, grpc=True)
 
     def leader():
@@ -212,7 +212,7 @@ def test_v5_acked_messages_stay_acked_and_unacked_come_back_after_a_failover(tmp
     the leader is killed the new leader delivers exactly the first five again (the acks
     were in the Raft log before they were answered; a gap below them kept the consumer
     offset at 0)."""
-    from ledgermq.cluster import down
+    from ledgermq.localcluster.cluster import down
     d = tmp_path / "dledger"
     try:
         state, old, endpoints, leader = dledger_with_topic(d, "V5Hold", 1)
@@ -235,7 +235,7 @@ def test_v5_clients_keep_going_across_a_dledger_failover_without_loss(tmp_path, 
     killed under load: every send the producer had acknowledged is received, sends and
     receives resume on the new leader (the clients refresh routes 10 s after they start,
     then every 30 s: 20 s of load with the kill after 50 sends sees the first refresh)."""
-    from ledgermq.cluster import down
+    from ledgermq.localcluster.cluster import down
     from .conftest import V5_WORKER
 
     d = tmp_path / "dledger"

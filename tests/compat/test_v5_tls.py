@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from ledgermq.certs import CertAuthority
+from ledgermq.localcluster.certs import CertAuthority
 from ledgermq.client.admin import Admin
 from ledgermq.remoting.tls import client_context
 

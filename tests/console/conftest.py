@@ -14,7 +14,7 @@ import pytest
 
 from ledgermq.client.admin import Admin
 from ledgermq.client.sync import Blocking
-from ledgermq.cluster import down, up
+from ledgermq.localcluster.cluster import down, up
 
 from ..wait import wait_until
 

@@ -10,7 +10,7 @@ from ledgermq import Message, __version__
 from ledgermq.client.producer import Producer
 from ledgermq.client.push import PushConsumer
 from ledgermq.client.sync import Blocking
-from ledgermq.cluster import stop
+from ledgermq.localcluster.cluster import stop
 
 from ..wait import wait_until
 

@@ -10,7 +10,7 @@ import logging
 from ledgermq import Message, Producer
 from ledgermq.broker import Broker, load_broker_config
 from ledgermq.client.message import SendStatus
-from ledgermq.cluster import free_ports
+from ledgermq.localcluster.cluster import free_ports
 from ledgermq.controller.client import ControllerClient
 from ledgermq.namesrv import NamesrvConfig, NameServer
 

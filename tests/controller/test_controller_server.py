@@ -10,7 +10,7 @@ import pytest
 
 from ledgermq import Message, MQClientError, Producer
 from ledgermq.broker import Broker, load_broker_config
-from ledgermq.cluster import free_ports
+from ledgermq.localcluster.cluster import free_ports
 from ledgermq.controller.client import ControllerClient, ControllerError
 from ledgermq.controller.config import load_controller_config
 from ledgermq.controller.server import ControllerServer
@@ -18,7 +18,7 @@ from ledgermq.namesrv import NamesrvConfig, NameServer
 from ledgermq.drivers.raft import FileRaftLog
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from ledgermq.replication.raft import Entry
-from ledgermq.store.epoch_file import EpochFile
+from ledgermq.store.marks.epoch_file import EpochFile
 
 from ..wait import until
 

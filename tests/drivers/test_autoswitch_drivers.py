@@ -5,12 +5,12 @@ offset); a send waits for the SyncStateSet; a crash between cutting the log and 
 file leaves no epoch vouching for bytes that are gone."""
 import asyncio
 
-from ledgermq.clock import now_ms
+from ledgermq.runtime.clock import now_ms
 from ledgermq.drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
 from ledgermq.replication.autoswitch.sync_state import SyncConfig, SyncStateTracker
 from ledgermq.replication.ha import HAConfig, SyncStatus
 from ledgermq.store import MessageStore
-from ledgermq.store.epoch_file import EpochFile
+from ledgermq.store.marks.epoch_file import EpochFile
 
 from ..store.conftest import small_config
 from ..wait import until

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ledgermq.drivers.dledger import DLedgerDriver
-from ledgermq.cluster import free_ports
+from ledgermq.localcluster.cluster import free_ports
 from ledgermq.replication.raft import Code, Complete, RaftConfig, Role
 from ledgermq.store import MessageStore
 

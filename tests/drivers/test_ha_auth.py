@@ -8,12 +8,12 @@ import logging
 
 import pytest
 
-from ledgermq.clock import now_ms
-from ledgermq.config import ConfigError
+from ledgermq.runtime.clock import now_ms
+from ledgermq.runtime.config import ConfigError
 from ledgermq.drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
 from ledgermq.drivers.ha import HAMasterDriver, HASlaveDriver
-from ledgermq.drivers.ha_auth import MAGIC
-from ledgermq.peer_auth import (
+from ledgermq.peer_auth.stream import MAGIC
+from ledgermq.peer_auth.core import (
     CLIENT, INCOMPLETE, NO_AUTH, NONCE_BYTES, PROOF_BYTES, UNEXPECTED, WRONG_SECRET,
     ClientHandshake, PeerAuth, PeerRefused, ServerHandshake, load_secret, proof,
 )

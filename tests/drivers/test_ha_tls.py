@@ -4,7 +4,7 @@ instead of reading its handshake as a report (an offset past 1.5 EB)."""
 import asyncio
 import logging
 
-from ledgermq.certs import CertAuthority
+from ledgermq.localcluster.certs import CertAuthority
 from ledgermq.drivers.ha import HAMasterDriver, HASlaveDriver
 from ledgermq.remoting.tls import load_tls
 from ledgermq.replication.ha import HAConfig

@@ -7,14 +7,14 @@ import asyncio
 
 import pytest
 
-from ledgermq.cluster import free_ports
+from ledgermq.localcluster.cluster import free_ports
 from ledgermq.controller.client import ControllerClient, ControllerError
 from ledgermq.controlnode import ControlNode
 from ledgermq.drivers.control_node import ControlNodeClient
 from ledgermq.drivers.raft import encode_message
-from ledgermq.peer_auth import NO_AUTH, UNEXPECTED, WRONG_SECRET, PeerAuth
+from ledgermq.peer_auth.core import NO_AUTH, UNEXPECTED, WRONG_SECRET, PeerAuth
 from ledgermq.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
-from ledgermq.remoting.peer_auth import PeerAuthError, PeerGate
+from ledgermq.peer_auth.remoting import PeerAuthError, PeerGate
 from ledgermq.replication.raft import Entry, Push, PushType, VoteRequest
 
 from ..controller.test_controller_server import REGISTER, broker_in_controller_mode, controller

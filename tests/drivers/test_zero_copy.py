@@ -14,7 +14,7 @@ import uvloop
 from ledgermq.broker.broker import Broker
 from ledgermq.broker.config import load_broker_config
 from ledgermq.broker.state import TopicConfig
-from ledgermq.cluster import free_ports
+from ledgermq.localcluster.cluster import free_ports
 from ledgermq.drivers.raft import encode_message
 from ledgermq.remoting import RemotingCommand, RequestCode, ResponseCode
 from ledgermq.remoting.command import decode_frame

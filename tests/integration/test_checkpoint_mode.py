@@ -13,7 +13,7 @@ import pytest
 
 from ledgermq import Message, Producer, SendStatus
 from ledgermq.client.admin import Admin
-from ledgermq.cluster import down, restart, status, up
+from ledgermq.localcluster.cluster import down, restart, status, up
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
 from ..wait import wait_until

@@ -10,7 +10,7 @@ import pytest
 
 from ledgermq.chaos.disk import (commitlog_dir, cut_unsynced, mark_power_loss, read_flushed,
                                  written_end)
-from ledgermq.cluster import down, restart, status, stop, up
+from ledgermq.localcluster.cluster import down, restart, status, stop, up
 
 from ..wait import wait_until
 from .load import check_nothing_lost, read_all, under_load

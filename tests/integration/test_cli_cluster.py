@@ -68,7 +68,7 @@ def test_down_leaves_a_reused_pid_alone(tmp_path):
 
 def test_a_zombie_counts_as_down():
     """A process that exited but whose parent has not reaped it yet is not running."""
-    from ledgermq.cluster import pid_alive
+    from ledgermq.localcluster.cluster import pid_alive
     parent = subprocess.Popen([sys.executable, "-c", (
         "import os, sys, time\n"
         "pid = os.fork()\n"

@@ -54,7 +54,7 @@ def test_the_store_lock_goes_with_the_process(dev):
 def test_python_sees_the_lock_too(tmp_path):
     """Two stores on one directory in one process: the second open refuses."""
     out = subprocess.run([sys.executable, "-c", f"""
-from ledgermq.files import DirectoryInUse
+from ledgermq.runtime.files import DirectoryInUse
 from ledgermq.store import MessageStore, StoreConfig
 cfg = StoreConfig(storePathRootDir={str(tmp_path)!r}, mappedFileSizeCommitLog=1 << 16)
 a = MessageStore(cfg); a.open()

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from ledgermq.cluster import down, up
-from ledgermq.drivers.ha_auth import connect
-from ledgermq.peer_auth import WRONG_SECRET, PeerRefused
+from ledgermq.localcluster.cluster import down, up
+from ledgermq.peer_auth.stream import connect
+from ledgermq.peer_auth.core import WRONG_SECRET, PeerRefused
 from ledgermq.replication.ha import REPORT
 
 from ..wait import wait_until

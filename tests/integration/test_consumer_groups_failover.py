@@ -10,7 +10,7 @@ import pytest
 
 from ledgermq import Message, MQClientError, Producer, PullConsumer
 from ledgermq.client.admin import Admin
-from ledgermq.cluster import down
+from ledgermq.localcluster.cluster import down
 from ledgermq.remoting import ResponseCode
 
 from ..wait import until, wait_until

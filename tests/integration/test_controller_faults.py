@@ -22,7 +22,7 @@ import time
 from ledgermq.chaos.disk import commitlog_dir, damage_flushed, read_flushed
 from ledgermq import MQClientError
 from ledgermq.client.admin import Admin
-from ledgermq.cluster import down, restart, status, up
+from ledgermq.localcluster.cluster import down, restart, status, up
 from ledgermq.controller.client import ControllerClient
 
 from ..wait import wait_until

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ledgermq.cluster import down, restart, status, up
+from ledgermq.localcluster.cluster import down, restart, status, up
 from ledgermq.controller.client import ControllerClient
 
 from ..wait import wait_until

@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from ledgermq import Message, Producer
-from ledgermq.cluster import down, restart, status, up
+from ledgermq.localcluster.cluster import down, restart, status, up
 
 from ..wait import until, wait_until
 from .load import Sighting, acked_after, check_nothing_lost, read_all, under_load

@@ -8,7 +8,7 @@ import signal
 import time
 
 from ledgermq import Message, Producer
-from ledgermq.cluster import restart
+from ledgermq.localcluster.cluster import restart
 
 from ..wait import wait_until
 from .load import Ack, check_nothing_lost, read_all, under_load

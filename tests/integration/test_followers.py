@@ -6,7 +6,7 @@ write: a slave refuses it; a checkpoint-mode slave once appended it to its own l
 import asyncio
 
 from ledgermq import Message, Producer
-from ledgermq.cluster import down, status, up
+from ledgermq.localcluster.cluster import down, status, up
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from ledgermq.wire.message import decode_offset_msg_id
 

@@ -11,7 +11,7 @@ import time
 from ledgermq import Message, Producer, PushConsumer
 from ledgermq.client.admin import Admin
 from ledgermq.client.instance import MQClientError
-from ledgermq.cluster import down, start, stop, up
+from ledgermq.localcluster.cluster import down, start, stop, up
 from ledgermq.remoting import RemotingCommand, RequestCode
 
 from ..wait import until, wait_until

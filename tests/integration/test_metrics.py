@@ -11,7 +11,7 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 from ledgermq import Message, Producer, PullConsumer
-from ledgermq.cluster import down, status, up
+from ledgermq.localcluster.cluster import down, status, up
 
 from ..wait import wait_until
 

@@ -9,7 +9,7 @@ import signal
 from contextlib import contextmanager
 
 from ledgermq import Message, Producer, PullConsumer, SendStatus
-from ledgermq.cluster import down, status, up
+from ledgermq.localcluster.cluster import down, status, up
 
 from ..wait import wait_until
 from .test_grpc_endpoint import message as grpc_message, pb, send as grpc_send

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ledgermq import Message, Producer, PullConsumer, PullStatus
-from ledgermq.cluster import down
+from ledgermq.localcluster.cluster import down
 
 from ..wait import until, wait_until
 from .test_transactions_failover import group_up, master

@@ -12,9 +12,9 @@ import time
 import pytest
 
 from ledgermq import Message, Producer, PullConsumer, PullStatus
-from ledgermq.cluster import down, free_ports, status, up
+from ledgermq.localcluster.cluster import down, free_ports, status, up
 from ledgermq.client.admin import Admin
-from ledgermq.cluster_tls import cluster_client_tls
+from ledgermq.localcluster.tls import cluster_client_tls
 from ledgermq.remoting import RemotingError
 
 from ..wait import until, wait_until
@@ -233,7 +233,7 @@ def test_checkpoint_mode_over_tls(tmp_path):
                "tls.server.keyPath={key}\n", "tls.enable"),
 ])
 def test_a_server_with_wrong_tls_settings_does_not_start(tmp_path, command, conf, key):
-    from ledgermq.certs import CertAuthority
+    from ledgermq.localcluster.certs import CertAuthority
     ca = CertAuthority.create(tmp_path / "pki")
     cert, key_file = ca.issue(tmp_path / "pki", "server")
     path = tmp_path / "server.conf"

@@ -8,7 +8,7 @@ import signal
 import pytest
 
 from ledgermq import LocalTransactionState, Message, TransactionProducer
-from ledgermq.cluster import MASTER_ROLES, down, status, up
+from ledgermq.localcluster.cluster import MASTER_ROLES, down, status, up
 
 from ..wait import until, wait_until
 from .load import read_all

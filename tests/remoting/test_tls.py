@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from ledgermq.certs import CertAuthority
-from ledgermq.config import ConfigError
+from ledgermq.localcluster.certs import CertAuthority
+from ledgermq.runtime.config import ConfigError
 from ledgermq.remoting import RemotingClient, RemotingCommand, RemotingError, RemotingServer
 from ledgermq.remoting.tls import TlsMode, client_context, load_tls
 

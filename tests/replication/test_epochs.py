@@ -2,7 +2,7 @@
 import pytest
 
 from ledgermq.replication.autoswitch import epoch_ranges, truncate_point
-from ledgermq.store.epoch_file import EpochFile
+from ledgermq.store.marks.epoch_file import EpochFile
 from ledgermq.store.mapped_file import StoreError
 
 

@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from ledgermq.certs import CertAuthority
-from ledgermq.cluster_acl import make_cluster_acl
-from ledgermq.peer_auth import write_secret
+from ledgermq.localcluster.certs import CertAuthority
+from ledgermq.localcluster.acl import make_cluster_acl
+from ledgermq.peer_auth.core import write_secret
 
 
 @pytest.fixture

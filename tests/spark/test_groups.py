@@ -17,7 +17,7 @@ from ..wait import wait_until
 
 @pytest.fixture(scope="module")
 def groups(tmp_path_factory):
-    from ledgermq.cluster import down, up
+    from ledgermq.localcluster.cluster import down, up
     d = tmp_path_factory.mktemp("spark-groups")
     state = up("async", 1, d, groups=2, namesrvs=2)
     state["dir"] = d
@@ -74,7 +74,7 @@ def test_batch_read_one_partition_per_queue_of_every_group(spark, groups):
 
 @pytest.mark.slow  # (make test-slow: the default run keeps near 15 minutes)
 def test_a_stream_with_a_group_down_fails_naming_its_queues_or_waits(spark, groups, tmp_path):
-    from ledgermq.cluster import start, stop
+    from ledgermq.localcluster.cluster import start, stop
     ns, d, topic = groups["namesrv"], groups["dir"], "GroupsStream"
     create(ns, topic, 2)
     first = [f"s1-{i}".encode() for i in range(40)]

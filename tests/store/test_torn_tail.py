@@ -3,7 +3,7 @@ properties (#28, chaos async seed 5: the consumer read a message whose key ended
 zeros, "never sent"). The body CRC cannot see it; a stored message never ends in a zero
 byte, so recovery cuts it as the torn tail it is."""
 from ledgermq.store import MessageStore
-from ledgermq.store.checkpoint import Checkpoint, save_checkpoint
+from ledgermq.store.marks.checkpoint import Checkpoint, save_checkpoint
 from ledgermq.store.store import CHECKPOINT_FILE
 from ledgermq.wire.message import encode_properties
 

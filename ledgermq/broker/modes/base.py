@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from ...peer_auth import PeerAuth
+from ...peer_auth.core import PeerAuth
 from ...remoting import RemotingCommand, ResponseCode
 from ...store import MessageStore, PutResult
 from ...wire.batch import EncodedBatch

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 
-from ...clock import now_ms
+from ...runtime.clock import now_ms
 from ...controlnode.persist import decode_cached
 from ...drivers.checkpoint_files import CheckpointFile, load_role, save_role
 from ...drivers.control_node import ControlNodeClient

@@ -16,14 +16,14 @@ import json
 import logging
 import time
 
-from ...clock import now_ms
+from ...runtime.clock import now_ms
 from ...controller.client import ControllerClient, ControllerError, ControllerRefused
 from ...controller.metadata import refusal_may_have_applied
 from ...drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ...replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
 from ...store import PutResult
-from ...store.epoch_file import EpochFile
+from ...store.marks.epoch_file import EpochFile
 from ...wire.batch import EncodedBatch
 from ..config import BrokerConfig
 from .base import Later

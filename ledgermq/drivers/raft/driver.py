@@ -17,14 +17,14 @@ import time
 import zlib
 from pathlib import Path
 
-from ...clock import now_ms
-from ...peer_auth import PeerAuth
+from ...runtime.clock import now_ms
+from ...peer_auth.core import PeerAuth
 from ...remoting import Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer
-from ...remoting.peer_auth import PEER_AUTH, PeerGate
+from ...peer_auth.remoting import PEER_AUTH, PeerGate
 from ...replication.raft import (
     AppendEntries, Complete, RaftNode, ResetLog, Role, SaveCommit, SaveMeta, Send, TruncateAfter,
 )
-from ...files import replace_file
+from ...runtime.files import replace_file
 from ...remoting.tls import DISABLED, Tls
 from .codec import RAFT_MESSAGE, decode_message, encode_message
 

@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import replace_file
+from ...runtime.files import replace_file
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ def make_cluster_tls(d: Path, hosts: set[str], mode: str = "enforcing") -> Path:
     is dialled at. Returns tls.properties."""
     if mode not in ("enforcing", "permissive"):
         raise ValueError(f"TLS mode {mode!r}: expected enforcing or permissive")
-    from .certs import CertAuthority  # `cryptography` only when a cluster asks for TLS
+    from .certs import CertAuthority
     tls_dir = d / "tls"
     ca = CertAuthority.create(tls_dir, f"ledgermq cluster CA ({d.name})")
     ca.issue(tls_dir, "server", sorted(hosts | {"127.0.0.1", "localhost"}))
@@ -46,5 +46,5 @@ def cluster_client_tls(state: dict) -> ssl.SSLContext | None:
     """What a client of the cluster in `state` (cluster.json) connects with."""
     if not state.get("tls"):
         return None
-    from .remoting.tls import client_context
+    from ..remoting.tls import client_context
     return client_context(state["tls"]["ca"])

@@ -9,7 +9,7 @@ A proof is good for one connection only (both nonces are fresh) and cannot be se
 as the other side's (the role is in it). The secret itself never crosses the wire.
 
 Sans-IO here: the proofs, the two sides' steps, and what a refusal says. Raw streams
-carry them in drivers/ha_auth.py, remoting connections in remoting/peer_auth.py. Without
+carry them in peer_auth/stream.py, remoting connections in peer_auth/remoting.py. Without
 TLS the traffic after the handshake is neither encrypted nor protected from someone on
 the path: this keeps out whoever can merely reach a port.
 """
@@ -23,8 +23,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from .config import ConfigError
-from .files import write_private
+from ..runtime.config import ConfigError
+from ..runtime.files import write_private
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The cluster-secret handshake (ledgermq/peer_auth.py) on remoting connections: request
+"""The cluster-secret handshake (ledgermq/peer_auth/core.py) on remoting connections: request
 code PEER_AUTH, twice, on a new connection before any other request:
 
   step=hello  nonce=HEX  ->  SUCCESS nonce=HEX proof=HEX  (the server's)
@@ -12,13 +12,13 @@ NO_PERMISSION saying so, so a peer with a secret and one without both log what i
 """
 from __future__ import annotations
 
-from ..peer_auth import (
-    HANDSHAKE_TIMEOUT_S, INCOMPLETE, NO_AUTH, UNEXPECTED, WRONG_SECRET, ClientHandshake,
-    PeerAuth, PeerRefused, ServerHandshake,
+from .core import (
+    HANDSHAKE_TIMEOUT_S, INCOMPLETE, NO_AUTH, UNEXPECTED, WRONG_SECRET, ClientHandshake, PeerAuth,
+    PeerRefused, ServerHandshake,
 )
-from .codes import RequestCode, ResponseCode
-from .command import RemotingCommand
-from .transport import Connection, RemotingError
+from ..remoting.codes import RequestCode, ResponseCode
+from ..remoting.command import RemotingCommand
+from ..remoting.transport import Connection, RemotingError
 
 PEER_AUTH = RequestCode.PEER_AUTH
 _AUTHED, _HANDSHAKE = "peer_authenticated", "peer_handshake"

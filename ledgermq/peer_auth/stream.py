@@ -1,4 +1,4 @@
-"""The cluster-secret handshake on the HA port (ledgermq/peer_auth.py), before any
+"""The cluster-secret handshake on the HA port (ledgermq/peer_auth/core.py), before any
 replication byte, when the broker has a clusterSecret:
 
   slave -> master: MAGIC (8), the slave's nonce (16)
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 
-from ..peer_auth import (
-    HANDSHAKE_TIMEOUT_S, INCOMPLETE, NO_AUTH, NONCE_BYTES, PROOF_BYTES, UNEXPECTED,
-    WRONG_SECRET, ClientHandshake, PeerRefused, ServerHandshake,
+from .core import (
+    HANDSHAKE_TIMEOUT_S, INCOMPLETE, NO_AUTH, NONCE_BYTES, PROOF_BYTES, UNEXPECTED, WRONG_SECRET,
+    ClientHandshake, PeerRefused, ServerHandshake,
 )
 
 MAGIC = b"\xffLMQAUTH"

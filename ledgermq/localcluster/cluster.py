@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cluster_acl import acl_broker_conf, cluster_signer, make_cluster_acl
-from .cluster_conf import broker_conf, controller_conf
-from .cluster_tls import cluster_client_tls, make_cluster_tls, tls_conf_line, with_tls
+from .acl import acl_broker_conf, cluster_signer, make_cluster_acl
+from .conf import broker_conf, controller_conf
+from .tls import cluster_client_tls, make_cluster_tls, tls_conf_line, with_tls
 
 MODES = ("dledger", "sync", "async", "checkpoint", "controller")
 
@@ -128,8 +128,8 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
     name server) and what the mode needs beside them: one control node (checkpoint) or one
     controller group (controller), shared by every group as RocketMQ shares them. `grpc`:
     each broker also serves RocketMQ 5 clients on a port of its own (`grpcPort`). `tls`:
-    "enforcing" or "permissive" on every port, every link over TLS (cluster_tls.py).
-    `acl`: RocketMQ's ACL on every broker, with one admin account (cluster_acl.py)."""
+    "enforcing" or "permissive" on every port, every link over TLS (localcluster/tls.py).
+    `acl`: RocketMQ's ACL on every broker, with one admin account (localcluster/acl.py)."""
     if mode not in MODES:
         raise ValueError(f"mode {mode} is not available yet (have: {', '.join(MODES)})")
     group_names(groups)
@@ -186,7 +186,7 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
     control = at("control") if mode == "checkpoint" else "127.0.0.1"
     hosts = {at(n) for n in names(mode, replicas, groups, namesrvs, controllers)}
     tls_file = make_cluster_tls(d, hosts, tls) if tls else None
-    from .peer_auth import write_secret  # every server gets it: their links authenticate
+    from ..peer_auth.core import write_secret
     extra = {"clusterSecretFile": str(write_secret(d / "cluster.secret")), **(extra or {})}
     procs = _start_all(d, [{"name": name, "kind": "namesrv", "port": port, "metricsPort": mport,
                             "args": with_tls(["namesrv", "--port", str(port), "--bind", at(name),
@@ -327,7 +327,7 @@ def _zombie(pid: int) -> bool:
 def status(d: Path) -> dict:
     state = _state(d)
     import asyncio
-    from .client.admin import Admin
+    from ..client.admin import Admin
 
     async def roles():
         out = {}

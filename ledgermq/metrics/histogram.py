@@ -2,7 +2,7 @@
 
 An observation is one bisect over the bucket bounds and two additions (no lock, no object
 per observation, no Prometheus client call); the counts become a Prometheus histogram only
-when scraped (`metrics_http.histogram_family`). A request is one observation however many
+when scraped (`metrics.serving.histogram_family`). A request is one observation however many
 messages it carries (`count` adds a batch's messages to one bucket at once). Keys are
 ints or strings rather than tuples where the path is hot (no allocation, a cheap hash):
 the collector turns a key into label values. Counts from

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from .files import write_private
+from ..runtime.files import write_private
 
 VALID_DAYS = 825  # the longest validity clients accept for a server certificate
 

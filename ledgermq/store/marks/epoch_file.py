@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..files import replace_file
-from .mapped_file import StoreError
+from ...runtime.files import replace_file
+from ..mapped_file import StoreError
 
 
 class EpochFile:

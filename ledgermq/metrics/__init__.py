@@ -1,0 +1,1 @@
+"""Prometheus serving and the latency histogram the servers record into."""

@@ -1,0 +1,1 @@
+"""The cluster-secret handshake between servers: the core, and its remoting and stream forms."""
