@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ledgermq import Message, Producer, PullConsumer, PullStatus  # noqa: E402
-from ledgermq.broker.timer import TimerWheel  # noqa: E402
+from ledgermq.broker.delivery.timer import TimerWheel
 from tests.dev_process import DevProcess  # noqa: E402
 
 

@@ -17,27 +17,28 @@ from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode,
 from ..peer_auth.remoting import PEER_AUTH, PeerGate
 from ..store import MessageStore, StoreConfig, StoreError
 from ..wire.message import MessageFormatError, pack_host
-from .acl_rules import RULES as ACL_RULES
-from .acl_file import AclFile
+from .access.rules import RULES as ACL_RULES
+from .access.acl_file import AclFile
 from .config import BrokerConfig
-from .consumers import ConsumerManager
-from .creation_limit import CreationLimit
+from .meta.consumers import ConsumerManager
+from .meta.creation_limit import CreationLimit
 from .long_poll import PullHolds
 from ..metrics.serving import port_of, serve as serve_metrics
 from .metrics import BrokerStats, registry_for
 from .replica_lag import LogBoundaries
 from .request_timing import timed
 from .modes import StandaloneMode, mode_class
-from .pop_service import PopService
+from .pop.service import PopService
 from .processors import PROCESSORS
-from .registration import NameServerLink
-from .schedule import ScheduleService
+from .name_server_link import NameServerLink
+from .delivery.schedule import ScheduleService
 from .send_parsing import BadRequest
-from .state import ConsumerOffsets, TopicTable
-from .subgroups import SubscriptionGroups
-from .topics import Topics
-from .timer import TimerService
-from .transactions import Transactions
+from .meta.offsets import ConsumerOffsets
+from .meta.topic_table import TopicTable
+from .meta.subgroups import SubscriptionGroups
+from .meta.topics import Topics
+from .delivery.timer import TimerService
+from .delivery.transactions import Transactions
 
 log = logging.getLogger(__name__)
 

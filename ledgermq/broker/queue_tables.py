@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from .registration import json_body
+from .name_server_link import json_body
 
 QUEUE_FIELDS = ("brokerName", "queueId", "topic")
 

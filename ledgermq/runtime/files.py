@@ -4,8 +4,12 @@ server holds on its data directory."""
 from __future__ import annotations
 
 import fcntl
+import json
+import logging
 import os
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def fsync_dir(path: Path) -> None:
@@ -74,3 +78,23 @@ class DirectoryLock:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor drops the lock
             self._fd = None
+
+
+def write_json_atomically(path: Path, doc) -> None:
+    """A JSON state file, through replace_file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_file(path, json.dumps(doc, indent=1, sort_keys=True).encode())
+
+
+def read_json(path: Path, default):
+    """A JSON state file, or `default` when there is none; a damaged one is moved aside
+    (kept for a person to read) and the server starts from `default`."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return default
+    except ValueError:
+        bak = path.with_name(path.name + ".corrupt")
+        os.replace(path, bak)
+        log.error("%s is not valid JSON; moved it to %s and started empty", path, bak)
+        return default

@@ -1,8 +1,8 @@
-"""ACL 1.0 decisions (broker/acl.py): who may send what where, from which address, and
+"""ACL 1.0 decisions (broker/access/accounts.py): who may send what where, from which address, and
 what a broken plain_acl.yml says."""
 import pytest
 
-from ledgermq.broker.acl import PlainAcl, address_matches
+from ledgermq.broker.access.accounts import PlainAcl, address_matches
 from ledgermq.remoting import RemotingCommand, RequestCode
 from ledgermq.remoting.signing import signer
 

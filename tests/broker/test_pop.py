@@ -1,7 +1,7 @@
-"""POP bookkeeping (broker/pop.py): what a consumer group may receive, ack and get again."""
+"""POP bookkeeping (broker/pop/bookkeeping.py): what a consumer group may receive, ack and get again."""
 import pytest
 
-from ledgermq.broker.pop import Deadlines, Handle, PopQueue
+from ledgermq.broker.pop.bookkeeping import Deadlines, Handle, PopQueue
 
 
 def test_acks_move_the_committed_offset_over_the_acked_prefix_only():

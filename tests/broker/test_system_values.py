@@ -3,8 +3,8 @@ a damaged delayed message is logged and skipped, and the delayed messages behind
 still delivered (before, decoding it raised on every round: its level never moved again)."""
 import logging
 
-from ledgermq.broker.schedule import ScheduleService
-from ledgermq.broker.state import SCHEDULE_TOPIC
+from ledgermq.broker.delivery.schedule import ScheduleService
+from ledgermq.broker.access.system_topics import SCHEDULE_TOPIC
 from ledgermq.store import MessageStore
 from ledgermq.wire.message import decode_message, encode_properties
 

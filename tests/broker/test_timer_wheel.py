@@ -6,7 +6,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgermq.broker.timer import CHUNK, SLOT_MS, TimerWheel, deliver_time
+from ledgermq.broker.delivery.timer import CHUNK, SLOT_MS, TimerWheel, deliver_time
 
 
 @settings(max_examples=60, deadline=None)

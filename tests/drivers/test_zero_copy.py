@@ -13,7 +13,7 @@ import uvloop
 
 from ledgermq.broker.broker import Broker
 from ledgermq.broker.config import load_broker_config
-from ledgermq.broker.state import TopicConfig
+from ledgermq.broker.meta.topic_table import TopicConfig
 from ledgermq.localcluster.cluster import free_ports
 from ledgermq.drivers.raft import encode_message
 from ledgermq.remoting import RemotingCommand, RequestCode, ResponseCode

@@ -1,5 +1,5 @@
 """ACL as an allow-list per request code (#31): every request a broker serves has a declared
-permission in one table (acl_rules.RULES), a code without one is refused, and the
+permission in one table (broker/access/rules.py), a code without one is refused, and the
 requests that name a stored message are checked against that message, not against what
 the client says. Raw signed frames from an account that may use only its own topic and
 group, against a real `ledgermq dev` with aclEnable."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ledgermq.broker.acl import PlainAcl
-from ledgermq.broker.acl_rules import RULES, markdown_table
+from ledgermq.broker.access.accounts import PlainAcl
+from ledgermq.broker.access.rules import RULES, markdown_table
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from ledgermq.remoting.signing import signer
 from ledgermq.wire.message import SYSFLAG_TRANSACTION_PREPARED, decode_offset_msg_id, encode_properties
@@ -84,7 +84,7 @@ def test_a_request_code_without_a_rule_is_refused_even_to_an_admin():
 
 def test_readme_lists_every_rule():
     readme = (Path(__file__).parents[2] / "README.md").read_text()
-    assert markdown_table() in readme, "README's ACL table is not the code's: regenerate it (python -m ledgermq.broker.acl_rules)"
+    assert markdown_table() in readme, "README's ACL table is not the code's: regenerate it (python -m ledgermq.broker.access.rules)"
 
 
 def test_a_message_by_id_needs_sub_on_its_own_topic(acl_dev):

@@ -18,7 +18,7 @@ import pytest
 from ledgermq.apis import definition_pb2 as pb
 from ledgermq.apis import rpc
 from ledgermq.apis import service_pb2 as svc
-from ledgermq.broker.pop import Handle
+from ledgermq.broker.pop.bookkeeping import Handle
 
 from ..dev_process import DevProcess
 from ..wait import wait_until

@@ -7,8 +7,8 @@ import pytest
 
 from ledgermq.broker import Broker
 from ledgermq.broker.config import load_broker_config
-from ledgermq.broker.pop_service import COMPACT_AT_LEAST
-from ledgermq.broker.state import TopicConfig
+from ledgermq.broker.pop.service import COMPACT_AT_LEAST
+from ledgermq.broker.meta.topic_table import TopicConfig
 
 
 @pytest.fixture

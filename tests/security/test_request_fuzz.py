@@ -20,7 +20,7 @@ from ledgermq import Message, Producer, PullConsumer, PullStatus
 from ledgermq.apis import definition_pb2 as pb
 from ledgermq.apis import rpc
 from ledgermq.apis import service_pb2 as svc
-from ledgermq.broker.acl_rules import RULES
+from ledgermq.broker.access.rules import RULES
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode
 
 from ..dev_process import DevProcess

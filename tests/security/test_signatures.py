@@ -6,7 +6,7 @@ import hashlib
 import hmac
 import time
 
-from ledgermq.broker.acl import PlainAcl
+from ledgermq.broker.access.accounts import PlainAcl
 from ledgermq.remoting.signing import sign
 
 ACL = PlainAcl.from_doc({"accounts": [{"accessKey": "ak", "secretKey": "secret-key-123",

@@ -68,7 +68,7 @@ def test_properties_only_the_broker_sets_are_stripped_from_a_client_send(dev_onc
 def test_a_parked_messages_destination_is_checked_before_use(props, why):
     """What the broker reads back from its own system topics (a value written before
     clients were kept out, or damaged) is checked: a bad one is said, not used."""
-    from ledgermq.broker.state import BadParked, parked_destination
+    from ledgermq.broker.delivery.parked import BadParked, parked_destination
     with pytest.raises(BadParked, match=why):
         parked_destination(props)
     assert parked_destination({"REAL_TOPIC": "T", "REAL_QID": "3"}) == ("T", 3)

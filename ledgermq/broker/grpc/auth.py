@@ -1,13 +1,13 @@
 """ACL for RocketMQ 5 clients: each call's `authorization` metadata (HMAC-SHA1 of its
 x-mq-date-time keyed by the account's secret) names an account of plain_acl.yml; what it
-may do is decided by the same rules as for remoting clients (broker/acl.py)."""
+may do is decided by the same rules as for remoting clients (broker/access/accounts.py)."""
 from __future__ import annotations
 
 import functools
 
 from ...apis import definition_pb2 as pb
 from ...remoting import RequestCode
-from ..acl import Account
+from ..access.accounts import Account
 
 
 def peer_ip(context) -> str:

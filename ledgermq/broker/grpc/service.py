@@ -22,9 +22,9 @@ from ...wire.message import (
     SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK,
     encode_properties,
 )
-from ..consumers import parse_subscription
-from ..creation_limit import CreationRefused
-from ..pop_service import PopError
+from ..meta.consumers import parse_subscription
+from ..meta.creation_limit import CreationRefused
+from ..pop.service import PopError
 from .auth import authenticated, caller, consume_refusal, refusal
 from .offsets import OffsetCalls, status
 from .channel import CallOf, ClientChannel, call

@@ -11,8 +11,8 @@ from ...store.store import check_topic
 from ...wire.message import MessageFormatError
 from ..modes import not_in_mode
 from ..queue_tables import queue_table
-from ..registration import json_body
-from ..state import TopicConfig
+from ..name_server_link import json_body
+from ..meta.topic_table import TopicConfig
 
 if TYPE_CHECKING:
     from ..broker import Broker

@@ -10,9 +10,9 @@ from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ...remoting.codes import RETRY_PREFIX
 from ...store.store import check_topic
 from ...wire.message import MessageFormatError
-from ..creation_limit import CreationRefused
+from ..meta.creation_limit import CreationRefused
 from ..json_bodies import json_object, objects, queue_id, text
-from ..registration import json_body
+from ..name_server_link import json_body
 
 if TYPE_CHECKING:
     from ..broker import Broker

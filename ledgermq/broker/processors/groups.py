@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from ...remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..json_bodies import json_object
 from ..queue_tables import queue_table
-from ..registration import json_body
-from ..subgroups import SubscriptionGroupConfig
+from ..name_server_link import json_body
+from ..meta.subgroups import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
     from ..broker import Broker

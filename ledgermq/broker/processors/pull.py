@@ -13,8 +13,8 @@ from ...remoting.codes import (
 from ...filter.sql92 import compile_sql
 from ...store import GetStatus
 from ...wire.message import MessageFormatError, decode_message
-from ..consumers import parse_subscription
-from ..creation_limit import CreationRefused
+from ..meta.consumers import parse_subscription
+from ..meta.creation_limit import CreationRefused
 
 if TYPE_CHECKING:
     from ..broker import Broker

@@ -18,16 +18,16 @@ from ...wire.message import (
     MessageFormatError, decode_properties, pack_host,
 )
 from ..modes import Later, Pending
-from ..creation_limit import CreationRefused
-from ..redelivery import redelivery
+from ..meta.creation_limit import CreationRefused
+from ..delivery.redelivery import redelivery
 from ..send_parsing import (
     BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header, props_from_header,
     split_batch_body, tags_of, to_schedule, wants_dedup, with_properties,
     without_broker_properties,
 )
-from ..state import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, client_may_send
-from ..timer import deliver_time, to_timer
-from ..transactions import to_half
+from ..access.system_topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, client_may_send
+from ..delivery.timer import deliver_time, to_timer
+from ..delivery.transactions import to_half
 
 if TYPE_CHECKING:
     from ..broker import Broker

@@ -6,10 +6,10 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from ..wire.message import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, StoredMessage
+from ...wire.message import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, StoredMessage
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from ..broker import Broker
 
 
 def redelivery(broker: "Broker", group: str, msg: StoredMessage, origin_id: str | None = None,

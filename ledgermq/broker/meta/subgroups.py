@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from .creation_limit import CreationLimit
-from .state import read_json, write_json_atomically
+from ...runtime.files import read_json, write_json_atomically
 
 
 @dataclass

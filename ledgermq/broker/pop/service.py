@@ -1,6 +1,6 @@
 """The broker's POP service: hands out messages of a topic (and of the group's retry topic)
 across all its queues on this master, takes acks and invisibility changes, and revives
-deliveries not acked in time (pop.py has the bookkeeping and its rules).
+deliveries not acked in time (bookkeeping.py has the bookkeeping and its rules).
 
 What replicates: every ack, written to the commit log (rmq_sys_POP_ACK) and answered once
 the mode acknowledges that write (flushed, copied to a slave, committed by a quorum: the
@@ -17,20 +17,19 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ..remoting.codes import PERM_READ, RETRY_PREFIX
-from ..store import GetStatus, PutStatus
-from ..wire.message import (
-    PROPERTY_UNIQ_KEY, MessageFormatError, StoredMessage,
-    decode_message, encode_properties,
+from ...remoting.codes import PERM_READ, RETRY_PREFIX
+from ...store import GetStatus, PutStatus
+from ...wire.message import (
+    PROPERTY_UNIQ_KEY, MessageFormatError, StoredMessage, decode_message, encode_properties,
 )
-from .modes import Later, Pending
-from .pop import Deadlines, Handle, PopQueue
-from .redelivery import redelivery
-from .send_parsing import index_keys, tags_of
-from .state import POP_ACK_TOPIC
+from ..modes import Later, Pending
+from .bookkeeping import Deadlines, Handle, PopQueue
+from ..delivery.redelivery import redelivery
+from ..send_parsing import index_keys, tags_of
+from ..access.system_topics import POP_ACK_TOPIC
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from ..broker import Broker
 
 log = logging.getLogger(__name__)
 

@@ -28,16 +28,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..store import StoreError
-from ..wire.message import (
+from ...store import StoreError
+from ...wire.message import (
     PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_UNIQ_KEY, MessageFormatError,
     decode_message, encode_properties,
 )
-from .send_parsing import index_keys, tags_of
-from .state import TIMER_TOPIC, BadParked, parked_destination
+from ..send_parsing import index_keys, tags_of
+from ..access.system_topics import TIMER_TOPIC
+from .parked import BadParked, parked_destination
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from ..broker import Broker
 
 log = logging.getLogger(__name__)
 

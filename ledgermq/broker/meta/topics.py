@@ -7,10 +7,11 @@ import asyncio
 import logging
 from typing import Callable
 
-from ..remoting.codes import DLQ_PREFIX, PERM_READ, PERM_WRITE, RETRY_PREFIX
-from ..store import MessageStore
+from ...remoting.codes import DLQ_PREFIX, PERM_READ, PERM_WRITE, RETRY_PREFIX
+from ...store import MessageStore
 from .creation_limit import CreationLimit
-from .state import AUTO_CREATE_TOPIC, TopicConfig, TopicTable
+from ..access.system_topics import AUTO_CREATE_TOPIC
+from .topic_table import TopicConfig, TopicTable
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..remoting.codes import RETRY_PREFIX, RequestCode
-from ..wire.message import PROPERTY_REAL_TOPIC, PROPERTY_RETRY_TOPIC, StoredMessage
+from ...remoting.codes import RETRY_PREFIX, RequestCode
+from ...wire.message import PROPERTY_REAL_TOPIC, PROPERTY_RETRY_TOPIC, StoredMessage
 
 PUB, SUB = 1, 2  # (acl.py's permission bits)
 DLQ_PREFIX = "%DLQ%"
@@ -227,5 +227,5 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # the README's table: python -m ledgermq.broker.acl_rules
+if __name__ == "__main__":  # the README's table: python -m ledgermq.broker.access.rules
     print(markdown_table())

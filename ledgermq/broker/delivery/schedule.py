@@ -11,14 +11,14 @@ import logging
 import time
 from pathlib import Path
 
-from ..store import MessageStore
-from ..wire.message import (
+from ...store import MessageStore
+from ...wire.message import (
     PROPERTY_DELAY_TIME_LEVEL, MessageFormatError, decode_message, encode_properties,
 )
-from .send_parsing import index_keys, tags_of
-from .state import (
-    SCHEDULE_TOPIC, BadParked, parked_destination, read_json, write_json_atomically,
-)
+from ..send_parsing import index_keys, tags_of
+from ..access.system_topics import SCHEDULE_TOPIC
+from .parked import BadParked, parked_destination
+from ...runtime.files import read_json, write_json_atomically
 
 log = logging.getLogger(__name__)
 

@@ -22,21 +22,20 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..remoting import RemotingCommand, RemotingError, RequestCode
-from ..store import StoreError
-from ..wire.message import (
+from ...remoting import RemotingCommand, RemotingError, RequestCode
+from ...store import StoreError
+from ...wire.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_CHECK_TIMES, PROPERTY_UNIQ_KEY,
     SYSFLAG_TRANSACTION_MASK, MessageFormatError, StoredMessage, decode_message, encode_message,
     encode_properties, offset_msg_id,
 )
-from .send_parsing import index_keys, tags_of, with_properties
-from .state import (
-    TRANS_CHECK_MAX_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_TOPIC, BadParked, parked_destination,
-)
+from ..send_parsing import index_keys, tags_of, with_properties
+from ..access.system_topics import TRANS_CHECK_MAX_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_TOPIC
+from .parked import BadParked, parked_destination
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from ..broker import Broker
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from ..remoting import Connection, RemotingCommand, RemotingError, RequestCode
-from ..wire.message import tag_hash
+from ...remoting import Connection, RemotingCommand, RemotingError, RequestCode
+from ...wire.message import tag_hash
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from .acl import PlainAcl
+from .accounts import PlainAcl
 
 log = logging.getLogger(__name__)
 

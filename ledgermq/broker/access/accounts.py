@@ -15,15 +15,15 @@ import hmac
 import time
 from dataclasses import dataclass, field
 
-from ..remoting.signing import ACCESS_KEY, SIGNATURE, sign
-from . import acl_rules
-from .acl_rules import Ask
+from ...remoting.signing import ACCESS_KEY, SIGNATURE, sign
+from . import rules
+from .rules import Ask
 
 # how far a RocketMQ 5 client's signed x-mq-date-time may lie from the broker's clock
 # (aclSignatureWindowSeconds)
 SIGNATURE_WINDOW_S = 15 * 60
 
-DENY, PUB, SUB = 0, acl_rules.PUB, acl_rules.SUB
+DENY, PUB, SUB = 0, rules.PUB, rules.SUB
 _PERMS = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB,
           "ANY": PUB | SUB}
 
@@ -182,10 +182,10 @@ class PlainAcl:
     @staticmethod
     def permission(account: Account, code: int, fields: dict[str, str],
                    body: bytes | None = None, message=None) -> str | None:
-        """What the request needs (acl_rules.RULES), and whether the account has it.
+        """What the request needs (rules.RULES), and whether the account has it.
         `message(offset)`: the stored message at a commit-log offset, or None."""
         ask = Ask(fields, body) if message is None else Ask(fields, body, message)
-        return acl_rules.refusal(account, code, ask)
+        return rules.refusal(account, code, ask)
 
 
 # a globally white address: trusted as an admin, as RocketMQ does

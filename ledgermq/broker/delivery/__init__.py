@@ -1,0 +1,1 @@
+"""Messages the broker holds back and delivers later: delay levels, the timer wheel, transactions, redelivery."""

@@ -1,0 +1,1 @@
+"""The broker's metadata: topics, subscription groups, consumers and their offsets."""

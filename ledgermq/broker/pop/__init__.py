@@ -1,0 +1,1 @@
+"""POP consumption: the bookkeeping (pure) and the service that runs it."""
