@@ -2,7 +2,8 @@
 no import cycles between packages; replication/ and drivers/ never import broker/;
 replication/ touches no socket, clock, thread or file; client/ and spark/ never import
 store/; chaos/ (test hosts and faults, run by the CLI) drives processes, never the broker's
-internals. Imports under `if TYPE_CHECKING:` are annotations only and do not count."""
+internals; only packages at the top of ledgermq/, no folder over 16 modules, no file name
+twice in one package. Imports under `if TYPE_CHECKING:` are annotations only and do not count."""
 from __future__ import annotations
 
 import ast
@@ -146,6 +147,32 @@ def test_no_module_over_500_lines():
     long = {module_name(p): n for p in ROOT.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 500}
     assert not long, long
+
+
+MAX_MODULES_PER_FOLDER = 16  # beside __init__: past that a folder holds more than one concern
+
+
+def test_only_packages_at_the_top():
+    loose = sorted(p.name for p in ROOT.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert not loose, f"modules beside the packages (put each in the package of its concern): {loose}"
+
+
+def test_no_folder_over_the_module_limit():
+    crowded = {str(d.relative_to(ROOT.parent)): n for d in [ROOT, *ROOT.rglob("*/")]
+               if d.is_dir() and (n := sum(1 for p in d.glob("*.py") if p.stem != "__init__"))
+               > MAX_MODULES_PER_FOLDER}
+    assert not crowded, crowded
+
+
+def test_no_module_name_twice_in_one_package():
+    """Inside one top-level package, a file name says which module it is."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for p in ROOT.rglob("*.py"):
+        package = package_of(module_name(p))
+        if package and p.stem not in ("__init__", "__main__") and p.parent != ROOT:
+            seen.setdefault((package, p.name), []).append(str(p.relative_to(ROOT.parent)))
+    twice = {k: v for k, v in seen.items() if len(v) > 1}
+    assert not twice, twice
 
 
 def test_the_checker_sees_a_forbidden_edge(tmp_path):

@@ -1,5 +1,5 @@
 """Classic HA (S2) on a broker: the asyncio drivers of the HAMaster and HASlave cores over
-the HA port (the seed's wire format, see replication/ha/types.py).
+the HA port (the seed's wire format, see replication/ha/actions.py).
 
 The master streams commit-log bytes straight from the mapped segments; the slave appends
 whole messages with the store's append-as-replica and dispatches its own consume queues.

@@ -1,6 +1,6 @@
 """The I/O of a recovering classic-HA master's refill (replication/ha/refill.py): the
 slave streams its log back, the master learns whether it ever had slaves; and the fork
-check both ends make with the tail digest (replication/ha/types.py).
+check both ends make with the tail digest (replication/ha/actions.py).
 
 Wire (slave -> master, in a report's place): the 8-byte value REFILL_DATA, a 12-byte
 header (offset, size) and `size` bytes of the slave's commit log, never crossing one of

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..replication.raft import AppendEntries, Entry, ResetLog, SaveCommit, SaveMeta, TruncateAfter
-from ..replication.raft.types import PERSIST_ACTIONS
+from ..replication.raft.messages import PERSIST_ACTIONS
 
 REC = struct.Struct(">ii")  # record header: size (header included), message number
 

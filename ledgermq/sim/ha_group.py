@@ -294,7 +294,7 @@ class HAGroupSim(Simulation):
 
     def _forked(self, node: Node, offset: int, digest: int) -> bool:
         """Whether `node` holds `offset` with other bytes before it than the peer whose
-        tail digest this is (the drivers' fork check; see replication/ha/types.py)."""
+        tail digest this is (the drivers' fork check; see replication/ha/actions.py)."""
         return "no-fork-check" not in self.bugs and offset <= node.log.end and \
             self._tail(node, offset) != digest
 

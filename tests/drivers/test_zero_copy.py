@@ -18,7 +18,7 @@ from ledgermq.localcluster.cluster import free_ports
 from ledgermq.drivers.raft import encode_message
 from ledgermq.remoting import RemotingCommand, RequestCode, ResponseCode
 from ledgermq.remoting.command import decode_frame
-from ledgermq.replication.ha.types import HEADER
+from ledgermq.replication.ha.actions import HEADER
 from ledgermq.replication.raft import Code, Push, PushType
 
 from ..wait import until

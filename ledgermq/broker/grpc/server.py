@@ -10,7 +10,7 @@ import grpc
 
 from ...apis import rpc
 from ...remoting.tls import ServerFiles, TlsMode
-from .service import MessagingService
+from .messaging import MessagingService
 
 log = logging.getLogger(__name__)
 

@@ -57,7 +57,7 @@ def parse_ack_record(body: bytes) -> tuple[Key, list[int]]:
 
 
 class PopError(Exception):
-    """A request the service refuses: `kind` names the API status (see grpc/service.py)."""
+    """A request the service refuses: `kind` names the API status (see grpc/messaging.py)."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)

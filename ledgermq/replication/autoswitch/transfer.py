@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..ha.master import HAMaster, Link
 from ..ha.slave import HASlave
-from ..ha.types import Complete, Disconnect, HAConfig, Heartbeat, SyncStatus
+from ..ha.actions import Complete, Disconnect, HAConfig, Heartbeat, SyncStatus
 from .epochs import truncate_point
 from .sync_state import SyncStateTracker
 

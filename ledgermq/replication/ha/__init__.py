@@ -3,11 +3,11 @@ from .master import BUGS, HAMaster
 from .slave import BUGS as SLAVE_BUGS
 from .refill import AskRefill, Recovered, RefillAppend, SendLog
 from .slave import HASlave
-from .types import (
+from .actions import (
     CHECKPOINT_FRAME, DIGEST, FORKED_FRAME, HEADER, HELLO, REFILL_DATA, REFILL_FRAME, REPORT, TAIL,
-    TAIL_BYTES, tail_digest, CHECKPOINT_REPORT, Append, Close, Complete, Connect,
-    Disconnect, Flush, HAConfig, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint,
-    StartAt, StoreCheckpoint, SyncStatus, Transfer,
+    TAIL_BYTES, tail_digest, CHECKPOINT_REPORT, Append, Close, Complete, Connect, Disconnect, Flush,
+    HAConfig, Heartbeat, PublishCheckpoint, Report, SaveCheckpoint, StartAt, StoreCheckpoint,
+    SyncStatus, Transfer,
 )
 
 __all__ = ["BUGS", "SLAVE_BUGS", "HAMaster", "HASlave", "AskRefill", "Recovered",

@@ -28,9 +28,8 @@ from .members import BUGS as MEMBER_BUGS
 from .members import Membership
 from .refill import BUGS as REFILL_BUGS
 from .refill import Recovered, Recovery
-from .types import (
-    Close, Complete, HAConfig, Heartbeat, PublishCheckpoint, SaveCheckpoint, SyncStatus,
-    Transfer,
+from .actions import (
+    Close, Complete, HAConfig, Heartbeat, PublishCheckpoint, SaveCheckpoint, SyncStatus, Transfer,
 )
 
 # Known bugs the simulator must catch (`--inject-bug`).

@@ -16,7 +16,7 @@ the master resends from there and the slave skips the bytes it holds.
 from __future__ import annotations
 
 from .refill import SendLog
-from .types import (
+from .actions import (
     CHECKPOINT_FRAME, REFILL_FRAME, Append, Connect, Disconnect, Flush, HAConfig, Report, StartAt,
     StoreCheckpoint,
 )

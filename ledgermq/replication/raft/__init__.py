@@ -1,8 +1,8 @@
 """DLedger-style Raft (S0) as a pure state machine."""
 from .node import BUGS, RaftNode
-from .types import (
-    AppendEntries, Code, Complete, Entry, Push, PushResponse, PushType, RaftConfig, ResetLog,
-    Role, SaveCommit, SaveMeta, Send, TimeoutNow, TruncateAfter, VoteRequest, VoteResponse,
+from .messages import (
+    AppendEntries, Code, Complete, Entry, Push, PushResponse, PushType, RaftConfig, ResetLog, Role,
+    SaveCommit, SaveMeta, Send, TimeoutNow, TruncateAfter, VoteRequest, VoteResponse,
 )
 
 __all__ = ["BUGS", "RaftNode", "AppendEntries", "Code", "Complete", "Entry", "Push",

@@ -17,7 +17,7 @@ the ordinary rule is the same rule.
 """
 from __future__ import annotations
 
-from .types import Action, Role, SaveMeta, Send, VoteRequest, VoteResponse
+from .messages import Action, Role, SaveMeta, Send, VoteRequest, VoteResponse
 
 
 class Elections:

@@ -11,9 +11,9 @@ leader's, clamped to what this log holds and is known to share with the leader
 """
 from __future__ import annotations
 
-from .types import (
-    RESET_LOG, Action, AppendEntries, Code, Entry, Push, PushResponse, PushType, ResetLog,
-    Role, SaveCommit, Send, TruncateAfter,
+from .messages import (
+    RESET_LOG, Action, AppendEntries, Code, Entry, Push, PushResponse, PushType, ResetLog, Role,
+    SaveCommit, Send, TruncateAfter,
 )
 
 

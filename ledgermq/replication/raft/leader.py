@@ -10,9 +10,9 @@ majority holds, and only an entry of the leader's own term (S0-8, Raft's figure 
 from __future__ import annotations
 
 from .progress import Dispatcher
-from .types import (
-    RESET_LOG, Action, Code, Complete, Entry, Push, PushResponse, PushType, Role, SaveCommit,
-    Send, TimeoutNow,
+from .messages import (
+    RESET_LOG, Action, Code, Complete, Entry, Push, PushResponse, PushType, Role, SaveCommit, Send,
+    TimeoutNow,
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .types import Entry
+from .messages import Entry
 
 
 class MemoryLog:

@@ -1,7 +1,7 @@
 """A DLedger-style Raft replica as a pure state machine.
 
 Inputs: `step(message, now)`, `tick(now)`, `propose(data, now)`, `transfer_leadership`.
-Outputs: lists of actions (see types.py for the driver contract). No sockets, clocks,
+Outputs: lists of actions (see messages.py for the driver contract). No sockets, clocks,
 threads or files: the broker drives it with asyncio, the simulator with virtual time.
 
 This module is the glue: the node's state, its inputs, and the changes of role. The
@@ -21,9 +21,9 @@ from .follower import FollowerLog
 from .leader import LeaderReplication
 from .log import MemoryLog
 from .progress import Dispatcher
-from .types import (
-    Action, AppendEntries, Code, Complete, Entry, Message, Push, PushResponse, PushType,
-    RaftConfig, Role, SaveMeta, TimeoutNow, VoteRequest, VoteResponse,
+from .messages import (
+    Action, AppendEntries, Code, Complete, Entry, Message, Push, PushResponse, PushType, RaftConfig,
+    Role, SaveMeta, TimeoutNow, VoteRequest, VoteResponse,
 )
 
 # Known protocol bugs, switched on only by tests and `ledgermq sim --inject-bug`.

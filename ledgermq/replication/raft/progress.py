@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .types import PushType
+from .messages import PushType
 
 
 @dataclass

@@ -26,7 +26,7 @@ from ..meta.consumers import parse_subscription
 from ..meta.creation_limit import CreationRefused
 from ..pop.service import PopError
 from .auth import authenticated, caller, consume_refusal, refusal
-from .offsets import OffsetCalls, status
+from .offset_calls import OffsetCalls, status
 from .channel import CallOf, ClientChannel, call
 from .routes import message_queues, route_doc
 from .convert import (
