@@ -1,13 +1,13 @@
 """mqadmin's consumer-group commands: subscription group configs and offset resets."""
 from __future__ import annotations
 
-import time
 from datetime import datetime
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from ..runtime.clock import wall_ms
 from . import NAMESRV_OPT, _emit
 from .admin import _admin_call, admin
 
@@ -15,7 +15,7 @@ from .admin import _admin_call, admin
 def parse_timestamp(text: str) -> int:
     """mqadmin's -s: epoch ms, 'now', or yyyy-MM-dd#HH:mm:ss:SSS (local time)."""
     if text == "now":
-        return int(time.time() * 1000)
+        return wall_ms()
     if text.lstrip("-").isdigit():
         return int(text)
     try:

@@ -11,6 +11,7 @@ import zlib
 from dataclasses import replace
 from typing import Callable, Sequence
 
+from ..runtime.clock import wall_ms
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..wire.batch_body import encode_batch_body
 from ..wire.message import PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_KEY
@@ -190,7 +191,7 @@ class Producer:
             "a": self.group, "b": msg_topic, "c": AUTO_CREATE_TOPIC,
             "d": str(self.default_topic_queue_nums), "e": str(queue.queue_id),
             "f": str(sys_flag),
-            "g": str(int(time.time() * 1000)), "h": str(flag), "i": props, "j": "0",
+            "g": str(wall_ms()), "h": str(flag), "i": props, "j": "0",
             "k": "false", "m": str(batch).lower()}, body=body)
 
     async def send(self, msg: Message, queue: MessageQueue | None = None, *,

@@ -8,9 +8,9 @@ the queue's master, or to a slave while the master is down.
 from __future__ import annotations
 
 import enum
-import time
 from dataclasses import dataclass, field
 
+from ..runtime.clock import wall_ms
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..remoting.codes import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
 from .instance import ClientInstance, MQClientError
@@ -140,7 +140,7 @@ class ConsumerBase:
         ext = {"consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id),
                "queueOffset": str(offset), "maxMsgNums": str(max_nums), "sysFlag": str(flags),
                "commitOffset": str(commit_offset), "suspendTimeoutMillis": str(suspend_ms),
-               "subscription": sel.expression, "subVersion": str(int(time.time() * 1000)),
+               "subscription": sel.expression, "subVersion": str(wall_ms()),
                "expressionType": sel.type}
         resp = await self._queue_request(mq, RequestCode.PULL_MESSAGE, ext,
                                          timeout or (suspend_ms / 1000 + 5))

@@ -14,10 +14,10 @@ import enum
 import inspect
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Awaitable, Callable
 
+from ..runtime.clock import wall_ms
 from ..remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..remoting.codes import RETRY_PREFIX
 from .instance import ClientInstance, MQClientError, periodic
@@ -60,7 +60,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
         self.message_model = message_model
         self.orderly = orderly
         self.consume_from = consume_from
-        self.consume_timestamp_ms = consume_timestamp_ms or int(time.time() * 1000) - 30 * 60_000
+        self.consume_timestamp_ms = consume_timestamp_ms or wall_ms() - 30 * 60_000
         self.pull_batch_size = pull_batch_size
         self.consume_batch_size = consume_batch_size
         self.max_reconsume_times = max_reconsume_times
@@ -173,7 +173,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
         subs = [{"topic": t, "subString": s.expression,
                  "tagsSet": sorted(subscription_tags(s.expression) or [])
                  if s.type == "TAG" else [], "codeSet": [],
-                 "subVersion": int(time.time() * 1000), "expressionType": s.type,
+                 "subVersion": wall_ms(), "expressionType": s.type,
                  "classFilterMode": False} for t, s in self.subscriptions.items()]
         self._heard = await self.instance.heartbeat([], [{
             "groupName": self.group,

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 
 from aiohttp import web
 
+from ..runtime.clock import wall_ms
 from ..client.instance import MQClientError
 from ..remoting import RemotingError
 from . import views
@@ -81,7 +82,7 @@ def _when(form) -> int:
     datetime-local value (read as UTC, as the pages show times)."""
     raw = str(form.get("time", "")).strip()
     if raw in ("earliest", "latest", "now"):
-        return {"earliest": 0, "latest": -1, "now": int(time.time() * 1000)}[raw]
+        return {"earliest": 0, "latest": -1, "now": wall_ms()}[raw]
     if raw.isdigit():
         return int(raw)
     try:
@@ -126,7 +127,7 @@ async def topic(request: web.Request) -> web.Response:
     console, name = request.app["console"], request.match_info["topic"]
     view = await views.topic_view(console.admin, console.rates, name)
     return render(request, "topic.html", t=view, updated=request.query.get("updated"),
-                  now=int(time.time() * 1000))
+                  now=wall_ms())
 
 
 @routes.post("/topics/{topic}/delete")

@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 
 from ..drivers.raft import RAFT_MESSAGE, FileRaftLog, RaftDriver, RaftMeta
-from ..runtime.clock import now_ms
+from ..runtime.clock import mono_ms
 from ..runtime.files import DirectoryLock
 from ..metrics.serving import gauge, serve as serve_metrics
 from .metrics import group_families
@@ -58,7 +58,7 @@ class ControllerServer(RaftDriver):
             RaftConfig(election_timeout_ms=config.electionTimeoutMs,
                        heartbeat_ms=config.heartbeatIntervalMs),
             log=self.log, term=self.meta.term, voted_for=self.meta.voted_for,
-            commit=self.meta.commit, now=now_ms(),
+            commit=self.meta.commit, now=mono_ms(),
             heartbeat_timeout_ms=config.brokerNotActiveTimeoutMillis,
             unclean=config.enableElectUncleanMaster)
         self.raft = self.core.raft
@@ -148,7 +148,7 @@ class ControllerServer(RaftDriver):
             report = BrokerReport(int(e.get("epoch", -1)), int(e["maxOffset"]),
                                   int(e.get("confirmOffset", -1)),
                                   int(e.get("electionPriority", LOWEST_PRIORITY)))
-        self.core.broker_heartbeat(group, bid, now_ms(), report)
+        self.core.broker_heartbeat(group, bid, mono_ms(), report)
         return self._replica_info(cmd)
 
     def _elect(self, cmd):
@@ -184,7 +184,7 @@ class ControllerServer(RaftDriver):
         if missing:
             return cmd.response(ResponseCode.CONTROLLER_INVALID_REQUEST,
                                 f"broker groups {missing} are not registered")
-        now = now_ms()
+        now = mono_ms()
         out = {}
         for name in names or sorted(groups):
             v = groups[name].view()
@@ -204,7 +204,7 @@ class ControllerServer(RaftDriver):
             return cmd.response(ResponseCode.SYSTEM_ERROR, "the controller group did not "
                                 "commit the command in time (no quorum?)")
         if heard and result.ok and "brokerId" in result.data:  # registering is a sign of life
-            self.core.broker_heartbeat(heard, result.data["brokerId"], now_ms())
+            self.core.broker_heartbeat(heard, result.data["brokerId"], mono_ms())
         if not result.ok:
             code = ResponseCode.CONTROLLER_NOT_LEADER if result.error in (
                 "NOT_LEADER", "TERM_CHANGED") else ResponseCode.CONTROLLER_INVALID_REQUEST
@@ -214,13 +214,13 @@ class ControllerServer(RaftDriver):
     # ---- proposing --------------------------------------------------------------------
     def alive(self, group: str) -> tuple[int, ...]:
         """The brokers heard lately, the one to elect first (ElectMaster carries the order)."""
-        return self.core.candidates(group, now_ms())
+        return self.core.candidates(group, mono_ms())
 
     def propose(self, command) -> asyncio.Future:
         rid = self.next_request_id()
         fut = asyncio.get_running_loop().create_future()
         self.waiters[rid] = fut
-        self.execute(self.core.propose(rid, command, now_ms()))
+        self.execute(self.core.propose(rid, command, mono_ms()))
         return fut
 
     def other(self, action) -> None:

@@ -9,7 +9,7 @@ import json
 import logging
 from pathlib import Path
 
-from ..runtime.clock import now_ms
+from ..runtime.clock import mono_ms
 from ..runtime.files import DirectoryLock
 from ..peer_auth.core import PeerAuth
 from ..remoting import (
@@ -73,7 +73,7 @@ class ControlNode:
         if g is None:
             files = self.files[name] = GroupFiles(self.dir / name)
             state, cache = files.load()
-            g = self.groups[name] = GroupControl(self.config, now_ms(), state, cache)
+            g = self.groups[name] = GroupControl(self.config, mono_ms(), state, cache)
             if state is not None:
                 log.info("group %s: epoch %d, master slot %s, checkpoint %d, %d cached",
                          name, state.epoch, state.master, state.checkpoint, len(cache))
@@ -103,7 +103,7 @@ class ControlNode:
             await asyncio.sleep(0.05)
             for name, g in list(self.groups.items()):
                 try:
-                    self._execute(name, g.tick(now_ms()))
+                    self._execute(name, g.tick(mono_ms()))
                 except Exception:
                     log.exception("control node tick of %s failed", name)
 
@@ -175,7 +175,7 @@ class ControlNode:
         self.remoting_addr[(name, e["haAddr"])] = e["brokerAddr"]
         members = json.loads(e["members"]) if e.get("members") else None
         view, actions = g.heartbeat(e["haAddr"], e.get("wantsMaster") == "true",
-                                    int(e["epoch"]), int(e["maxOffset"]), now_ms(),
+                                    int(e["epoch"]), int(e["maxOffset"]), mono_ms(),
                                     int(e.get("checkpoint", 0)), members,
                                     int(e.get("membersVersion", 0)))
         self._execute(name, actions)

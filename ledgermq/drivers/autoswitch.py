@@ -25,7 +25,7 @@ from ..replication.autoswitch.wire import (
 )
 from ..store import MessageStore, StoreError
 from ..store.marks.epoch_file import EpochFile
-from ..runtime.clock import now_ms
+from ..runtime.clock import mono_ms
 from ..peer_auth.core import PeerAuth
 from ..remoting.tls import DISABLED, Tls
 from .ha import HAMasterDriver, HASlaveDriver
@@ -53,7 +53,7 @@ class AutoSwitchMasterDriver(HAMasterDriver):
                  auth: PeerAuth | None = None, tls: Tls = DISABLED):
         super().__init__(store, config, host, port, auth=auth, tls=tls)
         self.core = AutoSwitchMaster(config, epochs.entries, store.commitlog.min_offset,
-                                     store.commitlog.max_offset, tracker, now_ms())
+                                     store.commitlog.max_offset, tracker, mono_ms())
         self.on_propose = on_propose
 
     async def _read_slave(self, reader: asyncio.StreamReader, link: int, peer,
@@ -64,9 +64,9 @@ class AutoSwitchMasterDriver(HAMasterDriver):
         if kind == HANDSHAKE:
             log.info("HA: slave %d (%s) says hello", a, peer)
             self.execute(self.core.handshake(link, a, bool(b & FLAG_LEARNER),
-                                             bool(b & FLAG_FROM_LAST_FILE), now_ms()))
+                                             bool(b & FLAG_FROM_LAST_FILE), mono_ms()))
         elif kind == REPORT:
-            self.execute(self.core.report(link, a, now_ms()))
+            self.execute(self.core.report(link, a, mono_ms()))
         else:
             raise ValueError(f"unknown HA message kind {kind}")
 
@@ -124,7 +124,7 @@ class AutoSwitchSlaveDriver(HASlaveDriver):
 
     def _new_core(self) -> AutoSwitchSlave:
         return AutoSwitchSlave(self.config, self.slave_id, self.epochs.entries,
-                               self.store.commitlog.max_offset, now_ms(), learner=self.learner,
+                               self.store.commitlog.max_offset, mono_ms(), learner=self.learner,
                                from_last_file=self.from_last_file)
 
     async def _follow(self, addr: str) -> None:
@@ -133,7 +133,7 @@ class AutoSwitchSlaveDriver(HASlaveDriver):
         self.core = self._new_core()
         log.info("HA: slave %d following master %s from offset %d", self.slave_id, addr,
                  self.core.max_offset)
-        self.execute(self.core.connected(now_ms()))
+        self.execute(self.core.connected(mono_ms()))
         while self.writer is writer:
             kind, offset, size, epoch, start, confirm = MASTER_HEADER.unpack(
                 await reader.readexactly(MASTER_HEADER.size))
@@ -143,13 +143,13 @@ class AutoSwitchSlaveDriver(HASlaveDriver):
                     raise ValueError(f"bad epoch count {size}")
                 raw = await reader.readexactly(size * EPOCH_PAIR.size)
                 pairs = [EPOCH_PAIR.unpack_from(raw, k * EPOCH_PAIR.size) for k in range(size)]
-                self.execute(self.core.master_epochs(pairs, offset, now_ms()))
+                self.execute(self.core.master_epochs(pairs, offset, mono_ms()))
             elif kind == TRANSFER:
                 if not 0 <= size <= (64 << 20):
                     raise ValueError(f"bad HA transfer size {size}")
                 body = await reader.readexactly(size) if size else b""
                 self.execute(self.core.data(offset, size, epoch, start, confirm, body,
-                                            now_ms()))
+                                            mono_ms()))
             else:
                 raise ValueError(f"unknown HA frame kind {kind}")
 

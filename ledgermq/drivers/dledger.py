@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from .raft import RaftDriver, RaftMeta, parse_peers
-from ..runtime.clock import now_ms
+from ..runtime.clock import mono_ms
 from ..peer_auth.core import PeerAuth
 from ..replication.raft import Code, Complete, RaftConfig, Role
 from ..remoting.tls import DISABLED, Tls
@@ -53,7 +53,7 @@ class DLedgerDriver(RaftDriver):
         self._staged: list[asyncio.Future] = []  # appends waiting to become one entry
         self._staged_start = self._staged_end = 0
         self.status_log_ms = status_log_ms
-        self._status_logged = now_ms()
+        self._status_logged = mono_ms()
 
     @property
     def committed_end(self) -> int:
@@ -135,7 +135,7 @@ class DLedgerDriver(RaftDriver):
             self.complete(Complete(rid, Code.NOT_LEADER))
             return
         data = self.log.span(start, end)  # views: the push sends them without a copy
-        self.execute(self.node.propose(rid, data, now_ms(), dispatch=False))
+        self.execute(self.node.propose(rid, data, mono_ms(), dispatch=False))
         refused = futs[0].done() and futs[0].result().code is not Code.SUCCESS
         if refused and self.log.log_end <= start < self.store.commitlog.max_offset:
             self.store.truncate(start)  # not taken into the log: leave no stray bytes
@@ -148,7 +148,7 @@ class DLedgerDriver(RaftDriver):
     def _replicate(self) -> None:
         self._replicate_scheduled = False
         self._propose_staged()
-        self.execute(self.node.replicate(now_ms()))
+        self.execute(self.node.replicate(mono_ms()))
 
     def status(self) -> dict:
         st = self.node.status()

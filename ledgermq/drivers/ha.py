@@ -17,7 +17,7 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
-from ..runtime.clock import now_ms
+from ..runtime.clock import mono_ms
 from ..peer_auth.core import PeerAuth, PeerRefused
 from ..remoting.listen import listen
 from ..remoting.tls import DISABLED, Tls
@@ -64,7 +64,7 @@ class HAMasterDriver:
         self.durable_push = config.checkpoint  # S3: slaves get only what is flushed
         self._flush_asked = 0  # S3: the log end the last flush wait was asked for
         self._stopped = False
-        self.core = HAMaster(config, self._pushable(), now_ms(),
+        self.core = HAMaster(config, self._pushable(), mono_ms(),
                              checkpoint=checkpoint, members=members, epoch=epoch,
                              recover_ms=recover_ms)
         self.host, self.port = host, port
@@ -109,7 +109,7 @@ class HAMasterDriver:
         while True:
             await asyncio.sleep(TICK_S)
             try:
-                self.execute(self.core.tick(now_ms()))
+                self.execute(self.core.tick(mono_ms()))
                 if self.durable_push:
                     self._flushed()  # a flush nobody waited for (periodic, or late)
                     self._save_next()  # a save that failed is tried again
@@ -148,7 +148,7 @@ class HAMasterDriver:
         if not self.core.config.checkpoint:
             note_slave(self.store)
         try:
-            self.execute(self.core.connected(link, now_ms()))
+            self.execute(self.core.connected(link, mono_ms()))
             while link in self.writers:
                 await self._read_slave(reader, link, peer, first)
                 first = b""
@@ -170,7 +170,7 @@ class HAMasterDriver:
                 REPORT.size - len(first)))[0], None, 0
             if offset == REFILL_DATA:  # its log, asked for while we recover
                 at, body = await read_refill(reader)
-                self.execute(self.core.refill_data(link, at, body, now_ms()))
+                self.execute(self.core.refill_data(link, at, body, mono_ms()))
                 return
             if offset == HELLO:  # first on a link: its end, and the bytes just before it
                 offset, digest = TAIL.unpack(await reader.readexactly(TAIL.size))
@@ -184,7 +184,7 @@ class HAMasterDriver:
                         w.write(HEADER.pack(offset, FORKED_FRAME))
                     self.execute([Close(link, "its log forks from ours")])
                     return
-        self.execute(self.core.report(link, offset, now_ms(), slave_id,
+        self.execute(self.core.report(link, offset, mono_ms(), slave_id,
                                       log_begin=self.store.commitlog.min_offset, epoch=epoch))
 
     def writer(self, link: int) -> asyncio.StreamWriter | None:
@@ -249,7 +249,7 @@ class HAMasterDriver:
             log.error("HA: the slave's log at %d does not append to ours: %s", a.offset, e)
             self.execute([Close(source, f"its log does not continue ours: {e}")])
             return
-        self.execute(self.core.refill_appended(end, now_ms()))
+        self.execute(self.core.refill_appended(end, mono_ms()))
 
     def _save_next(self) -> None:
         if self._saving is not None or self._save_wanted is None or self._stopped:
@@ -257,7 +257,7 @@ class HAMasterDriver:
         checkpoint, members = self._save_wanted
         self._save_wanted = None
         if self.on_checkpoint is None:  # nothing to save it to: durable as it is
-            self.execute(self.core.checkpoint_saved(checkpoint, now_ms()))
+            self.execute(self.core.checkpoint_saved(checkpoint, mono_ms()))
             return
         self._saving = asyncio.get_running_loop().run_in_executor(
             None, self.on_checkpoint, checkpoint, members)
@@ -273,7 +273,7 @@ class HAMasterDriver:
             if self._save_wanted is None:
                 self._save_wanted = (checkpoint, members)  # the next tick tries again
             return
-        self.execute(self.core.checkpoint_saved(checkpoint, now_ms()))
+        self.execute(self.core.checkpoint_saved(checkpoint, mono_ms()))
         self._save_next()
 
     def appended(self) -> None:
@@ -285,7 +285,7 @@ class HAMasterDriver:
     def _push(self) -> None:
         self._push_scheduled = False
         if not self.durable_push:
-            self.execute(self.core.appended(self.store.commitlog.max_offset, now_ms()))
+            self.execute(self.core.appended(self.store.commitlog.max_offset, mono_ms()))
             return
         end = self.store.commitlog.max_offset
         if end > self._flush_asked:  # one wait per loop iteration; the flushes are shared
@@ -300,7 +300,7 @@ class HAMasterDriver:
         """S3: push what the master's flushes made durable since the last push."""
         flushed = self.store.commitlog.flushed_offset
         if not self._stopped and flushed > self.core.log_end:
-            self.execute(self.core.appended(flushed, now_ms()))
+            self.execute(self.core.appended(flushed, mono_ms()))
 
     def sync(self, end_offset: int) -> "asyncio.Future[SyncStatus]":
         """A future of how the write ending at `end_offset` got covered (see HAMaster)."""
@@ -310,12 +310,12 @@ class HAMasterDriver:
         self.waiters[rid] = fut
         # the write goes out with the push already scheduled for this loop iteration: all
         # sends of one iteration share a chunk (pushing here would send one per message)
-        self.execute(self.core.sync(rid, end_offset, now_ms()))
+        self.execute(self.core.sync(rid, end_offset, mono_ms()))
         return fut
 
     def end_recovery(self) -> None:
         """Take writes now, without the refill (an operator's END_HA_RECOVERY)."""
-        self.execute(self.core.end_recovery(now_ms()))
+        self.execute(self.core.end_recovery(mono_ms()))
 
     def status(self) -> dict:
         return self.core.status()
@@ -337,7 +337,7 @@ class HASlaveDriver:
         self.slave_id = slave_id
         self.epoch = epoch  # S3: the epoch whose master it follows (sent in each report)
         self.on_checkpoint = on_checkpoint
-        self.core = HASlave(config, store.commitlog.max_offset, now_ms())
+        self.core = HASlave(config, store.commitlog.max_offset, mono_ms())
         self.writer: asyncio.StreamWriter | None = None
         self._task: asyncio.Task | None = None
         self._ticker: asyncio.Task | None = None
@@ -365,7 +365,7 @@ class HASlaveDriver:
         while True:
             await asyncio.sleep(TICK_S)
             if self.writer is not None:
-                self.execute(self.core.tick(now_ms()))
+                self.execute(self.core.tick(mono_ms()))
 
     async def _run(self) -> None:
         backoff = RECONNECT_MIN_S  # a master that is just starting up is retried soon
@@ -394,7 +394,7 @@ class HASlaveDriver:
                     self.writer.close()
                     self.writer = None
                     self.connected_to = None
-                    self.core.disconnected(now_ms())
+                    self.core.disconnected(mono_ms())
                     backoff = RECONNECT_MIN_S
             await asyncio.sleep(backoff)
             backoff = min(RECONNECT_MAX_S, backoff * 2)
@@ -408,10 +408,10 @@ class HASlaveDriver:
     async def _follow(self, addr: str) -> None:
         reader = await self._connect(addr)
         writer = self.writer
-        self.core = HASlave(self.config, self.store.commitlog.max_offset, now_ms(),
+        self.core = HASlave(self.config, self.store.commitlog.max_offset, mono_ms(),
                             flushed=self.store.commitlog.flushed_offset)
         log.info("HA: following master %s from offset %d", addr, self.core.max_offset)
-        self.execute(self.core.connected(now_ms()))
+        self.execute(self.core.connected(mono_ms()))
         while self.writer is writer:
             offset, size = HEADER.unpack(await reader.readexactly(HEADER.size))
             if size == FORKED_FRAME:
@@ -425,7 +425,7 @@ class HASlaveDriver:
                     raise ValueError(f"the master asks for our log from {offset}, but its "
                                      "bytes before that differ from ours: refusing")
             self.frames += 1
-            self.execute(self.core.frame(offset, size, body, now_ms()))
+            self.execute(self.core.frame(offset, size, body, mono_ms()))
 
     def execute(self, actions: list) -> None:
         for a in actions:
@@ -438,7 +438,7 @@ class HASlaveDriver:
                     return
                 if self.sync_flush:  # a report is an ack: make it mean flushed
                     self.store.commitlog.flush()
-                self.execute(self.core.appended(end, now_ms()))
+                self.execute(self.core.appended(end, mono_ms()))
             elif isinstance(a, Report):
                 if self.config.checkpoint:
                     self.write(CHECKPOINT_REPORT.pack(a.offset, self.slave_id, self.epoch))
@@ -467,7 +467,7 @@ class HASlaveDriver:
         """S3: a flush the core asked for finished (or timed out): report what is durable.
         A core of an earlier connection is left alone (the new one began from the store)."""
         if core is self.core and not self._stopped:
-            self.execute(core.flushed_to(self.store.commitlog.flushed_offset, now_ms()))
+            self.execute(core.flushed_to(self.store.commitlog.flushed_offset, mono_ms()))
 
     async def _send_log(self, a: SendLog) -> None:
         writer = self.writer

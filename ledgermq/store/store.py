@@ -22,6 +22,7 @@ import time
 from collections import deque
 from typing import Callable, Sequence
 
+from ..runtime.clock import wall_ms
 from ..runtime.files import DirectoryLock
 from ..wire.batch import LOCALHOST, EncodedBatch, encode_batch, encode_one
 from ..wire.message import Message, MessageFormatError, encode_properties
@@ -199,7 +200,7 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
         """Write a batch to the commit log (no flush wait); dispatches it if the bound allows."""
         if self.disk_full or not self._open:
             return self._refusal()
-        now = int(time.time() * 1000)
+        now = wall_ms()
         with self._lock:
             key = (batch.topic, batch.queue_id)
             first_qoff = self._next_queue_offset.get(key, 0)

@@ -5,7 +5,7 @@ offset); a send waits for the SyncStateSet; a crash between cutting the log and 
 file leaves no epoch vouching for bytes that are gone."""
 import asyncio
 
-from ledgermq.runtime.clock import now_ms
+from ledgermq.runtime.clock import mono_ms
 from ledgermq.drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
 from ledgermq.replication.autoswitch.sync_state import SyncConfig, SyncStateTracker
 from ledgermq.replication.ha import HAConfig, SyncStatus
@@ -51,7 +51,7 @@ def test_diverged_slave_is_cut_where_epochs_part_then_follows(tmp_path):
     config = HAConfig(segment_size=SEG, transfer_batch=700, heartbeat_ms=50)
 
     async def scenario():
-        tracker = SyncStateTracker(1, (1, 2), 1, master.commitlog.max_offset, now_ms(),
+        tracker = SyncStateTracker(1, (1, 2), 1, master.commitlog.max_offset, mono_ms(),
                                    SyncConfig(all_ack=True))
         proposals = []
         m = AutoSwitchMasterDriver(master, config, "127.0.0.1", 0, m_epochs, tracker,
@@ -88,7 +88,7 @@ def test_send_waits_for_the_set_and_a_smaller_set_releases_it(tmp_path):
     config = HAConfig(segment_size=SEG, heartbeat_ms=50, sync_timeout_ms=5000)
 
     async def scenario():
-        tracker = SyncStateTracker(1, (1, 2), 1, 0, now_ms(), SyncConfig(all_ack=True))
+        tracker = SyncStateTracker(1, (1, 2), 1, 0, mono_ms(), SyncConfig(all_ack=True))
         m = AutoSwitchMasterDriver(master, config, "127.0.0.1", 0, epochs, tracker,
                                    lambda p: None)
         await m.start()

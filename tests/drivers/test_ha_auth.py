@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from ledgermq.runtime.clock import now_ms
+from ledgermq.runtime.clock import mono_ms
 from ledgermq.runtime.config import ConfigError
 from ledgermq.drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
 from ledgermq.drivers.ha import HAMasterDriver, HASlaveDriver
@@ -165,7 +165,7 @@ def test_controller_mode_slave_needs_the_secret(tmp_path, slave_secret):
     m_epochs.append(1, 0)
 
     async def scenario():
-        tracker = SyncStateTracker(1, (1,), 1, master.commitlog.max_offset, now_ms(),
+        tracker = SyncStateTracker(1, (1,), 1, master.commitlog.max_offset, mono_ms(),
                                    SyncConfig(all_ack=True))
         m = AutoSwitchMasterDriver(master, CONFIG, "127.0.0.1", 0, m_epochs, tracker,
                                    lambda p: None, auth=PeerAuth(SECRET))

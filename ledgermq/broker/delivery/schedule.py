@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from pathlib import Path
 
+from ...runtime.clock import wall_ms
 from ...store import MessageStore
 from ...wire.message import (
     PROPERTY_DELAY_TIME_LEVEL, MessageFormatError, decode_message, encode_properties,
@@ -47,7 +47,7 @@ class ScheduleService:
                 await asyncio.sleep(self.poll_interval_s)
                 continue
             try:
-                moved = self.deliver_due(int(time.time() * 1000))
+                moved = self.deliver_due(wall_ms())
             except Exception:
                 log.exception("delayed delivery round failed")
                 moved = 0

@@ -169,7 +169,7 @@ class TimerService:
         self.loaded_to = 0
         self.delivered = 0
 
-    def now_ms(self) -> int:
+    def clock_ms(self) -> int:
         return int(self.clock() * 1000)
 
     async def run(self) -> None:
@@ -189,7 +189,7 @@ class TimerService:
             self.wheel = TimerWheel()
             self.loaded_to = self.broker.offsets.query(TIMER_TOPIC, TIMER_GROUP, 0) or 0
         self._load()
-        now = self.now_ms()
+        now = self.clock_ms()
         due = self.wheel.due(now, TICK_MAX)
         sent = 0
         for i, qoff in enumerate(due):

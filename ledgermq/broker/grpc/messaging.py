@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from ...runtime.clock import wall_ms
 from ...apis import definition_pb2 as pb
 from ...apis import service_pb2 as svc
 from ...filter.sql92 import SqlError, compile_sql
@@ -413,7 +414,7 @@ class MessagingService(OffsetCalls):
                 return
             await self.broker.pop.wait(group, topic, min(left, POLL_SLICE_S))
         # when the batch left the broker: clients measure delivery latency from it
-        yield svc.ReceiveMessageResponse(delivery_timestamp=timestamp(int(time.time() * 1000)))
+        yield svc.ReceiveMessageResponse(delivery_timestamp=timestamp(wall_ms()))
         for p in popped:
             yield svc.ReceiveMessageResponse(message=to_grpc(
                 p.message, receipt_handle=p.handle.encode(), attempt=p.attempt,

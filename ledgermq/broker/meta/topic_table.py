@@ -3,10 +3,10 @@ document under <storePathRootDir>/config, replaced atomically."""
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ...runtime.clock import wall_ms
 from ...remoting.codes import PERM_READ, PERM_WRITE
 from ...runtime.files import read_json, write_json_atomically
 from ..access.system_topics import (
@@ -36,7 +36,7 @@ class TopicTable:
         self.topics: dict[str, TopicConfig] = {
             name: TopicConfig(**{k: v for k, v in tc.items() if k in TopicConfig.__dataclass_fields__})
             for name, tc in doc.get("topicConfigTable", {}).items()}
-        self.version = doc.get("dataVersion", {"timestamp": int(time.time() * 1000), "counter": 0})
+        self.version = doc.get("dataVersion", {"timestamp": wall_ms(), "counter": 0})
         if auto_create:
             self.topics.setdefault(AUTO_CREATE_TOPIC, TopicConfig(
                 AUTO_CREATE_TOPIC, default_queue_nums, default_queue_nums,
@@ -55,7 +55,7 @@ class TopicTable:
         with self.lock:
             before, version = self.topics.get(tc.topicName), self.version
             self.topics[tc.topicName] = tc
-            self.version = {"timestamp": int(time.time() * 1000),
+            self.version = {"timestamp": wall_ms(),
                             "counter": self.version.get("counter", 0) + 1}
             try:
                 self.save()

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 
-from ...runtime.clock import now_ms
+from ...runtime.clock import mono_ms
 from ...controlnode.persist import decode_cached
 from ...drivers.checkpoint_files import CheckpointFile, load_role, save_role
 from ...drivers.control_node import ControlNodeClient
@@ -202,7 +202,7 @@ class CheckpointMode(HAPortMode):
         """The control node saved a membership: a member it no longer names is dropped."""
         leaving = dict(ha.core.membership.leaving)
         ha.execute(ha.core.members_saved(view.members_version, [s for s, _ in view.members],
-                                         now_ms()))
+                                         mono_ms()))
         for sid, why in leaving.items():
             if sid not in ha.core.members:
                 log.warning("checkpoint mode: slave %d no longer counts in the consistent "

@@ -16,7 +16,7 @@ import json
 import logging
 import time
 
-from ...runtime.clock import now_ms
+from ...runtime.clock import mono_ms
 from ...controller.client import ControllerClient, ControllerError, ControllerRefused
 from ...controller.metadata import refusal_may_have_applied
 from ...drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
@@ -229,7 +229,7 @@ class ControllerMode(HAPortMode):
         c = self.config
         tracker = SyncStateTracker(
             self.controller_id, tuple(view["syncStateSet"]), view["syncStateSetEpoch"], end,
-            now_ms(), SyncConfig(max_not_catch_up_ms=c.haMaxTimeSlaveNotCatchUp,
+            mono_ms(), SyncConfig(max_not_catch_up_ms=c.haMaxTimeSlaveNotCatchUp,
                                  all_ack=c.allAckInSyncStateSet,
                                  in_sync_replicas=c.inSyncReplicas,
                                  min_in_sync_replicas=c.minInSyncReplicas))
@@ -274,7 +274,7 @@ class ControllerMode(HAPortMode):
         ha = self.links.master
         if isinstance(ha, AutoSwitchMasterDriver):
             ha.core.tracker.controller_view(tuple(view["syncStateSet"]),
-                                            view["syncStateSetEpoch"], now_ms())
+                                            view["syncStateSetEpoch"], mono_ms())
             ha.set_changed()
 
     def _propose(self, p: ProposeSyncStateSet) -> None:
@@ -302,5 +302,5 @@ class ControllerMode(HAPortMode):
                         list(p.members), e)
             maybe_applied = True
         if ha is self.links.master and isinstance(ha, AutoSwitchMasterDriver):
-            ha.core.tracker.applied(members, epoch, now_ms(), maybe_applied=maybe_applied)
+            ha.core.tracker.applied(members, epoch, mono_ms(), maybe_applied=maybe_applied)
             ha.set_changed()

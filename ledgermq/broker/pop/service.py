@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from ...runtime.clock import wall_ms
 from ...remoting.codes import PERM_READ, RETRY_PREFIX
 from ...store import GetStatus, PutStatus
 from ...wire.message import (
@@ -72,10 +73,6 @@ class Popped:
     invisible_ms: int
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class PopService:
     def __init__(self, broker: "Broker"):
         self.broker = broker
@@ -102,7 +99,7 @@ class PopService:
         self._generation += 1
 
     def _stamp(self) -> int:
-        self._last_stamp = max(now_ms(), self._last_stamp + 1)
+        self._last_stamp = max(wall_ms(), self._last_stamp + 1)
         return self._last_stamp
 
     def forget(self, group: str, topic: str, qid: int) -> None:
@@ -154,7 +151,7 @@ class PopService:
         acked: dict[Key, set[int]] = {}
         kept = 0
         offset = self.store.offset_by_time(POP_ACK_TOPIC, 0,
-                                           now_ms() - ACK_REPLAY_WINDOW_MS)
+                                           wall_ms() - ACK_REPLAY_WINDOW_MS)
         while kept < ACK_REPLAY_MAX:
             got = self.store.get_messages(POP_ACK_TOPIC, 0, offset, 1024, 4 << 20)
             if got.status != GetStatus.FOUND:
@@ -237,7 +234,7 @@ class PopService:
                 continue  # acked before a FIFO queue was rewound: not again
             if predicate is None or predicate(m.properties):
                 msgs.append(m)
-        stamp, now = self._stamp(), now_ms()
+        stamp, now = self._stamp(), wall_ms()
         handed = pq.hand_out([m.queue_offset for m in msgs], got.next_begin_offset, now,
                              invisible_ms, stamp)
         self._commit(group, topic, qid, pq)
@@ -286,7 +283,7 @@ class PopService:
     def ack(self, group: str, handle: str, topic: str) -> tuple[Key, int]:
         """Done here at once; what to log (`log_acks`) before saying so."""
         h, pq = self._delivered(group, handle, topic)
-        if not pq.ack(h.offset, h.stamp, h.expired(now_ms())):
+        if not pq.ack(h.offset, h.stamp, h.expired(wall_ms())):
             raise PopError("handle", "the receipt handle expired: the message was delivered "
                            "again since (ack the newer delivery)")
         self._commit(group, h.topic, h.queue_id, pq)
@@ -320,7 +317,7 @@ class PopService:
                            f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
         h, pq = self._delivered(group, handle, topic)
         stamp = self._stamp()
-        deadline = now_ms() + invisible_ms
+        deadline = wall_ms() + invisible_ms
         if not pq.change_invisible(h.offset, h.stamp, deadline, stamp):
             raise PopError("handle", "the receipt handle expired: the message was delivered "
                            "again since, or acked")
@@ -349,7 +346,7 @@ class PopService:
             if not self.broker.mode.is_writable:
                 continue
             try:
-                self.revive(now_ms())
+                self.revive(wall_ms())
                 if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
                     self.prune()
             except Exception:

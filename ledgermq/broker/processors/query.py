@@ -2,9 +2,9 @@
 offset id, messages by key (RocketMQ's QueryMessageProcessor and the offset queries)."""
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
+from ...runtime.clock import wall_ms
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ...store import StoreError
 from ...wire.message import MessageFormatError, decode_message
@@ -70,5 +70,5 @@ class QueryProcessor:
                                 "can not find message, maybe time range not correct")
         body = [self.store.commitlog.read(m.phys_offset, m.total_size) for m in msgs]
         return cmd.response(ResponseCode.SUCCESS, None, {
-            "indexLastUpdateTimestamp": str(int(time.time() * 1000)),
+            "indexLastUpdateTimestamp": str(wall_ms()),
             "indexLastUpdatePhyoffset": str(self.store.commitlog.max_offset)}, body)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import inspect
 import random
-import time
 from typing import TYPE_CHECKING
 
+from ...runtime.clock import wall_ms
 from ...remoting import Connection, RemotingCommand, ReplyWhen, RequestCode, ResponseCode
 from ...remoting.codes import PERM_WRITE, RETRY_PREFIX
 from ...store import PutResult, PutStatus, StoreError
@@ -141,7 +141,7 @@ class SendProcessor:
                             h.reconsume_times)
         if len(batch.bodies) == 1 and b"TIMER_" in bytes(batch.props[0]):  # cheap test first
             props = decode_properties(bytes(batch.props[0]))
-            now = int(time.time() * 1000)
+            now = wall_ms()
             try:
                 at = deliver_time(props, now)
             except ValueError as e:

@@ -17,7 +17,7 @@ import time
 import zlib
 from pathlib import Path
 
-from ...runtime.clock import now_ms
+from ...runtime.clock import mono_ms
 from ...peer_auth.core import PeerAuth
 from ...remoting import Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer
 from ...peer_auth.remoting import PEER_AUTH, PeerGate
@@ -147,7 +147,7 @@ class RaftDriver:
         commit = min(self.meta.commit, self.log.end)
         return RaftNode(self.self_id, list(self.peers), config, term=self.meta.term,
                         voted_for=self.meta.voted_for, log=self.log, commit=commit,
-                        rng=random.Random(), now=now_ms(),
+                        rng=random.Random(), now=mono_ms(),
                         promised=getattr(self.log, "promised", None), **kw)
 
     async def start(self) -> None:
@@ -167,7 +167,7 @@ class RaftDriver:
         while True:
             await asyncio.sleep(TICK_S)
             try:
-                now = now_ms()
+                now = mono_ms()
                 self.execute(self.core.tick(now))
                 self.ticked(now)
             except Exception:
@@ -184,7 +184,7 @@ class RaftDriver:
             except (KeyError, ValueError, TypeError, struct.error) as e:
                 log.warning("bad raft message from %s: %s", conn.peer, e)
                 return None
-            self.execute(self.core.step(msg, now_ms()))
+            self.execute(self.core.step(msg, mono_ms()))
         return None
 
     # ---- the driver contract --------------------------------------------------------

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...runtime.clock import wall_ms
 from ...runtime.files import replace_file
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,6 @@ def load_checkpoint(path: Path) -> Checkpoint | None:
 
 
 def save_checkpoint(path: Path, cp: Checkpoint) -> None:
-    cp.written_at_ms = int(time.time() * 1000)
+    cp.written_at_ms = wall_ms()
     body = _LAYOUT.pack(_MAGIC, 1, cp.commitlog_offset, cp.dispatch_offset, cp.written_at_ms)
     replace_file(path, body + _CRC.pack(zlib.crc32(body)))
