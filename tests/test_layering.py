@@ -3,7 +3,8 @@ no import cycles between packages; replication/ and drivers/ never import broker
 replication/ touches no socket, clock, thread or file; client/ and spark/ never import
 store/; chaos/ (test hosts and faults, run by the CLI) drives processes, never the broker's
 internals; only packages at the top of ledgermq/, no folder over 16 modules, no file name
-twice in one package. Imports under `if TYPE_CHECKING:` are annotations only and do not count."""
+twice in one package; each replication mode implements broker/modes/protocol.py. Imports
+under `if TYPE_CHECKING:` are annotations only and do not count."""
 from __future__ import annotations
 
 import ast
@@ -183,3 +184,61 @@ def test_the_checker_sees_a_forbidden_edge(tmp_path):
     got = imports_of(mod, "ledgermq.drivers.probe")
     assert "ledgermq.broker.broker" in got and "ledgermq.store.store" not in got
     assert package_of("ledgermq.broker.broker") in FORBIDDEN["drivers"]
+
+
+def protocol_members(protocol: type) -> dict[str, object]:
+    names = {n for n in vars(protocol) if not n.startswith("_")}
+    names |= set(getattr(protocol, "__annotations__", {}))
+    return {n: vars(protocol).get(n) for n in sorted(names)}
+
+
+def missing_members(cls: type, protocol: type) -> list[str]:
+    """What `cls` lacks of `protocol`: a member, a property, or the same parameters."""
+    import inspect
+    out = []
+    for name, want in protocol_members(protocol).items():
+        if not hasattr(cls, name):
+            out.append(f"{name}: missing")
+            continue
+        have = inspect.getattr_static(cls, name)
+        if isinstance(want, property) and not isinstance(have, property):
+            out.append(f"{name}: not a property")
+        elif inspect.isfunction(want):
+            if not inspect.isfunction(have):
+                out.append(f"{name}: not a method")
+            elif (list(inspect.signature(want).parameters)
+                  != list(inspect.signature(have).parameters)):
+                out.append(f"{name}: parameters {inspect.signature(have)}, "
+                           f"not {inspect.signature(want)}")
+            elif inspect.iscoroutinefunction(want) != inspect.iscoroutinefunction(have):
+                out.append(f"{name}: async differs")
+    return out
+
+
+def test_every_mode_implements_the_protocol():
+    import importlib
+
+    from ledgermq.broker.modes import MODES, ReplicationMode
+    not_modes = {"ReplicationMode", "HAPortMode"}  # the protocol; a base of two modes
+    defined = {c for p in (ROOT / "broker" / "modes").glob("*.py")
+               for c in vars(importlib.import_module(module_name(p))).values()
+               if isinstance(c, type) and c.__name__.endswith("Mode")
+               and c.__module__ == module_name(p) and c.__name__ not in not_modes}
+    assert defined == set(MODES), f"modes outside MODES: {defined - set(MODES)}"
+    gaps = {m.__name__: g for m in MODES if (g := missing_members(m, ReplicationMode))}
+    assert not gaps, gaps
+
+
+def test_the_protocol_check_sees_a_gap():
+    from ledgermq.broker.modes import ReplicationMode, StandaloneMode
+
+    class Broken(StandaloneMode):
+        is_writable = True  # an attribute, not the property
+
+        def refuse_write(self, why):  # another signature
+            return why
+
+        async def write_internal(self, encoded):  # a coroutine where a value is due
+            return None
+    gaps = missing_members(Broken, ReplicationMode)
+    assert {g.split(":")[0] for g in gaps} == {"is_writable", "refuse_write", "write_internal"}

@@ -27,7 +27,7 @@ from ..metrics.serving import port_of, serve as serve_metrics
 from .metrics import BrokerStats, registry_for
 from .replica_lag import LogBoundaries
 from .request_timing import timed
-from .modes import StandaloneMode, mode_class
+from .modes import ReplicationMode, mode_class
 from .pop.service import PopService
 from .processors import PROCESSORS
 from .name_server_link import NameServerLink
@@ -64,7 +64,7 @@ class Broker:
         # the cluster secret: what this broker proves to its peers and asks of them
         self.peer_auth = PeerAuth(config.cluster_secret)
         self.peer_gate = PeerGate(self.peer_auth, "broker")
-        self.mode: StandaloneMode = mode_class(config, standalone)(self)
+        self.mode: ReplicationMode = mode_class(config, standalone)(self)
         root = store_config.root / "config"
         self.namesrv = NameServerLink(self)
         self.topics = Topics(TopicTable(root / "topics.json", config.defaultTopicQueueNums,

@@ -14,11 +14,13 @@ from .checkpoint import CheckpointMode
 from .classic_ha import ClassicHAMode
 from .controller import ControllerMode
 from .dledger import DLedgerMode
+from .protocol import ReplicationMode
 
-ReplicationMode = StandaloneMode  # the interface every mode implements
+MODES: tuple[type[ReplicationMode], ...] = (
+    StandaloneMode, ClassicHAMode, CheckpointMode, DLedgerMode, ControllerMode)
 
 
-def mode_class(config: BrokerConfig, standalone: bool = False) -> type[StandaloneMode]:
+def mode_class(config: BrokerConfig, standalone: bool = False) -> type[ReplicationMode]:
     if config.enableDLegerCommitLog:
         return DLedgerMode
     if config.enableConsistentCheckpoint:
@@ -31,5 +33,5 @@ def mode_class(config: BrokerConfig, standalone: bool = False) -> type[Standalon
 
 
 __all__ = ["CheckpointMode", "ClassicHAMode", "ControllerMode", "DLedgerMode", "Later",
-           "ModeHost", "Pending", "ReplicationMode", "StandaloneMode", "mode_class",
+           "MODES", "ModeHost", "Pending", "ReplicationMode", "StandaloneMode", "mode_class",
            "not_in_mode"]

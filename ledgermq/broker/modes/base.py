@@ -15,8 +15,10 @@ from ...peer_auth.core import PeerAuth
 from ...remoting import RemotingCommand, ResponseCode
 from ...store import MessageStore, PutResult
 from ...wire.batch import EncodedBatch
+from .protocol import Metric
 
 if TYPE_CHECKING:
+    from ...remoting.transport import Handler
     from ..config import BrokerConfig
 
 
@@ -61,7 +63,8 @@ def not_in_mode(mode: str):
 
 class StandaloneMode:
     """One broker, no replicas: a write is acknowledged once stored, or flushed under
-    SYNC_FLUSH. Every other mode builds on these defaults."""
+    SYNC_FLUSH. Every other mode builds on these defaults; protocol.py says what each
+    member promises."""
 
     name = "standalone"
 
@@ -74,33 +77,25 @@ class StandaloneMode:
     # ---- what the broker asks -------------------------------------------------------
     @property
     def is_writable(self) -> bool:
-        """Takes writes now: the group's master, whose own services (delayed delivery,
-        consumer-offset commits on pulls) may change state."""
         return True
 
     @property
     def is_slave(self) -> bool:
-        """Copies another broker's log (and so its topics and consumer offsets)."""
         return False
 
     @property
     def broker_id(self) -> int | None:
-        """The id the name server routes by (0: the master); None: not routable yet."""
         return self.config.brokerId
 
     @property
     def state_version(self) -> int:
-        """The role's generation, sent to name servers as the registration's stateVersion:
-        a registration from an older one (a deposed master that woke up) loses to a newer
-        one. 0 where roles have no generation."""
-        return 0
+        return 0  # a standalone broker's role has no generation
 
     @property
     def ha_port(self) -> int:
         return self.config.ha_port
 
     def refuse_write(self) -> str | None:
-        """Why this broker cannot take a send now, or None."""
         return None
 
     def write(self, encoded: EncodedBatch) -> PutResult | Later:
@@ -118,12 +113,9 @@ class StandaloneMode:
         return result
 
     def write_internal(self, encoded: EncodedBatch) -> PutResult:
-        """The broker's own writes (due delayed messages): no one waits for them."""
         return self.store.append(encoded)
 
-    def metrics(self) -> list[tuple[str, str, dict[str, str], float]]:
-        """Replication figures for Prometheus: (name, help, labels, value); a gauge, or a
-        counter when the name ends in _total."""
+    def metrics(self) -> list[Metric]:
         store = self.store
         return [("ledgermq_broker_writable", "1 when this broker takes writes (master, "
                  "leader).", {}, float(self.is_writable)),
@@ -133,12 +125,9 @@ class StandaloneMode:
                  "replication confirmed.", {}, store.dispatch_bound)]
 
     def replica_offsets(self) -> dict[str, int]:
-        """On a master or leader: each replica (by id or address) and the commit-log offset
-        it acknowledged, for its lag in the metrics; empty elsewhere."""
         return {}
 
-    def handlers(self) -> dict:
-        """Request handlers only this mode serves."""
+    def handlers(self) -> dict[int, Handler]:
         return {}
 
     def runtime_info(self) -> dict[str, str]:
@@ -146,10 +135,10 @@ class StandaloneMode:
 
     # ---- lifecycle ------------------------------------------------------------------
     async def prepare(self) -> None:
-        """Before the broker listens (its store is open)."""
+        pass
 
     async def start(self) -> None:
-        """Once the broker listens (its address is known)."""
+        pass
 
     async def stop(self) -> None:
         pass

@@ -20,6 +20,7 @@ from ...drivers.checkpoint_files import CheckpointFile, load_role, save_role
 from ...drivers.control_node import ControlNodeClient
 from ...drivers.ha import HAMasterDriver, HASlaveDriver
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ...remoting.transport import Handler
 from ...replication.checkpoint import (
     AnswerPromotion, CheckpointReplica, Follow, Lead, Promote, Replay, SaveRole, Stand,
     Truncate, lead_start,
@@ -29,6 +30,7 @@ from ...store import PutResult, StoreError
 from ...wire.batch import EncodedBatch
 from ...wire.message import decode_message, encode_properties
 from .base import Later, Pending
+from .protocol import Metric
 from .ha_links import HAPortMode, ha_config
 
 log = logging.getLogger(__name__)
@@ -111,10 +113,10 @@ class CheckpointMode(HAPortMode):
         self.pending_sends += 1
         return Pending(result, epoch, msg_id, NOT_COVERED)
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {RequestCode.CONTROL_PROMOTE: self._promote}
 
-    def metrics(self) -> list[tuple[str, str, dict[str, str], float]]:
+    def metrics(self) -> list[Metric]:
         out = super().metrics() + [
             ("ledgermq_checkpoint_epoch", "The epoch this broker is in.", {}, self.replica.epoch),
             ("ledgermq_checkpoint_pending_sends_total", "Sends answered PENDING (neither "

@@ -9,6 +9,7 @@ import logging
 from ...drivers.ha import HAMasterDriver, HASlaveDriver
 from ...drivers.ha_refill import had_slaves
 from ...remoting import RemotingCommand, RequestCode, ResponseCode
+from ...remoting.transport import Handler
 from ...store import PutResult
 from ...store.commitlog import RecoveryReport
 from ...store.config import FlushDiskType
@@ -111,7 +112,7 @@ class ClassicHAMode(HAPortMode):
         await self.links.lead(ha)
         log.info("HA port %d (%s)", ha.port, self.role.value)
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {RequestCode.END_HA_RECOVERY: self._end_recovery}
 
     def _end_recovery(self, cmd: RemotingCommand, conn) -> RemotingCommand:

@@ -21,12 +21,14 @@ from ...controller.client import ControllerClient, ControllerError, ControllerRe
 from ...controller.metadata import refusal_may_have_applied
 from ...drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ...remoting.transport import Handler
 from ...replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
 from ...store import PutResult
 from ...store.marks.epoch_file import EpochFile
 from ...wire.batch import EncodedBatch
 from ..config import BrokerConfig
 from .base import Later
+from .protocol import Metric
 from .ha_links import HAPortMode, ha_config, when_slaves_ack
 
 log = logging.getLogger(__name__)
@@ -103,7 +105,7 @@ class ControllerMode(HAPortMode):
             return self.after_append(result)
         return when_slaves_ack(self.store, self.config, result, ha.sync(result.end_offset))
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {RequestCode.GET_BROKER_EPOCH_CACHE: self._epoch_cache}
 
     def _epoch_cache(self, cmd: RemotingCommand, conn) -> RemotingCommand:
@@ -114,7 +116,7 @@ class ControllerMode(HAPortMode):
             "epochs": [{"epoch": e, "startOffset": s} for e, s in self.epochs.entries]},
             separators=(",", ":")).encode())
 
-    def metrics(self) -> list[tuple[str, str, dict[str, str], float]]:
+    def metrics(self) -> list[Metric]:
         return super().metrics() + [
             ("ledgermq_master_epoch", "The epoch of the master this broker leads or follows.",
              {}, self.master_epoch),

@@ -10,6 +10,7 @@ from ...replication.raft import Code, Complete, RaftConfig, Role
 from ...store import PutResult, PutStatus
 from ...wire.batch import EncodedBatch
 from .base import Later, StandaloneMode
+from .protocol import Metric
 
 
 class DLedgerMode(StandaloneMode):
@@ -75,7 +76,7 @@ class DLedgerMode(StandaloneMode):
             result.status = PutStatus.SERVICE_NOT_AVAILABLE
         return result
 
-    def metrics(self) -> list[tuple[str, str, dict[str, str], float]]:
+    def metrics(self) -> list[Metric]:
         st = self.driver.status()
         return super().metrics() + [
             ("ledgermq_raft_term", "Raft term this node is in.", {}, st["term"]),
