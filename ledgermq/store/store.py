@@ -25,7 +25,10 @@ from typing import Callable, Sequence
 from ..runtime.clock import wall_ms
 from ..runtime.files import DirectoryLock
 from ..wire.batch import LOCALHOST, EncodedBatch, encode_batch, encode_one
-from ..wire.message import Message, MessageFormatError, encode_properties
+from ..wire.message import (
+    PROPERTY_TAGS, Message, MessageFormatError, StoredMessage, encode_properties, property_value,
+)
+from ..wire.scan import index_keys_of
 from .marks.abort_mark import ABORT_FILE, open_mark
 from .marks.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .commitlog import CommitLog, RecoveryReport
@@ -195,6 +198,22 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
                             born_host=born_host, store_host=self.store_host,
                             reconsume_times=reconsume_times, index_keys=index_keys,
                             max_message_size=self.config.maxMessageSize)
+
+    def encode_again(self, msg: StoredMessage, topic: str, queue_id: int,
+                     properties: dict[str, str], *, sys_flag: int | None = None,
+                     reconsume_times: int | None = None) -> EncodedBatch:
+        """A stored message as a new one in `topic`/`queue_id` with `properties` (a delayed
+        or timer message now due, a committed half message, a POP redelivery, a replayed
+        entry): body, flag, sys flag, born time and host, and reconsume count carried over
+        unless given; tags and keys indexed from `properties`. MessageFormatError when it
+        cannot be stored there."""
+        raw = encode_properties(properties)
+        return self.encode(
+            topic, queue_id, [msg.body], raw, property_value(raw, PROPERTY_TAGS), flag=msg.flag,
+            sys_flag=msg.sys_flag if sys_flag is None else sys_flag,
+            born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+            reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
+            index_keys=[index_keys_of(raw)])
 
     def append(self, batch: EncodedBatch) -> PutResult:
         """Write a batch to the commit log (no flush wait); dispatches it if the bound allows."""

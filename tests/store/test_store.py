@@ -6,7 +6,7 @@ import time
 import pytest
 
 from ledgermq.store import GetStatus, Message, MessageStore, PutStatus, decode_message
-from ledgermq.wire.message import BLANK_MAGIC_CODE, encode_properties
+from ledgermq.wire.message import BLANK_MAGIC_CODE, encode_properties, tag_hash
 
 from .conftest import small_config
 
@@ -380,3 +380,27 @@ def test_slow_queue_flush_does_not_hold_up_group_commit(make_store, monkeypatch)
     assert all(r.status is PutStatus.PUT_OK for r in results)
     assert store.commitlog.flushed_offset >= results[-1].end_offset
     assert took < 1.0, f"20 durable puts took {took:.2f} s while a queue flush was stuck"
+
+
+def test_a_message_encoded_again_keeps_its_origin_and_is_found_by_its_new_tags_and_keys(
+        make_store):
+    """The one re-encoding every delivery path uses (due delayed and timer messages,
+    committed half messages, POP redelivery): what the producer set survives the move,
+    and the new properties are what the queue's tag filter and the key index see."""
+    store = make_store()
+    sent = store.encode("Parked", 0, [b"payload"], encode_properties({"TAGS": "old"}), "old",
+                        flag=7, born_timestamp=1_700_000_000_123, reconsume_times=2)
+    put_result = store.put(sent)
+    assert put_result.ok
+    parked = read_all(store, "Parked", 0)[0]
+    again = store.encode_again(parked, "Real", 3, {"TAGS": "new", "KEYS": "order-42"},
+                               reconsume_times=5)
+    assert store.put(again).ok
+    moved = read_all(store, "Real", 3)[0]
+    assert (moved.body, moved.flag, moved.born_timestamp, moved.born_host) == \
+        (b"payload", 7, 1_700_000_000_123, parked.born_host)
+    assert moved.reconsume_times == 5 and moved.properties == {"TAGS": "new", "KEYS": "order-42"}
+    assert [m.body for m in read_all(store, "Real", 3, tag_codes=[tag_hash("new")])] == \
+        [b"payload"]
+    assert read_all(store, "Real", 3, tag_codes=[tag_hash("old")]) == []
+    assert [m.queue_offset for m in store.query_by_key("Real", "order-42")] == [0]

@@ -13,9 +13,8 @@ from pathlib import Path
 from ...runtime.clock import wall_ms
 from ...store import MessageStore
 from ...wire.message import (
-    PROPERTY_DELAY_TIME_LEVEL, MessageFormatError, decode_message, encode_properties,
+    PROPERTY_DELAY_TIME_LEVEL, MessageFormatError, decode_message,
 )
-from ..send_parsing import index_keys, tags_of
 from ..access.system_topics import SCHEDULE_TOPIC
 from .parked import BadParked, parked_destination
 from ...runtime.files import read_json, write_json_atomically
@@ -99,13 +98,8 @@ class ScheduleService:
             log.error("schedule message at %d: %s; dropped", msg.phys_offset, e)
             return True
         props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-        raw = encode_properties(props)
         try:
-            batch = self.store.encode(topic, qid, [msg.body], raw, tags_of(raw), flag=msg.flag,
-                                      sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
-                                      born_host=msg.born_host,
-                                      reconsume_times=msg.reconsume_times,
-                                      index_keys=[index_keys(raw)])
+            batch = self.store.encode_again(msg, topic, qid, props)
         except MessageFormatError as e:
             log.error("schedule message at %d cannot be delivered (%s); dropped",
                       msg.phys_offset, e)

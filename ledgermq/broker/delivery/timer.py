@@ -33,7 +33,6 @@ from ...wire.message import (
     PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_UNIQ_KEY, MessageFormatError,
     decode_message, encode_properties,
 )
-from ..send_parsing import index_keys, tags_of
 from ..access.system_topics import TIMER_TOPIC
 from .parked import BadParked, parked_destination
 
@@ -238,13 +237,8 @@ class TimerService:
         if uniq and self._delivered_before(topic, uniq):
             return True
         self.broker.topics.for_delivery(topic, qid)
-        raw = encode_properties(props)
         try:
-            encoded = self.store.encode(
-                topic, qid, [msg.body], raw, tags_of(raw), flag=msg.flag,
-                sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host, reconsume_times=msg.reconsume_times,
-                index_keys=[index_keys(raw)])
+            encoded = self.store.encode_again(msg, topic, qid, props)
         except MessageFormatError as e:
             log.error("timer message at queue offset %d cannot be delivered (%s); dropped",
                       qoff, e)

@@ -118,12 +118,8 @@ class Transactions:
         qid = 0 if qid is None else qid
         props.pop(PROPERTY_TRANSACTION_CHECK_TIMES, None)
         self.broker.topics.for_delivery(topic, qid)
-        raw = encode_properties(props)
-        self._write(self.store.encode(
-            topic, qid, [msg.body], raw, tags_of(raw), flag=msg.flag,
-            sys_flag=msg.sys_flag & ~SYSFLAG_TRANSACTION_MASK,
-            born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-            reconsume_times=msg.reconsume_times, index_keys=[index_keys(raw)]), topic)
+        self._write(self.store.encode_again(
+            msg, topic, qid, props, sys_flag=msg.sys_flag & ~SYSFLAG_TRANSACTION_MASK), topic)
 
     def _decide(self, half_offset: int) -> None:
         raw = encode_properties({"TAGS": OP_TAG})

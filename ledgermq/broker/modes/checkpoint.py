@@ -28,7 +28,7 @@ from ...replication.checkpoint import (
 from ...replication.ha import SyncStatus
 from ...store import PutResult, StoreError
 from ...wire.batch import EncodedBatch
-from ...wire.message import decode_message, encode_properties
+from ...wire.message import decode_message
 from .base import Later, Pending
 from .protocol import Metric
 from .ha_links import HAPortMode, ha_config
@@ -288,11 +288,8 @@ class CheckpointMode(HAPortMode):
                 pos += msgs[-1].total_size
             start = end = self.store.commitlog.max_offset
             for m in msgs:  # one entry is one send: one topic and queue
-                r = self.store.append(self.store.encode(
-                    m.topic, m.queue_id, [m.body], encode_properties(m.properties), m.tags,
-                    flag=m.flag, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
-                    born_host=m.born_host, reconsume_times=m.reconsume_times,
-                    index_keys=[m.index_keys]))
+                r = self.store.append(
+                    self.store.encode_again(m, m.topic, m.queue_id, m.properties))
                 if not r.ok:
                     raise RemotingError(f"replaying cached message failed: {r.error}")
                 if end == start:

@@ -21,12 +21,11 @@ from ...runtime.clock import wall_ms
 from ...remoting.codes import PERM_READ, RETRY_PREFIX
 from ...store import GetStatus, PutStatus
 from ...wire.message import (
-    PROPERTY_UNIQ_KEY, MessageFormatError, StoredMessage, decode_message, encode_properties,
+    PROPERTY_UNIQ_KEY, MessageFormatError, StoredMessage, decode_message,
 )
 from ..modes import Later, Pending
 from .bookkeeping import Deadlines, Handle, PopQueue
 from ..delivery.redelivery import redelivery
-from ..send_parsing import index_keys, tags_of
 from ..access.system_topics import POP_ACK_TOPIC
 
 if TYPE_CHECKING:
@@ -405,12 +404,8 @@ class PopService:
         m = decode_message(got.messages()[0], check_crc=False)
         dest, dqid, props, _ = redelivery(self.broker, group, m,
                                           m.properties.get(PROPERTY_UNIQ_KEY), give_up=dead)
-        raw = encode_properties(props)
-        encoded = self.store.encode(dest, dqid, [m.body], [raw], [tags_of(raw)], flag=m.flag,
-                                    sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
-                                    born_host=m.born_host,
-                                    reconsume_times=m.reconsume_times + 1,
-                                    index_keys=[index_keys(raw)])
+        encoded = self.store.encode_again(m, dest, dqid, props,
+                                          reconsume_times=m.reconsume_times + 1)
         result = self.broker.mode.write_internal(encoded)
         if not result.ok:
             log.warning("pop: %s/%d@%d not revived: %s", topic, qid, offset, result.error)
