@@ -12,33 +12,34 @@ import time
 from pathlib import Path
 
 from .. import __version__
+from ..metrics.serving import port_of, serve as serve_metrics
 from ..peer_auth.core import PeerAuth
-from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from ..peer_auth.remoting import PEER_AUTH, PeerGate
+from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from ..store import MessageStore, StoreConfig, StoreError
 from ..wire.message import MessageFormatError, pack_host
-from .access.rules import RULES as ACL_RULES
 from .access.acl_file import AclFile
+from .access.rules import RULES as ACL_RULES
 from .config import BrokerConfig
-from .meta.consumers import ConsumerManager
-from .meta.creation_limit import CreationLimit
-from .long_poll import PullHolds
-from ..metrics.serving import port_of, serve as serve_metrics
-from .metrics import BrokerStats, registry_for
-from .replica_lag import LogBoundaries
-from .request_timing import timed
-from .modes import ReplicationMode, mode_class
-from .pop.service import PopService
-from .processors import PROCESSORS
-from .name_server_link import NameServerLink
+from .delivery.rounds import run_rounds
 from .delivery.schedule import ScheduleService
-from .send_parsing import BadRequest
-from .meta.offsets import ConsumerOffsets
-from .meta.topic_table import TopicTable
-from .meta.subgroups import SubscriptionGroups
-from .meta.topics import Topics
 from .delivery.timer import TimerService
 from .delivery.transactions import Transactions
+from .long_poll import PullHolds
+from .meta.consumers import ConsumerManager
+from .meta.creation_limit import CreationLimit
+from .meta.offsets import ConsumerOffsets
+from .meta.subgroups import SubscriptionGroups
+from .meta.topic_table import TopicTable
+from .meta.topics import Topics
+from .metrics import BrokerStats, registry_for
+from .modes import ReplicationMode, mode_class
+from .name_server_link import NameServerLink
+from .pop.service import PopService
+from .processors import PROCESSORS
+from .replica_lag import LogBoundaries
+from .request_timing import timed
+from .send_parsing import BadRequest
 
 log = logging.getLogger(__name__)
 
@@ -204,13 +205,12 @@ class Broker:
         await asyncio.get_running_loop().run_in_executor(None, self.store.close)
 
     async def _housekeeping(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.flushConsumerOffsetInterval / 1000)
-            try:
-                await self.offsets.save_off_loop()
-                self.consumers.expire()
-            except Exception:
-                log.exception("housekeeping failed")
+        async def save_and_expire() -> bool:
+            await self.offsets.save_off_loop()
+            self.consumers.expire()
+            return False
+        await run_rounds("housekeeping", self.config.flushConsumerOffsetInterval / 1000,
+                         save_and_expire)
 
     def runtime_info(self) -> dict[str, str]:
         info = {k: str(v) for k, v in self.store.runtime_info().items()}

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from ..peer_auth.core import load_secret
+from ..remoting.tls import DISABLED, Tls, needs_tls_links, split_tls
 from ..runtime.config import (
     ConfigError, build, check, explain_unknown, non_negative, positive, read_properties,
 )
-from ..peer_auth.core import load_secret
-from ..remoting.tls import DISABLED, Tls, needs_tls_links, split_tls
 from ..store.config import StoreConfig
 
 log = logging.getLogger(__name__)

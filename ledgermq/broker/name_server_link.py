@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..remoting.signing import signer
-from .meta.topic_table import TopicConfig
 from .meta.subgroups import SubscriptionGroupConfig
+from .meta.topic_table import TopicConfig
 
 if TYPE_CHECKING:
     from .broker import Broker

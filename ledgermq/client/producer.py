@@ -11,8 +11,8 @@ import zlib
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from ..runtime.clock import wall_ms
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..runtime.clock import wall_ms
 from ..wire.batch_body import encode_batch_body
 from ..wire.message import PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_KEY
 from .faults import BrokerFaults

@@ -10,9 +10,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from ..runtime.clock import wall_ms
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..remoting.codes import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
+from ..runtime.clock import wall_ms
 from .instance import ClientInstance, MQClientError
 from .message import MessageExt, MessageQueue, decode_pulled
 

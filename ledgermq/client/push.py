@@ -17,9 +17,9 @@ import logging
 from pathlib import Path
 from typing import Awaitable, Callable
 
-from ..runtime.clock import wall_ms
 from ..remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..remoting.codes import RETRY_PREFIX
+from ..runtime.clock import wall_ms
 from .instance import ClientInstance, MQClientError, periodic
 from .message import MessageExt, MessageQueue
 from .offsets import LocalOffsetStore, RemoteOffsetStore

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 
 from aiohttp import web
 
-from ..runtime.clock import wall_ms
 from ..client.instance import MQClientError
 from ..remoting import RemotingError
+from ..runtime.clock import wall_ms
 from . import views
 
 routes = web.RouteTableDef()

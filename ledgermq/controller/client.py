@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from ..peer_auth.core import PeerAuth
-from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..peer_auth.remoting import PeerGate
+from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
 
 
 class ControllerError(RemotingError):

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from ..runtime.config import ConfigError, build, check, positive, read_properties
 from ..drivers.raft import parse_peers
 from ..peer_auth.core import load_secret
 from ..remoting.tls import DISABLED, Tls, needs_tls_links, split_tls
+from ..runtime.config import ConfigError, build, check, positive, read_properties
 
 log = logging.getLogger(__name__)
 

@@ -15,16 +15,16 @@ import logging
 from pathlib import Path
 
 from ..drivers.raft import RAFT_MESSAGE, FileRaftLog, RaftDriver, RaftMeta
-from ..runtime.clock import mono_ms
-from ..runtime.files import DirectoryLock
 from ..metrics.serving import gauge, serve as serve_metrics
-from .metrics import group_families
 from ..peer_auth.core import PeerAuth
 from ..remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ..replication.raft import RaftConfig
+from ..runtime.clock import mono_ms
+from ..runtime.files import DirectoryLock
 from .config import ControllerConfig
 from .liveness import LOWEST_PRIORITY, BrokerReport
 from .metadata import AlterSyncStateSet, CleanBrokerMetadata, ElectMaster, RegisterBroker, Result
+from .metrics import group_families
 from .node import Answer, Applied, ControllerNode
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,8 @@ import json
 import logging
 from pathlib import Path
 
-from ..runtime.clock import mono_ms
-from ..runtime.files import DirectoryLock
 from ..peer_auth.core import PeerAuth
+from ..peer_auth.remoting import PeerGate
 from ..remoting import (
     Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer, RequestCode,
     ResponseCode,
@@ -20,7 +19,8 @@ from ..remoting.tls import DISABLED, Tls
 from ..replication.checkpoint import (
     ControlConfig, GroupControl, Promote, SaveCache, SaveState, View,
 )
-from ..peer_auth.remoting import PeerGate
+from ..runtime.clock import mono_ms
+from ..runtime.files import DirectoryLock
 from .persist import GroupFiles, encode_cached
 
 log = logging.getLogger(__name__)

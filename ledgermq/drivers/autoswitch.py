@@ -13,7 +13,8 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
-from ..replication.ha import Append, Close, Disconnect, HAConfig, Report, StartAt
+from ..peer_auth.core import PeerAuth
+from ..remoting.tls import DISABLED, Tls
 from ..replication.autoswitch.sync_state import ProposeSyncStateSet, SyncStateTracker
 from ..replication.autoswitch.transfer import (
     AutoSwitchMaster, AutoSwitchSlave, Confirmed, EpochTransfer, RecordEpoch, SendEpochs,
@@ -23,11 +24,10 @@ from ..replication.autoswitch.wire import (
     EPOCH_PAIR, EPOCHS, FLAG_FROM_LAST_FILE, FLAG_LEARNER, HANDSHAKE, MASTER_HEADER, MAX_EPOCHS,
     REPORT, SLAVE_MSG, TRANSFER,
 )
+from ..replication.ha import Append, Close, Disconnect, HAConfig, Report, StartAt
+from ..runtime.clock import mono_ms
 from ..store import MessageStore, StoreError
 from ..store.marks.epoch_file import EpochFile
-from ..runtime.clock import mono_ms
-from ..peer_auth.core import PeerAuth
-from ..remoting.tls import DISABLED, Tls
 from .ha import HAMasterDriver, HASlaveDriver
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ import struct
 import zlib
 from pathlib import Path
 
-from ..runtime.files import fsync_dir, replace_file
 from ..replication.checkpoint import Promotion
+from ..runtime.files import fsync_dir, replace_file
 
 
 def load_role(path: Path) -> tuple[int, Promotion | None]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import logging
 
-from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..peer_auth.core import PeerAuth
 from ..peer_auth.remoting import PeerGate
+from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..replication.checkpoint import View
 
 log = logging.getLogger(__name__)

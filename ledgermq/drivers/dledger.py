@@ -13,13 +13,13 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from .raft import RaftDriver, RaftMeta, parse_peers
-from ..runtime.clock import mono_ms
 from ..peer_auth.core import PeerAuth
-from ..replication.raft import Code, Complete, RaftConfig, Role
 from ..remoting.tls import DISABLED, Tls
+from ..replication.raft import Code, Complete, RaftConfig, Role
+from ..runtime.clock import mono_ms
 from ..store import MessageStore
 from .dledger_log import StoreRaftLog
+from .raft import RaftDriver, RaftMeta, parse_peers
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ import os
 import struct
 from pathlib import Path
 
-from ..runtime.files import replace_file
 from ..replication.raft import Entry
+from ..runtime.files import replace_file
 from ..store import FlushDiskType, MessageStore, StoreError
 
 _REC = struct.Struct(">qqq")

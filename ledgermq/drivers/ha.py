@@ -17,8 +17,8 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
-from ..runtime.clock import mono_ms
 from ..peer_auth.core import PeerAuth, PeerRefused
+from ..peer_auth.stream import admit, connect
 from ..remoting.listen import listen
 from ..remoting.tls import DISABLED, Tls
 from ..replication.ha import (
@@ -28,8 +28,8 @@ from ..replication.ha import (
     PublishCheckpoint, Recovered, RefillAppend, Report, SaveCheckpoint, SendLog,
     StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
+from ..runtime.clock import mono_ms
 from ..store import FlushDiskType, MessageStore, StoreError
-from ..peer_auth.stream import admit, connect
 from .ha_refill import (
     LogForked, drop_forked_log, forked, note_slave, read_refill, send_log, tail_of,
 )

@@ -8,8 +8,8 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from ..runtime.files import write_private
 from ..remoting.signing import signer
+from ..runtime.files import write_private
 
 ADMIN_KEY = "ledgermq-admin"
 

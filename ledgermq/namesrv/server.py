@@ -11,10 +11,10 @@ from typing import ClassVar
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
-from ..runtime.config import check, positive
 from ..metrics.serving import gauge, serve as serve_metrics
 from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from ..remoting.tls import DISABLED, Tls
+from ..runtime.config import check, positive
 from .routes import RouteTable
 
 log = logging.getLogger(__name__)

@@ -12,13 +12,13 @@ NO_PERMISSION saying so, so a peer with a secret and one without both log what i
 """
 from __future__ import annotations
 
+from ..remoting.codes import RequestCode, ResponseCode
+from ..remoting.command import RemotingCommand
+from ..remoting.transport import Connection, RemotingError
 from .core import (
     HANDSHAKE_TIMEOUT_S, INCOMPLETE, NO_AUTH, UNEXPECTED, WRONG_SECRET, ClientHandshake, PeerAuth,
     PeerRefused, ServerHandshake,
 )
-from ..remoting.codes import RequestCode, ResponseCode
-from ..remoting.command import RemotingCommand
-from ..remoting.transport import Connection, RemotingError
 
 PEER_AUTH = RequestCode.PEER_AUTH
 _AUTHED, _HANDSHAKE = "peer_authenticated", "peer_handshake"

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..wire.batch import POSITIONS, TIMESTAMP, EncodedBatch, fill_positions
 from ..runtime.files import fsync_dir, replace_file
-from .marks.flushed_mark import FlushedMark
-from .prefault import Prefaulter
-from .mapped_file import MappedFile, MappedFileQueue, StoreError
+from ..wire.batch import POSITIONS, TIMESTAMP, EncodedBatch, fill_positions
 from ..wire.message import (
     BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, OFF_QUEUEOFFSET, OFF_STORETIMESTAMP,
     MessageFormatError,
 )
 from ..wire.scan import BLANK, CORRUPT, LIMIT, ScannedMessage, walk
 from ..wire.scan_batch import ScannedBatch, walk_batch
+from .mapped_file import MappedFile, MappedFileQueue, StoreError
+from .marks.flushed_mark import FlushedMark
+from .prefault import Prefaulter
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,6 @@ from ..wire.message import (
     PROPERTY_TAGS, Message, MessageFormatError, StoredMessage, encode_properties, property_value,
 )
 from ..wire.scan import index_keys_of
-from .marks.abort_mark import ABORT_FILE, open_mark
-from .marks.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .commitlog import CommitLog, RecoveryReport
 from .config import FlushDiskType, StoreConfig
 from .consume_queue import ENTRY_SIZE, ConsumeQueue
@@ -38,6 +36,8 @@ from .dispatch import DispatchRun, QueueDispatch, runs_from_scan
 from .flush import FlushService, LoopFlushWaiters
 from .index import IndexService
 from .mapped_file import DISK_FULL_ERRNOS, DiskFullError
+from .marks.abort_mark import ABORT_FILE, open_mark
+from .marks.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .reads import StoreReads
 from .replica import ReplicaWrites
 from .results import PutResult, PutStatus

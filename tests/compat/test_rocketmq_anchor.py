@@ -26,8 +26,9 @@ def test_the_official_benchmark_producer_sends_to_rocketmq_and_to_ledgermq(tmp_p
                 # (a run shorter than a report interval prints no row)
                 assert not any(r["send_failed"] or r["response_failed"] for r in rows), \
                     (namesrv, rows)
-                got = [b for q in asyncio.run(read_all(namesrv, topic="AnchorSmoke")).values()
-                       for b in q]
+                # (RocketMQ registers an auto-created topic with its name server a little later)
+                queues = asyncio.run(read_all(namesrv, 30.0, topic="AnchorSmoke"))
+                got = [b for q in queues.values() for b in q]
                 assert len(got) == 100 and {len(b) for b in got} == {100}, (namesrv, len(got))
     finally:
         ours.stop()

@@ -11,13 +11,14 @@ import logging
 from pathlib import Path
 
 from ...runtime.clock import wall_ms
+from ...runtime.files import read_json, write_json_atomically
 from ...store import MessageStore
 from ...wire.message import (
     PROPERTY_DELAY_TIME_LEVEL, MessageFormatError, decode_message,
 )
 from ..access.system_topics import SCHEDULE_TOPIC
 from .parked import BadParked, parked_destination
-from ...runtime.files import read_json, write_json_atomically
+from .rounds import run_rounds
 
 log = logging.getLogger(__name__)
 
@@ -41,24 +42,23 @@ class ScheduleService:
         return self.delays_ms[min(level, len(self.delays_ms)) - 1]
 
     async def run(self) -> None:
-        while True:
-            if not self.active():
-                await asyncio.sleep(self.poll_interval_s)
-                continue
+        await run_rounds("delayed delivery", self.poll_interval_s, self._round,
+                         active=self.active)
+
+    async def _round(self) -> bool:
+        """Deliver what is due; once nothing is, save the levels' offsets. Whether more may
+        be due at once."""
+        if self.deliver_due(wall_ms()):
+            return True
+        if self._dirty:
+            self._dirty = False  # (its fsync off the loop; the table copied here)
             try:
-                moved = self.deliver_due(wall_ms())
-            except Exception:
-                log.exception("delayed delivery round failed")
-                moved = 0
-            if self._dirty and not moved:
-                self._dirty = False  # (its fsync off the loop; the table copied here)
-                try:
-                    await asyncio.get_running_loop().run_in_executor(
-                        None, write_json_atomically, self.path, self._doc())
-                except OSError as e:  # (a full disk): saved with a later round
-                    self._dirty = True
-                    log.warning("delay offsets not saved: %s", e)
-            await asyncio.sleep(0 if moved else self.poll_interval_s)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, write_json_atomically, self.path, self._doc())
+            except OSError as e:  # (a full disk): saved with a later round
+                self._dirty = True
+                log.warning("delay offsets not saved: %s", e)
+        return False
 
     def deliver_due(self, now_ms: int, limit: int = 1000) -> int:
         """Move every due message (at most `limit`) to its real topic; returns how many."""

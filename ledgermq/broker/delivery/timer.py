@@ -19,7 +19,6 @@ Without the key index (messageIndexEnable=false) it is at least once.
 """
 from __future__ import annotations
 
-import asyncio
 import heapq
 import logging
 import time
@@ -35,6 +34,7 @@ from ...wire.message import (
 )
 from ..access.system_topics import TIMER_TOPIC
 from .parked import BadParked, parked_destination
+from .rounds import run_rounds
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -172,15 +172,14 @@ class TimerService:
         return int(self.clock() * 1000)
 
     async def run(self) -> None:
-        while True:
-            await asyncio.sleep(TICK_S)  # also lets requests in between busy ticks
-            if not self.broker.mode.is_writable:
-                self.wheel = None
-                continue
-            try:
-                self.tick()
-            except Exception:  # noqa: BLE001 - the next tick tries again
-                log.exception("timer round failed")
+        def forget_wheel() -> None:  # rebuilt from the log once master again
+            self.wheel = None
+        # a tick each TICK_S even when busy: requests get in between busy ticks
+        await run_rounds("timer", TICK_S, self._tick_round,
+                         active=lambda: self.broker.mode.is_writable, on_inactive=forget_wheel)
+
+    def _tick_round(self) -> None:
+        self.tick()
 
     def tick(self) -> int:
         """Load new timers, deliver the due ones; how many were delivered."""

@@ -16,7 +16,6 @@ half message back again, and a second commit of it is a duplicate (as in RocketM
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import replace
@@ -30,9 +29,10 @@ from ...wire.message import (
     SYSFLAG_TRANSACTION_MASK, MessageFormatError, StoredMessage, decode_message, encode_message,
     encode_properties, offset_msg_id,
 )
-from ..send_parsing import index_keys, tags_of, with_properties
 from ..access.system_topics import TRANS_CHECK_MAX_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_TOPIC
+from ..send_parsing import index_keys, tags_of, with_properties
 from .parked import BadParked, parked_destination
+from .rounds import run_rounds
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -134,14 +134,12 @@ class Transactions:
 
     # ---- check-back -------------------------------------------------------------------
     async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.transactionCheckInterval / 1000)
-            if not self.broker.mode.is_writable:
-                continue
-            try:
-                self.check_round()
-            except Exception:  # noqa: BLE001 - the next round tries again
-                log.exception("transaction check round failed")
+        await run_rounds("transaction check", self.config.transactionCheckInterval / 1000,
+                         self._check_round,
+                         active=lambda: self.broker.mode.is_writable)
+
+    def _check_round(self) -> None:
+        self.check_round()
 
     def check_round(self) -> int:
         """Check back every half message undecided for too long; how many were checked."""

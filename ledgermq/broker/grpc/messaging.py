@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from ...runtime.clock import wall_ms
 from ...apis import definition_pb2 as pb
 from ...apis import service_pb2 as svc
 from ...filter.sql92 import SqlError, compile_sql
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ...runtime.clock import wall_ms
 from ...wire.message import (
     SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK,
     encode_properties,
@@ -27,13 +27,13 @@ from ..meta.consumers import parse_subscription
 from ..meta.creation_limit import CreationRefused
 from ..pop.service import PopError
 from .auth import authenticated, caller, consume_refusal, refusal
-from .offset_calls import OffsetCalls, status
 from .channel import CallOf, ClientChannel, call
-from .routes import message_queues, route_doc
 from .convert import (
     PROPERTY_MESSAGE_GROUP, BadMessage, duration, properties_of, timestamp, to_grpc,
     transaction_group,
 )
+from .offset_calls import OffsetCalls, status
+from .routes import message_queues, route_doc
 
 if TYPE_CHECKING:
     from ..broker import Broker

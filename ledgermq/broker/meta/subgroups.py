@@ -8,8 +8,8 @@ import threading
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from .creation_limit import CreationLimit
 from ...runtime.files import read_json, write_json_atomically
+from .creation_limit import CreationLimit
 
 
 @dataclass

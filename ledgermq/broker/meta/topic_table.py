@@ -6,8 +6,8 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ...runtime.clock import wall_ms
 from ...remoting.codes import PERM_READ, PERM_WRITE
+from ...runtime.clock import wall_ms
 from ...runtime.files import read_json, write_json_atomically
 from ..access.system_topics import (
     AUTO_CREATE_TOPIC, POP_ACK_TOPIC, SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_CHECK_MAX_TOPIC,

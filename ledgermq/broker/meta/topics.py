@@ -9,8 +9,8 @@ from typing import Callable
 
 from ...remoting.codes import DLQ_PREFIX, PERM_READ, PERM_WRITE, RETRY_PREFIX
 from ...store import MessageStore
-from .creation_limit import CreationLimit
 from ..access.system_topics import AUTO_CREATE_TOPIC
+from .creation_limit import CreationLimit
 from .topic_table import TopicConfig, TopicTable
 
 log = logging.getLogger(__name__)

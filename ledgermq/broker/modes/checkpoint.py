@@ -14,7 +14,6 @@ import json
 import logging
 import time
 
-from ...runtime.clock import mono_ms
 from ...controlnode.persist import decode_cached
 from ...drivers.checkpoint_files import CheckpointFile, load_role, save_role
 from ...drivers.control_node import ControlNodeClient
@@ -26,12 +25,13 @@ from ...replication.checkpoint import (
     Truncate, lead_start,
 )
 from ...replication.ha import SyncStatus
+from ...runtime.clock import mono_ms
 from ...store import PutResult, StoreError
 from ...wire.batch import EncodedBatch
 from ...wire.message import decode_message
 from .base import Later, Pending
-from .protocol import Metric
 from .ha_links import HAPortMode, ha_config
+from .protocol import Metric
 
 log = logging.getLogger(__name__)
 

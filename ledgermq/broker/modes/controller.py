@@ -16,20 +16,20 @@ import json
 import logging
 import time
 
-from ...runtime.clock import mono_ms
 from ...controller.client import ControllerClient, ControllerError, ControllerRefused
 from ...controller.metadata import refusal_may_have_applied
 from ...drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ...remoting.transport import Handler
 from ...replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
+from ...runtime.clock import mono_ms
 from ...store import PutResult
 from ...store.marks.epoch_file import EpochFile
 from ...wire.batch import EncodedBatch
 from ..config import BrokerConfig
 from .base import Later
-from .protocol import Metric
 from .ha_links import HAPortMode, ha_config, when_slaves_ack
+from .protocol import Metric
 
 log = logging.getLogger(__name__)
 

@@ -17,16 +17,17 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ...runtime.clock import wall_ms
 from ...remoting.codes import PERM_READ, RETRY_PREFIX
+from ...runtime.clock import wall_ms
 from ...store import GetStatus, PutStatus
 from ...wire.message import (
     PROPERTY_UNIQ_KEY, MessageFormatError, StoredMessage, decode_message,
 )
+from ..access.system_topics import POP_ACK_TOPIC
+from ..delivery.redelivery import redelivery
+from ..delivery.rounds import run_rounds
 from ..modes import Later, Pending
 from .bookkeeping import Deadlines, Handle, PopQueue
-from ..delivery.redelivery import redelivery
-from ..access.system_topics import POP_ACK_TOPIC
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -340,16 +341,14 @@ class PopService:
 
     # ---- revive ---------------------------------------------------------------------
     async def run(self) -> None:
-        while True:
-            await asyncio.sleep(REVIVE_EVERY_S)
-            if not self.broker.mode.is_writable:
-                continue
-            try:
-                self.revive(wall_ms())
-                if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
-                    self.prune()
-            except Exception:
-                log.exception("pop revive failed")
+        await run_rounds("pop revive", REVIVE_EVERY_S, self._revive_round,
+                         active=lambda: self.broker.mode.is_writable)
+
+    def _revive_round(self) -> bool:
+        self.revive(wall_ms())
+        if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
+            self.prune()
+        return False
 
     def _deadline(self, deadline: int, key: Key, offset: int, stamp: int) -> None:
         self.deadlines.add(deadline, key, offset, stamp)

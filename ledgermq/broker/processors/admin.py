@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ...store.store import check_topic
 from ...wire.message import MessageFormatError
-from ..modes import not_in_mode
-from ..queue_tables import queue_table
-from ..name_server_link import json_body
 from ..meta.topic_table import TopicConfig
+from ..modes import not_in_mode
+from ..name_server_link import json_body
+from ..queue_tables import queue_table
 
 if TYPE_CHECKING:
     from ..broker import Broker

@@ -10,8 +10,8 @@ from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ...remoting.codes import RETRY_PREFIX
 from ...store.store import check_topic
 from ...wire.message import MessageFormatError
-from ..meta.creation_limit import CreationRefused
 from ..json_bodies import json_object, objects, queue_id, text
+from ..meta.creation_limit import CreationRefused
 from ..name_server_link import json_body
 
 if TYPE_CHECKING:

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from ...remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..json_bodies import json_object
-from ..queue_tables import queue_table
-from ..name_server_link import json_body
 from ..meta.subgroups import SubscriptionGroupConfig
+from ..name_server_link import json_body
+from ..queue_tables import queue_table
 
 if TYPE_CHECKING:
     from ..broker import Broker

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from ...filter.sql92 import compile_sql
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ...remoting.codes import (
     PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND,
 )
-from ...filter.sql92 import compile_sql
 from ...store import GetStatus
 from ...wire.message import MessageFormatError, decode_message
 from ..meta.consumers import parse_subscription

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...runtime.clock import wall_ms
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
+from ...runtime.clock import wall_ms
 from ...store import StoreError
 from ...wire.message import MessageFormatError, decode_message
 

@@ -7,9 +7,9 @@ import inspect
 import random
 from typing import TYPE_CHECKING
 
-from ...runtime.clock import wall_ms
 from ...remoting import Connection, RemotingCommand, ReplyWhen, RequestCode, ResponseCode
 from ...remoting.codes import PERM_WRITE, RETRY_PREFIX
+from ...runtime.clock import wall_ms
 from ...store import PutResult, PutStatus, StoreError
 from ...store.mapped_file import DISK_FULL_ERRNOS
 from ...store.store import check_topic
@@ -17,17 +17,17 @@ from ...wire.message import (
     PROPERTY_RETRY_TOPIC, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
     MessageFormatError, decode_properties, pack_host,
 )
-from ..modes import Later, Pending
-from ..meta.creation_limit import CreationRefused
+from ..access.system_topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, client_may_send
 from ..delivery.redelivery import redelivery
+from ..delivery.timer import deliver_time, to_timer
+from ..delivery.transactions import to_half
+from ..meta.creation_limit import CreationRefused
+from ..modes import Later, Pending
 from ..send_parsing import (
     BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header, props_from_header,
     split_batch_body, tags_of, to_schedule, wants_dedup, with_properties,
     without_broker_properties,
 )
-from ..access.system_topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, client_may_send
-from ..delivery.timer import deliver_time, to_timer
-from ..delivery.transactions import to_half
 
 if TYPE_CHECKING:
     from ..broker import Broker

@@ -17,15 +17,15 @@ import time
 import zlib
 from pathlib import Path
 
-from ...runtime.clock import mono_ms
 from ...peer_auth.core import PeerAuth
-from ...remoting import Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer
 from ...peer_auth.remoting import PEER_AUTH, PeerGate
+from ...remoting import Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer
+from ...remoting.tls import DISABLED, Tls
 from ...replication.raft import (
     AppendEntries, Complete, RaftNode, ResetLog, Role, SaveCommit, SaveMeta, Send, TruncateAfter,
 )
+from ...runtime.clock import mono_ms
 from ...runtime.files import replace_file
-from ...remoting.tls import DISABLED, Tls
 from .codec import RAFT_MESSAGE, decode_message, encode_message
 
 log = logging.getLogger(__name__)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from ..ha.actions import Complete, Disconnect, HAConfig, Heartbeat, SyncStatus
 from ..ha.master import HAMaster, Link
 from ..ha.slave import HASlave
-from ..ha.actions import Complete, Disconnect, HAConfig, Heartbeat, SyncStatus
 from .epochs import truncate_point
 from .sync_state import SyncStateTracker
 

@@ -24,13 +24,13 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from .actions import (
+    Close, Complete, HAConfig, Heartbeat, PublishCheckpoint, SaveCheckpoint, SyncStatus, Transfer,
+)
 from .members import BUGS as MEMBER_BUGS
 from .members import Membership
 from .refill import BUGS as REFILL_BUGS
 from .refill import Recovered, Recovery
-from .actions import (
-    Close, Complete, HAConfig, Heartbeat, PublishCheckpoint, SaveCheckpoint, SyncStatus, Transfer,
-)
 
 # Known bugs the simulator must catch (`--inject-bug`).
 BUGS = {

@@ -15,11 +15,11 @@ the master resends from there and the slave skips the bytes it holds.
 """
 from __future__ import annotations
 
-from .refill import SendLog
 from .actions import (
     CHECKPOINT_FRAME, REFILL_FRAME, Append, Connect, Disconnect, Flush, HAConfig, Report, StartAt,
     StoreCheckpoint,
 )
+from .refill import SendLog
 
 # Known bugs the simulator must catch (`--inject-bug`).
 BUGS = {

@@ -9,11 +9,11 @@ majority holds, and only an entry of the leader's own term (S0-8, Raft's figure 
 """
 from __future__ import annotations
 
-from .progress import Dispatcher
 from .messages import (
     RESET_LOG, Action, Code, Complete, Entry, Push, PushResponse, PushType, Role, SaveCommit, Send,
     TimeoutNow,
 )
+from .progress import Dispatcher
 
 
 class LeaderReplication:

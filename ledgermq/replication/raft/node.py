@@ -20,11 +20,11 @@ from .election import Elections
 from .follower import FollowerLog
 from .leader import LeaderReplication
 from .log import MemoryLog
-from .progress import Dispatcher
 from .messages import (
     Action, AppendEntries, Code, Complete, Entry, Message, Push, PushResponse, PushType, RaftConfig,
     Role, SaveMeta, TimeoutNow, VoteRequest, VoteResponse,
 )
+from .progress import Dispatcher
 
 # Known protocol bugs, switched on only by tests and `ledgermq sim --inject-bug`.
 BUGS = {
