@@ -242,3 +242,13 @@ def test_the_protocol_check_sees_a_gap():
             return None
     gaps = missing_members(Broken, ReplicationMode)
     assert {g.split(":")[0] for g in gaps} == {"is_writable", "refuse_write", "write_internal"}
+
+
+def test_readme_layout_names_every_package():
+    import re
+    readme = (ROOT.parent / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    layout = layout[:layout.index("\n## ", 1)]
+    listed = set(re.findall(r"^    ledgermq/(\w+)/", layout, re.M))
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert listed == packages, {"not in README": packages - listed, "gone": listed - packages}
