@@ -74,19 +74,10 @@ class AutoSwitchMasterDriver(HAMasterDriver):
         rest = []
         for a in actions:
             if isinstance(a, EpochTransfer):
-                w = self.writer(a.link)
-                if w is None:
-                    continue
-                try:
-                    data = self.store.commitlog.read(a.offset, a.size) if a.size else b""
-                except StoreError as e:
-                    log.warning("HA: cannot send %d+%d: %s", a.offset, a.size, e)
-                    rest.append(Close(a.link, str(e)))
-                    continue
-                w.write(MASTER_HEADER.pack(TRANSFER, a.offset, a.size, a.epoch, a.epoch_start,
-                                           a.confirm))
-                if a.size:
-                    w.write(data)
+                why = self.send_log(a.link, a.offset, a.size, MASTER_HEADER.pack(
+                    TRANSFER, a.offset, a.size, a.epoch, a.epoch_start, a.confirm))
+                if why is not None:
+                    rest.append(Close(a.link, why))
             elif isinstance(a, SendEpochs):
                 w = self.writer(a.link)
                 if w is not None:

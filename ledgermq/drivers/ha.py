@@ -192,20 +192,28 @@ class HAMasterDriver:
         w = self.writers.get(link)
         return None if w is None or w.is_closing() else w
 
+    def send_log(self, link: int, offset: int, size: int, header: bytes) -> str | None:
+        """Write `header` and the log's `size` bytes from `offset` to the link (if still
+        open); why they could not be read (e.g. removed by retention meanwhile), or None."""
+        w = self.writer(link)
+        if w is None:
+            return None
+        try:
+            data = self.store.commitlog.read(offset, size) if size else b""
+        except StoreError as e:
+            log.warning("HA: cannot send %d+%d: %s", offset, size, e)
+            return str(e)
+        w.write(header)
+        if size:
+            w.write(data)
+        return None
+
     def execute(self, actions: list) -> None:
         for a in actions:
             if isinstance(a, Transfer):
-                w = self.writer(a.link)
-                if w is None:
-                    continue
-                try:
-                    data = self.store.commitlog.read(a.offset, a.size)
-                except StoreError as e:  # e.g. removed by retention meanwhile
-                    log.warning("HA: cannot send %d+%d: %s", a.offset, a.size, e)
-                    self.execute([Close(a.link, str(e))])
-                    continue
-                w.write(HEADER.pack(a.offset, a.size))
-                w.write(data)
+                why = self.send_log(a.link, a.offset, a.size, HEADER.pack(a.offset, a.size))
+                if why is not None:
+                    self.execute([Close(a.link, why)])
             elif isinstance(a, Heartbeat):
                 w = self.writer(a.link)
                 if w is not None:

@@ -51,7 +51,7 @@ from .events import (
     CLIENT, FAULT, HEAL, Beat, Client, Deliver, Fault, LinkClosed, LinkDeliver, Restart, Tick,
 )
 from .harness import LIVENESS
-from .links import Links
+from .links import Links, SlaveLinking
 from .result import Violation
 
 # the drivers' bugs (the cores' are in AUTOSWITCH_BUGS)
@@ -66,7 +66,7 @@ TICK_MS = 10  # brokers and controllers alike
 HEARTBEAT_MS = 60  # broker -> controller
 
 
-class AutoSwitchSim(ControllerSim):
+class AutoSwitchSim(SlaveLinking, ControllerSim):
     BUGS = BUGS
     INVARIANTS: ClassVar[dict[str, str]] = {
         **ControllerSim.INVARIANTS,
@@ -245,14 +245,7 @@ class AutoSwitchSim(ControllerSim):
 
     def _connect(self, b: Broker) -> None:
         mid = b.view.get("masterBrokerId")
-        m = next((x for x in self.brokers.values() if x.broker_id == mid), None)
-        if m is None or not m.alive or m.master is None or \
-                (b.name, m.name) in self.w.net.blocked:
-            b.slave.disconnected(self.w.now)
-            return
-        link = b.link = self.net_links.connect(b.name, m.name)
-        self._run_master(m, m.master.connected(link, self.w.now))
-        self._run_slave(b, b.slave.connected(self.w.now))
+        self._link_to(b, next((x for x in self.brokers.values() if x.broker_id == mid), None))
 
     # ---- the drivers ------------------------------------------------------------------
     def _run_master(self, b: Broker, actions: list) -> None:

@@ -56,11 +56,7 @@ class ControllerSim(Simulation):
         self._ticks = {i: Tick(i) for i in self.ids}
 
     def start(self) -> None:
-        for i in self.ids:
-            self._start(i)
-            self.w.at(self.rng.randint(0, TICK_MS), self._ticks[i])
-        self.w.at(50, CLIENT)
-        self.w.at(300, FAULT)
+        self.boot_all(self._start, self._ticks, TICK_MS)
 
     def _start(self, node_id: str) -> None:
         d = self.disks[node_id]

@@ -29,7 +29,7 @@ from .events import (
     Tick,
 )
 from .harness import LIVENESS, Simulation
-from .links import Links
+from .links import Links, SlaveLinking
 from .result import Violation
 
 TICK_MS = 10
@@ -90,7 +90,7 @@ class Sent:
     status: str = "WAIT"  # WAIT | OK | PENDING | DONE | RESEND | FAILED
 
 
-class HAGroupSim(Simulation):
+class HAGroupSim(SlaveLinking, Simulation):
     INVARIANTS: ClassVar[dict[str, str]] = {
         "slave-prefix": "a slave's log is a prefix of the log of the master it follows",
         "logs-start-at-zero": "no slave is told to start anywhere but 0 (the simulated "
@@ -224,14 +224,7 @@ class HAGroupSim(Simulation):
         node.following = None
 
     def _connect(self, node: Node) -> None:
-        m = self.nodes.get(node.following or "")
-        if m is None or not m.alive or m.master is None or \
-                (node.name, m.name) in self.w.net.blocked:
-            node.slave.disconnected(self.w.now)
-            return
-        link = node.link = self.net_links.connect(node.name, m.name)
-        self._run_master(m, m.master.connected(link, self.w.now))
-        self._run_slave(node, node.slave.connected(self.w.now))
+        self._link_to(node, self.nodes.get(node.following or ""))
 
     # ---- the drivers: carry out what the cores ask -------------------------------------
     def _run_master(self, node: Node, actions: list) -> None:

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
+from .events import CLIENT, FAULT
 from .result import SimResult, Violation
 from .world import World
 
@@ -58,6 +59,16 @@ class Simulation:
         self._handlers: dict[type, Callable[[Any], None]] = {}
 
     # ---- what a simulator provides -------------------------------------------------
+    def boot_all(self, boot: Callable[[str], None], ticks: Mapping[str, Any],
+                 tick_ms: int) -> None:
+        """Boot each node and start its ticks at a random phase; then the client and the
+        nemesis."""
+        for node_id, tick in ticks.items():
+            boot(node_id)
+            self.w.at(self.rng.randint(0, tick_ms), tick)
+        self.w.at(50, CLIENT)
+        self.w.at(300, FAULT)
+
     def start(self) -> None:
         """Boot the nodes and schedule the first events."""
         raise NotImplementedError

@@ -2,10 +2,30 @@
 order and only while it is open; closing one tells both ends a moment later."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import LinkClosed, LinkDeliver
 from .world import World
+
+
+class SlaveLinking:
+    """For simulations whose nodes run the HA master and slave cores over `Links`: a slave
+    links to its master when the two can talk, or learns it is cut off."""
+    w: World
+    net_links: Links
+
+    if TYPE_CHECKING:  # each simulation drives its cores its own way
+        def _run_master(self, node: Any, actions: list[Any]) -> None: ...
+        def _run_slave(self, node: Any, actions: list[Any]) -> None: ...
+
+    def _link_to(self, node: Any, m: Any) -> None:
+        if m is None or not m.alive or m.master is None or \
+                (node.name, m.name) in self.w.net.blocked:
+            node.slave.disconnected(self.w.now)
+            return
+        link = node.link = self.net_links.connect(node.name, m.name)
+        self._run_master(m, m.master.connected(link, self.w.now))
+        self._run_slave(node, node.slave.connected(self.w.now))
 
 
 class Links:

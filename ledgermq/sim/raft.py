@@ -73,11 +73,7 @@ class RaftSim(Simulation):
         self._ticks = {i: Tick(i) for i in self.ids}
 
     def start(self) -> None:
-        for i in self.ids:
-            self._boot(i)
-            self.w.at(self.rng.randint(0, TICK_MS), self._ticks[i])
-        self.w.at(50, CLIENT)
-        self.w.at(300, FAULT)
+        self.boot_all(self._boot, self._ticks, TICK_MS)
 
     # ---- nodes ----------------------------------------------------------------------
     def _boot(self, node_id: str) -> None:
