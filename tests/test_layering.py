@@ -155,7 +155,7 @@ MAX_MODULES_PER_FOLDER = 16  # beside __init__: past that a folder holds more th
 
 def test_only_packages_at_the_top():
     loose = sorted(p.name for p in ROOT.glob("*.py") if p.stem not in ("__init__", "__main__"))
-    assert not loose, f"modules beside the packages (put each in the package of its concern): {loose}"
+    assert not loose, f"modules beside the packages (each belongs in its concern's): {loose}"
 
 
 def test_no_folder_over_the_module_limit():

@@ -10,14 +10,18 @@ import asyncio
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Awaitable, Callable, cast
 
 from .. import __version__
 from ..metrics.serving import port_of, serve as serve_metrics
 from ..peer_auth.core import PeerAuth
 from ..peer_auth.remoting import PEER_AUTH, PeerGate
-from ..remoting import Connection, RemotingCommand, RemotingServer, RequestCode, ResponseCode
+from ..remoting import (
+    Connection, RemotingCommand, RemotingServer, ReplyWhen, RequestCode, ResponseCode,
+)
+from ..remoting.transport import Handler, Reply
 from ..store import MessageStore, StoreConfig, StoreError
-from ..wire.message import MessageFormatError, pack_host
+from ..wire.message import MessageFormatError, StoredMessage, pack_host
 from .access.acl_file import AclFile
 from .access.rules import RULES as ACL_RULES
 from .config import BrokerConfig
@@ -33,13 +37,17 @@ from .meta.subgroups import SubscriptionGroups
 from .meta.topic_table import TopicTable
 from .meta.topics import Topics
 from .metrics import BrokerStats, registry_for
-from .modes import ReplicationMode, mode_class
+from .modes import ModeHost, ReplicationMode, mode_class
 from .name_server_link import NameServerLink
 from .pop.service import PopService
 from .processors import PROCESSORS
 from .replica_lag import LogBoundaries
 from .request_timing import timed
 from .send_parsing import BadRequest
+
+if TYPE_CHECKING:
+    from .grpc.channel import ClientChannel
+    from .grpc.server import GrpcEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +73,9 @@ class Broker:
         # the cluster secret: what this broker proves to its peers and asks of them
         self.peer_auth = PeerAuth(config.cluster_secret)
         self.peer_gate = PeerGate(self.peer_auth, "broker")
-        self.mode: ReplicationMode = mode_class(config, standalone)(self)
+        # (mode_class gives the Protocol's type: each mode class is made with its host)
+        make_mode = cast("Callable[[ModeHost], ReplicationMode]", mode_class(config, standalone))
+        self.mode: ReplicationMode = make_mode(self)
         root = store_config.root / "config"
         self.namesrv = NameServerLink(self)
         self.topics = Topics(TopicTable(root / "topics.json", config.defaultTopicQueueNums,
@@ -90,11 +100,12 @@ class Broker:
         self.pop = PopService(self)
         self.stats = BrokerStats(histograms=config.metrics_on)
         # requests are timed, by protocol, only while metrics are served (request_timing)
-        self.handle = self.handle_grpc = self._handle
+        self.handle: Handler = self._handle
+        self.handle_grpc: Handler = self._handle
         if config.metrics_on:
             self.handle = timed(self._handle, self.stats.rpc["remoting"])
             self.handle_grpc = timed(self._handle, self.stats.rpc["grpc"])
-        self.grpc = None
+        self.grpc: GrpcEndpoint | None = None
         if config.grpcServerPort >= 0:  # grpc is imported only by brokers that serve it
             from .grpc.server import GrpcEndpoint
             self.grpc = GrpcEndpoint(self)
@@ -109,12 +120,12 @@ class Broker:
         if self.acl is not None and not self.peer_gate.auth.enabled:
             log.warning(PEER_CODES_CLOSED)
         self.holds: PullHolds | None = None
-        self.metrics_server = None  # asyncio.Server while metricsPort is set
+        self.metrics_server: asyncio.Server | None = None  # while metricsPort is set
         # where the log ended over time, for replica lag in seconds (metrics only)
         self.log_bounds = LogBoundaries(self.store) if config.metrics_on else None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self.started_at = time.time()
-        self._handlers = {}
+        self._handlers: dict[int, Handler] = {}
         for processor in PROCESSORS:
             self._handlers.update(processor(self).handlers())
         self._handlers.update(self.mode.handlers())
@@ -132,7 +143,7 @@ class Broker:
     def grpc_address(self) -> str:
         return f"{self.config.brokerIP1}:{self.grpc_port}"
 
-    def client_connections(self) -> list:
+    def client_connections(self) -> list[Connection | ClientChannel]:
         """Every client connected now: remoting connections and RocketMQ 5 (gRPC) ones."""
         grpc = self.grpc.service.connections() if self.grpc is not None else []
         return list(self.server.connections) + grpc
@@ -225,7 +236,8 @@ class Broker:
         return info
 
     # ---- dispatch -------------------------------------------------------------------
-    def _handle(self, cmd: RemotingCommand, conn: Connection):
+    def _handle(self, cmd: RemotingCommand, conn: Connection
+                ) -> Reply | Awaitable[Reply] | ReplyWhen:
         handler = self._handlers.get(cmd.code)
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
@@ -260,20 +272,22 @@ class Broker:
         return self.peer_gate.refusal(cmd, conn)
 
     def _acl_refusal(self, cmd: RemotingCommand, conn: Connection) -> str | None:
+        assert self.acl is not None  # (asked only with ACL on)
         acl, account = self.acl.current(), getattr(conn, "acl_account", None)
+        body = cast(bytes, cmd.body)  # (a request's)
         if account is not None:  # a gRPC call, authenticated by its endpoint
-            return acl.permission(account, cmd.code, cmd.ext, cmd.body, self._message_at)
-        return acl.check(cmd.code, cmd.ext, cmd.body, conn.peer.rsplit(":", 1)[0],
+            return acl.permission(account, cmd.code, cmd.ext, body, self._message_at)
+        return acl.check(cmd.code, cmd.ext, body, conn.peer.rsplit(":", 1)[0],
                          self._message_at)
 
-    def _message_at(self, offset: int):
+    def _message_at(self, offset: int) -> StoredMessage | None:
         """The stored message at a commit-log offset, or None (the ACL's look-up)."""
         try:
             return self.store.message_at(offset)
         except (StoreError, MessageFormatError, ValueError):
             return None
 
-    async def _guard(self, cmd: RemotingCommand, coro) -> RemotingCommand:
+    async def _guard(self, cmd: RemotingCommand, coro: Awaitable[Reply]) -> Reply:
         try:
             return await coro
         except (BadRequest, KeyError, ValueError) as e:

@@ -247,7 +247,7 @@ def load_broker_config(path: str | Path | None = None,
     values.update(overrides or {})
     tls, values = split_tls(values, path)
     broker, rest = build(BrokerConfig, values)
-    broker.tls = tls
+    broker.tls = tls  # type: ignore[misc]  # (per broker: ClassVar keeps it from the keys)
     if broker.replicated_log or broker.enableConsistentCheckpoint \
             or broker.brokerRole is BrokerRole.SLAVE:
         needs_tls_links(tls, "a replicated broker")

@@ -5,9 +5,10 @@ broker answers it as a bad request)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 
-def json_object(body, what: str = "the body") -> dict:
+def json_object(body: bytes | None, what: str = "the body") -> dict[str, Any]:
     try:
         doc = json.loads(body or b"{}")
     except (ValueError, UnicodeDecodeError) as e:
@@ -17,7 +18,7 @@ def json_object(body, what: str = "the body") -> dict:
     return doc
 
 
-def objects(value, what: str) -> list[dict]:
+def objects(value: object, what: str) -> list[dict[str, Any]]:
     """A list of JSON objects (absent: empty)."""
     if value is None:
         return []
@@ -26,14 +27,14 @@ def objects(value, what: str) -> list[dict]:
     return value
 
 
-def text(doc: dict, key: str, what: str) -> str:
+def text(doc: dict[str, Any], key: str, what: str) -> str:
     value = doc.get(key)
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what}: {key} is missing or not a string")
     return value
 
 
-def queue_id(doc: dict, what: str) -> int:
+def queue_id(doc: dict[str, Any], what: str) -> int:
     value = doc.get("queueId")
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError(f"{what}: queueId is not a number")

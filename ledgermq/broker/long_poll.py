@@ -11,11 +11,11 @@ class PullHolds:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
         self._thread = threading.get_ident()
-        self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
+        self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future[bool]]]] = {}
 
     async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
         """True when the queue's max offset passed `offset` within `timeout_s`."""
-        fut = self.loop.create_future()
+        fut: asyncio.Future[bool] = self.loop.create_future()
         key = (topic, queue_id)
         self._waiting.setdefault(key, []).append((offset, fut))
         try:

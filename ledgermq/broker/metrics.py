@@ -15,10 +15,11 @@ from __future__ import annotations
 import functools
 from bisect import bisect_left
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, cast
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..metrics.histogram import MESSAGE_SIZE_BYTES, RPC_LATENCY_MS, Histogram
@@ -29,6 +30,7 @@ from .request_timing import rpc_codes
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .modes.protocol import Metric as ModeMetric
 
 
 class BrokerStats:
@@ -38,23 +40,28 @@ class BrokerStats:
     def __init__(self, histograms: bool = False) -> None:
         self.out_msgs: dict[tuple[str, str], int] = defaultdict(int)
         self.out_bytes: dict[tuple[str, str], int] = defaultdict(int)
-        self.acl_denied: dict[str, int] = defaultdict(int)  # by request code
+        self.acl_denied: dict[int, int] = defaultdict(int)  # by request code
         # by protocol, then by request_timing.rpc_key(request code, response code)
-        self.rpc = {"remoting": Histogram(RPC_LATENCY_MS), "grpc": Histogram(RPC_LATENCY_MS)}
+        # (histogram.py's Histogram is not annotated: its calls are ignored below)
+        self.rpc = {"remoting": Histogram(RPC_LATENCY_MS),  # type: ignore[no-untyped-call]
+                    "grpc": Histogram(RPC_LATENCY_MS)}  # type: ignore[no-untyped-call]
         # by topic: each message's stored size (a batch's at their mean); its count and sum
         # are also the messages and bytes written
-        self.sizes = Histogram(MESSAGE_SIZE_BYTES) if histograms else None
+        self.sizes: Histogram | None = \
+            Histogram(MESSAGE_SIZE_BYTES) if histograms else None  # type: ignore[no-untyped-call]
 
     def put(self, topic: str, count: int, size: int) -> None:
         sizes = self.sizes
         if sizes is not None and count:
-            s = sizes.series.get(topic) or sizes.new(topic)  # (observe, inlined)
+            # (observe, inlined; histogram.py says its keys are tuples: these are topics)
+            s = sizes.series.get(topic) or sizes.new(topic)  # type: ignore[call-overload]
             s[bisect_left(sizes.bounds, size / count)] += count
             s[-1] += size
 
     def written(self) -> tuple[dict[str, int], dict[str, int]]:
         """(messages, bytes) written, by topic."""
-        series = list(self.sizes.series.items()) if self.sizes is not None else []
+        series = list(cast("dict[str, list[Any]]", self.sizes.series).items()) \
+            if self.sizes is not None else []
         return {t: sum(s[:-1]) for t, s in series}, {t: int(s[-1]) for t, s in series}
 
     def pulled(self, topic: str, group: str, count: int, size: int) -> None:
@@ -66,12 +73,13 @@ class BrokerCollector(Collector):
     def __init__(self, broker: "Broker"):
         self.broker = broker
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         b, stats = self.broker, self.broker.stats
         cluster, node = b.config.brokerClusterName, b.config.brokerName
         base = ["cluster", "node_id"]
 
-        def counter(name, doc, labels, rows):
+        def counter(name: str, doc: str, labels: list[str],
+                    rows: dict[str, int] | dict[tuple[str, str], int]) -> CounterMetricFamily:
             fam = CounterMetricFamily(name, doc, labels=base + labels)
             for key, v in rows.items():
                 fam.add_metric([cluster, node, *(key if isinstance(key, tuple) else (key,))], v)
@@ -119,10 +127,11 @@ class BrokerCollector(Collector):
         yield from mode_families(rows, base, [cluster, node])
 
 
-def mode_families(rows, base: list[str], values: list[str]):
+def mode_families(rows: Iterable[ModeMetric], base: list[str], values: list[str]
+                  ) -> Iterator[Metric]:
     """The mode's rows (name, help, labels, value) as families, one per name; a name ending
     in _total is a counter."""
-    fams: dict[str, object] = {}
+    fams: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
     for name, doc, labels, value in rows:
         fam = fams.get(name)
         if fam is None:
@@ -132,7 +141,7 @@ def mode_families(rows, base: list[str], values: list[str]):
     yield from fams.values()
 
 
-def _code_name(enum, code: int) -> str:
+def _code_name(enum: type[IntEnum], code: int) -> str:
     """RocketMQ's label value: the code's constant name in lower case."""
     try:
         return enum(code).name.lower()
@@ -140,7 +149,7 @@ def _code_name(enum, code: int) -> str:
         return str(code)
 
 
-def _rpc_labels(protocol: str, key: int) -> tuple:
+def _rpc_labels(protocol: str, key: int) -> tuple[str, str, str]:
     request, response = rpc_codes(key)
     return protocol, _code_name(RequestCode, request), _code_name(ResponseCode, response)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..remoting.signing import signer
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 NAMESRV_RETRY_S = 1.0
 
 
-def json_body(obj) -> bytes:
+def json_body(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
@@ -36,7 +36,7 @@ class NameServerLink:
         self.client = RemotingClient(signer=signer(*creds) if all(creds) else None,
                                      ssl_context=broker.config.tls.client)
         self.learned_ha_master = ""  # the master's HA address, as the name server says
-        self._announcing: set[asyncio.Task] = set()
+        self._announcing: set[asyncio.Task[None]] = set()
         self.unreached: set[str] = set()  # name servers the last registration missed
 
     @property
@@ -70,7 +70,7 @@ class NameServerLink:
             await self._register_with(self.namesrvs[0], ext, data)
         await asyncio.gather(*others)
 
-    async def _register_with(self, addr: str, ext: dict, body: bytes) -> None:
+    async def _register_with(self, addr: str, ext: dict[str, str], body: bytes) -> None:
         try:
             r = await self.client.invoke(addr, RemotingCommand(
                 RequestCode.REGISTER_BROKER, ext=ext, body=body), 3.0)
@@ -161,8 +161,9 @@ class NameServerLink:
                 log.debug("name server %s: %s", ns, e)
                 continue
             if r.code == ResponseCode.SUCCESS:
-                bd = json.loads(r.body)["brokerAddrTable"].get(self.config.brokerName, {})
-                master = bd.get("brokerAddrs", {}).get("0")
+                table = json.loads(cast(bytes, r.body))["brokerAddrTable"]
+                bd = table.get(self.config.brokerName, {})
+                master: str | None = bd.get("brokerAddrs", {}).get("0")
                 if master:
                     return master
         return None
@@ -175,7 +176,7 @@ class NameServerLink:
         r = await self.client.invoke(master, RemotingCommand(
             RequestCode.GET_ALL_TOPIC_CONFIG), 3.0)
         if r.code == ResponseCode.SUCCESS:
-            for name, tc in json.loads(r.body)["topicConfigTable"].items():
+            for name, tc in json.loads(cast(bytes, r.body))["topicConfigTable"].items():
                 theirs = TopicConfig(**{k: v for k, v in tc.items()
                                         if k in TopicConfig.__dataclass_fields__})
                 if topics.get(name) != theirs:
@@ -183,7 +184,7 @@ class NameServerLink:
         r = await self.client.invoke(master, RemotingCommand(
             RequestCode.GET_ALL_CONSUMER_OFFSET), 3.0)
         if r.code == ResponseCode.SUCCESS:
-            for key, queues in json.loads(r.body)["offsetTable"].items():
+            for key, queues in json.loads(cast(bytes, r.body))["offsetTable"].items():
                 topic, group = key.split("@", 1)
                 for qid, off in queues.items():  # the master's, also when reset back
                     if int(off) != offsets.query(topic, group, int(qid)):
@@ -193,4 +194,4 @@ class NameServerLink:
         if r.code == ResponseCode.SUCCESS:
             self.broker.subgroups.replace_all({
                 n: SubscriptionGroupConfig.from_json(c)
-                for n, c in json.loads(r.body)["subscriptionGroupTable"].items()})
+                for n, c in json.loads(cast(bytes, r.body))["subscriptionGroupTable"].items()})

@@ -6,13 +6,15 @@ ledgermq's own read a list of rows that carry their queue ({topic, brokerName, q
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from .name_server_link import json_body
 
 QUEUE_FIELDS = ("brokerName", "queueId", "topic")
 
 
-def queue_table(rows: list[dict], language: str, extra: dict | None = None) -> bytes:
+def queue_table(rows: list[dict[str, Any]], language: str,
+                extra: dict[str, Any] | None = None) -> bytes:
     """{"offsetTable": ...} (and `extra` keys) for a client speaking `language`. Each
     row's non-queue fields become its value (a row with one such field `offset`, as
     RESET_CONSUMER_CLIENT_OFFSET's, maps to the bare number)."""

@@ -16,9 +16,13 @@ import asyncio
 import struct
 import time
 from bisect import bisect_right
+from typing import TYPE_CHECKING
 
 from ..store import MessageStore, StoreError
 from ..wire.message import BLANK_MAGIC_CODE
+
+if TYPE_CHECKING:
+    from .modes.protocol import Metric
 
 SAMPLE_S = 0.1
 MAX_SAMPLES = 8192  # past this, every other note is dropped: a longer, coarser window
@@ -81,10 +85,10 @@ class LogBoundaries:
         return 0.0 if stored_ms is None else max(0.0, time.time() - stored_ms / 1000)
 
 
-def lag_rows(bounds: LogBoundaries, offsets: dict[str, int]) -> list:
+def lag_rows(bounds: LogBoundaries, offsets: dict[str, int]) -> list[Metric]:
     """Mode-style metric rows (name, help, labels, value) for each replica's offset."""
     end = bounds.store.commitlog.max_offset
-    rows = []
+    rows: list[Metric] = []
     for replica, offset in sorted(offsets.items()):
         behind = max(0, end - offset)
         rows.append(("ledgermq_replica_lag_bytes", "Bytes of this broker's log a replica "

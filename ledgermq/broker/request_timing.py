@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from time import perf_counter
-from typing import Callable
+from typing import Awaitable, Callable, cast
 
 from ..metrics.histogram import Histogram
-from ..remoting import RemotingCommand, ReplyWhen
+from ..remoting import Connection, RemotingCommand, ReplyWhen
+from ..remoting.transport import Handler, Reply
 
-Handler = Callable[[RemotingCommand, object], object]
 CODE_BITS = 20  # a response code below 2**20 (RocketMQ's are small)
 CODE_MASK = (1 << CODE_BITS) - 1
 
@@ -34,34 +34,37 @@ def timed(handle: Handler, rpc: Histogram) -> Handler:
     """`handle`, recording each request into `rpc` by request and response code; a oneway
     request (no response) is not recorded. The immediate answer's observation is
     `Histogram.observe` inlined, with `rpc_key` inlined: it is the pipelined sends' path."""
-    observe, series, bounds, bits, mask = rpc.observe, rpc.series, rpc.bounds, CODE_BITS, CODE_MASK
+    observe, bounds, bits, mask = rpc.observe, rpc.bounds, CODE_BITS, CODE_MASK
+    series = cast("dict[int, list[float]]", rpc.series)  # (keyed by rpc_key, not tuples)
 
-    def handle_timed(cmd: RemotingCommand, conn):
+    def handle_timed(cmd: RemotingCommand, conn: Connection
+                     ) -> Reply | Awaitable[Reply] | ReplyWhen:
         started = perf_counter()
         reply = handle(cmd, conn)
-        kind = type(reply)
-        if kind is RemotingCommand:
+        if type(reply) is RemotingCommand:
             ms = (perf_counter() - started) * 1000
             key = cmd.code << bits | (reply.code & mask)
             s = series.get(key) or rpc.new(key)
             s[bisect_left(bounds, ms)] += 1
             s[-1] += ms
-        elif kind is ReplyWhen:
+        elif type(reply) is ReplyWhen:
             respond = reply.respond
 
-            def respond_timed(value):
+            def respond_timed(value: object) -> RemotingCommand:
                 response = respond(value)
                 if response is not None:
                     observe(rpc_key(cmd.code, response.code), (perf_counter() - started) * 1000)
                 return response
             reply.respond = respond_timed
         elif reply is not None:
-            return _timed_coroutine(reply, observe, cmd.code, started)
+            return _timed_coroutine(cast("Awaitable[Reply]", reply), observe, cmd.code,
+                                    started)
         return reply
     return handle_timed
 
 
-async def _timed_coroutine(coro, observe, code: int, started: float):
+async def _timed_coroutine(coro: Awaitable[Reply], observe: Callable[[int, float], None],
+                           code: int, started: float) -> Reply:
     response = await coro
     if response is not None:
         observe(rpc_key(code, response.code), (perf_counter() - started) * 1000)

@@ -3,14 +3,21 @@ retries and dead letters."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
-from ..wire.scan import index_keys_of as index_keys  # noqa: F401 (re-exported)
+from ..wire.scan import index_keys_of
 from ..wire.batch_body import split_batch
 from ..wire.message import (
     NAME_VALUE_SEPARATOR, PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC, PROPERTY_SEPARATOR, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
     decode_properties, encode_properties, property_value,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+index_keys = index_keys_of  # (re-exported: the send path's name for it)
 
 # SendMessageRequestHeaderV2 carries one-letter field names
 _V2 = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
@@ -39,7 +46,7 @@ class SendHeader:
     batch: bool
 
 
-def _int(ext: dict, key: str, default: int | None = None) -> int:
+def _int(ext: dict[str, str], key: str, default: int | None = None) -> int:
     raw = ext.get(key)
     if raw in (None, ""):
         if default is None:
@@ -115,8 +122,8 @@ def _is_int(text: str) -> bool:
 class BatchBody:
     """The messages of a SEND_BATCH_MESSAGE body, as views into it (no copies)."""
 
-    bodies: list
-    props: list
+    bodies: list[bytes]  # (memoryviews into the body, typed as the store takes them)
+    props: list[bytes]
     flags: list[int]
     tags: list[str | None]
     index_keys: list[list[str]]
@@ -181,11 +188,12 @@ def props_from_header(text: str) -> bytes:
     return text.encode()
 
 
-def wants_dedup(props) -> bool:
+def wants_dedup(props: bytes | memoryview) -> bool:
     return property_value(bytes(props), PROPERTY_DEDUP) == "1"
 
 
-def drop_stored(batch: BatchBody, stored, maybe_stored) -> int:
+def drop_stored(batch: BatchBody, stored: Callable[[str], bool],
+                maybe_stored: Callable[[list[str]], npt.NDArray[np.bool_]]) -> int:
     """Remove from `batch` every message whose UNIQ_KEY `stored(key)` says is in the log
     already (a retried idempotent send); `maybe_stored(keys)` first rules out, all at once,
     the keys that cannot be there. Returns how many were dropped."""

@@ -22,11 +22,10 @@ from ..peer_auth.stream import admit, connect
 from ..remoting.listen import listen
 from ..remoting.tls import DISABLED, Tls
 from ..replication.ha import (
-    CHECKPOINT_FRAME, CHECKPOINT_REPORT, DIGEST, FORKED_FRAME, HEADER, HELLO, REFILL_DATA, REFILL_FRAME,
-    REPORT, TAIL, Append, AskRefill,
-    Close, Complete, Disconnect, Flush, HAConfig, HAMaster, HASlave, Heartbeat,
-    PublishCheckpoint, Recovered, RefillAppend, Report, SaveCheckpoint, SendLog,
-    StartAt, StoreCheckpoint, SyncStatus, Transfer,
+    CHECKPOINT_FRAME, CHECKPOINT_REPORT, DIGEST, FORKED_FRAME, HEADER, HELLO, REFILL_DATA,
+    REFILL_FRAME, REPORT, TAIL, Append, AskRefill, Close, Complete, Disconnect, Flush, HAConfig,
+    HAMaster, HASlave, Heartbeat, PublishCheckpoint, Recovered, RefillAppend, Report,
+    SaveCheckpoint, SendLog, StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 from ..runtime.clock import mono_ms
 from ..store import FlushDiskType, MessageStore, StoreError
@@ -49,7 +48,7 @@ class HAMasterDriver:
     core publishes and counts a checkpoint only once its save returned.
 
     `auth`: the broker's cluster secret; a slave that does not prove it knows it is
-    closed before the core hears of it (ha_auth.py), and counted in `auth.refused`."""
+    closed before the core hears of it (peer_auth/stream.py), and counted in `auth.refused`."""
 
     def __init__(self, store: MessageStore, config: HAConfig, host: str, port: int, *,
                  checkpoint: int = 0, members: dict[int, int] | None = None,
@@ -161,7 +160,7 @@ class HAMasterDriver:
     async def _read_slave(self, reader: asyncio.StreamReader, link: int, peer,
                           first: bytes = b"") -> None:
         """One message from a slave: its max-offset report (with its id and epoch in S3).
-        `first`: its start, already read (ha_auth.admit)."""
+        `first`: its start, already read (peer_auth.stream.admit)."""
         if self.core.config.checkpoint:
             offset, slave_id, epoch = CHECKPOINT_REPORT.unpack(first + await reader.readexactly(
                 CHECKPOINT_REPORT.size - len(first)))
@@ -193,8 +192,7 @@ class HAMasterDriver:
         return None if w is None or w.is_closing() else w
 
     def send_log(self, link: int, offset: int, size: int, header: bytes) -> str | None:
-        """Write `header` and the log's `size` bytes from `offset` to the link (if still
-        open); why they could not be read (e.g. removed by retention meanwhile), or None."""
+        """`header`, then log bytes [offset, offset+size), to the open link; why not, or None."""
         w = self.writer(link)
         if w is None:
             return None
@@ -204,8 +202,7 @@ class HAMasterDriver:
             log.warning("HA: cannot send %d+%d: %s", offset, size, e)
             return str(e)
         w.write(header)
-        if size:
-            w.write(data)
+        w.write(data)  # (b"" for an empty transfer: writes nothing)
         return None
 
     def execute(self, actions: list) -> None:

@@ -1,1 +1,2 @@
-"""`ledgermq cluster`: local layouts of real processes, with their ACL, TLS, configs and certificates."""
+"""`ledgermq cluster`: local layouts of real processes, with their ACL, TLS, configs and
+certificates."""

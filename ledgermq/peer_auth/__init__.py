@@ -1,1 +1,2 @@
-"""The cluster-secret handshake between servers: the core, and its remoting and stream forms."""
+"""The cluster-secret handshake between servers: the core, and its remoting and stream
+forms."""

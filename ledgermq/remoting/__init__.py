@@ -1,5 +1,7 @@
 """RocketMQ's remoting protocol: frame codec, request/response codes, asyncio transport."""
-from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, RequestCode, ResponseCode, SerializeType
+from .codes import (
+    FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, RequestCode, ResponseCode, SerializeType,
+)
 from .command import FrameError, FrameSplitter, RemotingCommand, decode_frame
 from .transport import (
     Connection, RemotingClient, RemotingError, RemotingServer, RemotingTimeout, ReplyWhen,

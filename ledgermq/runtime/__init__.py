@@ -1,1 +1,2 @@
-"""Process plumbing every server shares: config files, private files, the clock, the foreground runner."""
+"""Process plumbing every server shares: config files, private files, the clock, the
+foreground runner."""

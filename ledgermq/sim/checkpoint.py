@@ -39,8 +39,8 @@ from typing import ClassVar
 
 from ..replication.checkpoint import BUGS as CONTROL_BUGS
 from ..replication.checkpoint import (
-    AnswerPromotion, Cached, CheckpointReplica, ControlConfig, Follow, GroupControl, GroupState, Lead,
-    Promote, Replay, Resolution, SaveCache, SaveRole, SaveState, Stand, Truncate, View,
+    AnswerPromotion, Cached, CheckpointReplica, ControlConfig, Follow, GroupControl, GroupState,
+    Lead, Promote, Replay, Resolution, SaveCache, SaveRole, SaveState, Stand, Truncate, View,
     lead_start,
 )
 from ..replication.ha import BUGS as HA_BUGS

@@ -19,14 +19,13 @@ from typing import ClassVar
 from ..replication.ha import BUGS as HA_BUGS
 from ..replication.ha import SLAVE_BUGS
 from ..replication.ha import (
-    DIGEST, REFILL_FRAME, TAIL_BYTES, tail_digest, Append, AskRefill, Close, Complete, Connect, Disconnect, Flush, HAConfig,
-    HAMaster, HASlave, Heartbeat, PublishCheckpoint, Recovered, RefillAppend, Report,
-    SaveCheckpoint, SendLog, StartAt, StoreCheckpoint, SyncStatus, Transfer,
+    DIGEST, REFILL_FRAME, TAIL_BYTES, tail_digest, Append, AskRefill, Close, Complete, Connect,
+    Disconnect, Flush, HAConfig, HAMaster, HASlave, Heartbeat, PublishCheckpoint, Recovered,
+    RefillAppend, Report, SaveCheckpoint, SendLog, StartAt, StoreCheckpoint, SyncStatus, Transfer,
 )
 from .disk import SimLog
 from .events import (
-    CLIENT, FAULT, HEAL, Client, Fault, FlushDone, Heal, LinkClosed, LinkDeliver, Restart,
-    Tick,
+    CLIENT, FAULT, HEAL, Client, Fault, FlushDone, Heal, LinkClosed, LinkDeliver, Restart, Tick,
 )
 from .harness import LIVENESS, Simulation
 from .links import Links, SlaveLinking

@@ -2,7 +2,9 @@
 from ..wire.batch import EncodedBatch, encode_batch
 from .config import FlushDiskType, StoreConfig
 from .mapped_file import DiskFullError, StoreError
-from ..wire.message import Message, MessageFormatError, StoredMessage, decode_message, encode_message
+from ..wire.message import (
+    Message, MessageFormatError, StoredMessage, decode_message, encode_message,
+)
 from .results import GetResult, GetStatus, PutResult, PutStatus
 from .store import MessageStore
 

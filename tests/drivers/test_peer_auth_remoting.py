@@ -13,7 +13,9 @@ from ledgermq.controlnode import ControlNode
 from ledgermq.drivers.control_node import ControlNodeClient
 from ledgermq.drivers.raft import encode_message
 from ledgermq.peer_auth.core import NO_AUTH, UNEXPECTED, WRONG_SECRET, PeerAuth
-from ledgermq.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ledgermq.remoting import (
+    RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode,
+)
 from ledgermq.peer_auth.remoting import PeerAuthError, PeerGate
 from ledgermq.replication.raft import Entry, Push, PushType, VoteRequest
 

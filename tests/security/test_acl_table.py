@@ -14,7 +14,9 @@ from ledgermq.broker.access.accounts import PlainAcl
 from ledgermq.broker.access.rules import RULES, markdown_table
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from ledgermq.remoting.signing import signer
-from ledgermq.wire.message import SYSFLAG_TRANSACTION_PREPARED, decode_offset_msg_id, encode_properties
+from ledgermq.wire.message import (
+    SYSFLAG_TRANSACTION_PREPARED, decode_offset_msg_id, encode_properties,
+)
 
 from ..dev_process import DevProcess
 from .accounts import ACL, ADMIN, ALICE

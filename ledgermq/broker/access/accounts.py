@@ -13,9 +13,12 @@ import fnmatch
 import hashlib
 import hmac
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...remoting.signing import ACCESS_KEY, SIGNATURE, sign
+from ...wire.message import StoredMessage
 from . import rules
 from .rules import Ask
 
@@ -24,6 +27,7 @@ from .rules import Ask
 SIGNATURE_WINDOW_S = 15 * 60
 
 DENY, PUB, SUB = 0, rules.PUB, rules.SUB
+Lookup = Callable[[int], StoredMessage | None]  # a commit-log offset -> its stored message
 _PERMS = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB,
           "ANY": PUB | SUB}
 
@@ -35,7 +39,7 @@ def perm_of(text: str) -> int:
         raise ValueError(f"permission {text!r} is not one of DENY, PUB, SUB, PUB|SUB") from None
 
 
-def _resource_perms(entries, what: str) -> dict[str, int]:
+def _resource_perms(entries: Iterable[object] | None, what: str) -> dict[str, int]:
     out = {}
     for entry in entries or ():
         name, sep, perm = str(entry).partition("=")
@@ -65,7 +69,9 @@ class Account:
 
 def _top_level_split(pattern: str) -> list[str]:
     """Split on the commas outside braces (`a.{1,2}.*,b.*` is two patterns)."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in pattern:
         depth += (ch == "{") - (ch == "}")
         if ch == "," and depth == 0:
@@ -102,7 +108,7 @@ class PlainAcl:
     global_white: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_doc(cls, doc: dict | None) -> "PlainAcl":
+    def from_doc(cls, doc: dict[str, Any] | None) -> "PlainAcl":
         """From plain_acl.yml's content; ValueError naming what is wrong."""
         doc = doc or {}
         if not isinstance(doc, dict):
@@ -126,11 +132,12 @@ class PlainAcl:
         return cls(accounts, white)
 
     def check(self, code: int, fields: dict[str, str], body: bytes | None,
-              ip: str, message=None) -> str | None:
+              ip: str, message: Lookup | None = None) -> str | None:
         """Why this remoting request is refused, or None."""
         account, why = self._account(fields.get(ACCESS_KEY), ip)
         if why is not None:
             return why
+        assert account is not None  # (_account gives one or why not)
         if account is WHITE:
             return None
         given = str(fields.get(SIGNATURE) or "").encode("utf-8", "replace")
@@ -150,6 +157,7 @@ class PlainAcl:
         account, why = self._account(parts.get("Credential", "").split("/")[0], ip)
         if why is not None or account is WHITE:
             return account, why
+        assert account is not None
         expected = hmac.new(account.secret_key.encode(), date_time.encode(),
                             hashlib.sha1).hexdigest()
         given = parts.get("Signature", "").lower().encode("utf-8", "replace")
@@ -181,7 +189,7 @@ class PlainAcl:
 
     @staticmethod
     def permission(account: Account, code: int, fields: dict[str, str],
-                   body: bytes | None = None, message=None) -> str | None:
+                   body: bytes | None = None, message: Lookup | None = None) -> str | None:
         """What the request needs (rules.RULES), and whether the account has it.
         `message(offset)`: the stored message at a commit-log offset, or None."""
         ask = Ask(fields, body) if message is None else Ask(fields, body, message)

@@ -11,9 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ...remoting.codes import RETRY_PREFIX, RequestCode
 from ...wire.message import PROPERTY_REAL_TOPIC, PROPERTY_RETRY_TOPIC, StoredMessage
+
+if TYPE_CHECKING:
+    from .accounts import Account
 
 PUB, SUB = 1, 2  # (acl.py's permission bits)
 DLQ_PREFIX = "%DLQ%"
@@ -30,7 +34,7 @@ class Need:
 class Ask:
     """A request as the rules read it. `message(offset)`: the stored message at a
     commit-log offset, or None when there is none (the handler then refuses the request)."""
-    fields: dict
+    fields: dict[str, str]
     body: bytes | None = None
     message: Callable[[int], StoredMessage | None] = lambda offset: None
 
@@ -63,7 +67,7 @@ def _field(ask: Ask, *names: str) -> str:
     raise ValueError(f"no {' or '.join(names)} field")
 
 
-def _json(ask: Ask) -> dict:
+def _json(ask: Ask) -> dict[str, Any]:
     doc = json.loads(ask.body or b"{}")
     if not isinstance(doc, dict):
         raise ValueError("the body is not a JSON object")
@@ -196,7 +200,7 @@ RULES: dict[int, Rule] = {
 }
 
 
-def refusal(account, code: int, ask: Ask) -> str | None:
+def refusal(account: Account, code: int, ask: Ask) -> str | None:
     """Why `account` (acl.Account) may not make this request, or None."""
     rule = RULES.get(code)
     if rule is None:

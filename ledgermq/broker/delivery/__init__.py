@@ -1,1 +1,2 @@
-"""Messages the broker holds back and delivers later: delay levels, the timer wheel, transactions, redelivery."""
+"""Messages the broker holds back and delivers later: delay levels, the timer wheel,
+transactions, redelivery."""

@@ -21,7 +21,8 @@ async def run_rounds(what: str, interval_s: float, round_: Round,
     the writable master), until cancelled. A round that raises is logged and the next one
     tries again (one unreadable message or a full disk must not stop a service for good).
     A round that returns True has more to do: the next starts at once, after the requests
-    waiting on the event loop; one that returns False or None waits `interval_s`. `on_inactive` runs on every round skipped."""
+    waiting on the event loop; one that returns False or None waits `interval_s`.
+    `on_inactive` runs on every round skipped."""
     while True:
         if not active():
             if on_inactive is not None:

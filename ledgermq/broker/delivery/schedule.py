@@ -9,23 +9,30 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from ...runtime.clock import wall_ms
 from ...runtime.files import read_json, write_json_atomically
 from ...store import MessageStore
 from ...wire.message import (
-    PROPERTY_DELAY_TIME_LEVEL, MessageFormatError, decode_message,
+    PROPERTY_DELAY_TIME_LEVEL, MessageFormatError, StoredMessage, decode_message,
 )
 from ..access.system_topics import SCHEDULE_TOPIC
 from .parked import BadParked, parked_destination
 from .rounds import run_rounds
+
+if TYPE_CHECKING:
+    from ...store import PutResult
+    from ...wire.batch import EncodedBatch
 
 log = logging.getLogger(__name__)
 
 
 class ScheduleService:
     def __init__(self, store: MessageStore, delays_ms: list[int], path: Path,
-                 poll_interval_s: float = 0.1, append=None, active=None):
+                 poll_interval_s: float = 0.1,
+                 append: Callable[[EncodedBatch], PutResult] | None = None,
+                 active: Callable[[], bool] | None = None):
         self.store = store
         # how a due message is written (the broker replicates it in DLedger mode) and
         # whether this broker delivers at all (only a writable one does)
@@ -90,7 +97,7 @@ class ScheduleService:
                 self._dirty = True
         return moved
 
-    def _deliver(self, msg) -> bool:
+    def _deliver(self, msg: StoredMessage) -> bool:
         props = dict(msg.properties)
         try:
             topic, qid = parked_destination(props)
@@ -113,5 +120,5 @@ class ScheduleService:
         self._dirty = False
         write_json_atomically(self.path, self._doc())
 
-    def _doc(self) -> dict:
+    def _doc(self) -> dict[str, dict[str, int]]:
         return {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}}

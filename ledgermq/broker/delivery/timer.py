@@ -23,7 +23,7 @@ import heapq
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -160,7 +160,7 @@ class TimerWheel:
 
 
 class TimerService:
-    def __init__(self, broker: "Broker", clock=time.time):
+    def __init__(self, broker: "Broker", clock: Callable[[], float] = time.time):
         self.broker = broker
         self.store = broker.store
         self.clock = clock
@@ -204,7 +204,8 @@ class TimerService:
         return sent
 
     def _load(self) -> None:
-        store = self.store
+        store, wheel = self.store, self.wheel
+        assert wheel is not None  # (tick makes it first)
         end = min(store.max_offset_in_queue(TIMER_TOPIC, 0), self.loaded_to + 4 * LOAD_BATCH)
         at = max(self.loaded_to, store.min_offset_in_queue(TIMER_TOPIC, 0))
         while at < end:
@@ -212,7 +213,7 @@ class TimerService:
             for raw in got.messages():
                 try:
                     msg = decode_message(raw, check_crc=False)
-                    self.wheel.add(int(msg.properties[PROPERTY_TIMER_OUT_MS]), msg.queue_offset)
+                    wheel.add(int(msg.properties[PROPERTY_TIMER_OUT_MS]), msg.queue_offset)
                 except (MessageFormatError, KeyError, ValueError) as e:
                     log.error("timer message at queue offset %d unreadable (%s): dropped", at, e)
             at = max(got.next_begin_offset, at + (got.message_count == 0))

@@ -19,15 +19,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, cast
 
 from ...remoting import RemotingCommand, RemotingError, RequestCode
 from ...store import StoreError
 from ...wire.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_CHECK_TIMES, PROPERTY_UNIQ_KEY,
-    SYSFLAG_TRANSACTION_MASK, MessageFormatError, StoredMessage, decode_message, encode_message,
-    encode_properties, offset_msg_id,
+    SYSFLAG_TRANSACTION_MASK, Message, MessageFormatError, StoredMessage, decode_message,
+    encode_message, encode_properties, offset_msg_id,
 )
 from ..access.system_topics import TRANS_CHECK_MAX_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_TOPIC
 from ..send_parsing import index_keys, tags_of, with_properties
@@ -35,6 +35,7 @@ from .parked import BadParked, parked_destination
 from .rounds import run_rounds
 
 if TYPE_CHECKING:
+    from ...wire.batch import EncodedBatch
     from ..broker import Broker
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def to_half(props: bytes, topic: str, queue_id: int) -> bytes:
 
 
 class Transactions:
-    def __init__(self, broker: "Broker", clock=time.time):
+    def __init__(self, broker: "Broker", clock: Callable[[], float] = time.time):
         self.broker = broker
         self.store = broker.store
         self.config = broker.config
@@ -127,7 +128,7 @@ class Transactions:
                                       OP_TAG), TRANS_OP_TOPIC)
         self.decided.add(half_offset)
 
-    def _write(self, encoded, what: str) -> None:
+    def _write(self, encoded: EncodedBatch, what: str) -> None:
         result = self.broker.mode.write_internal(encoded)
         if not result.ok:
             raise StoreError(f"writing to {what} refused: {result.error}")
@@ -204,6 +205,7 @@ class Transactions:
         if not result.ok:
             raise StoreError(f"writing the half message back refused: {result.error}")
         self._decide(msg.queue_offset)
+        assert result.phys_offsets is not None  # (an appended batch's)
         self._ask(msg.properties.get(PROPERTY_PRODUCER_GROUP, ""), int(result.phys_offsets[0]),
                   result.queue_offset, msg.properties.get(PROPERTY_UNIQ_KEY, ""))
 
@@ -213,7 +215,8 @@ class Transactions:
         its producer sent it to, which its check listener sees (and a RocketMQ 5 client
         answers with)."""
         topic, qid = parked_destination(half.properties)
-        return encode_message(replace(half, topic=topic, queue_id=qid),
+        # (a StoredMessage has every field encode_message reads of a Message)
+        return encode_message(cast(Message, replace(half, topic=topic, queue_id=qid)),
                               queue_offset=half.queue_offset, phys_offset=half.phys_offset,
                               store_timestamp=half.store_timestamp, store_host=half.store_host)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...remoting import Connection, RemotingCommand, RemotingError, RequestCode
 from ...wire.message import tag_hash
@@ -30,7 +31,7 @@ class ConsumerGroup:
     consume_type: str = "CONSUME_PASSIVELY"
     message_model: str = "CLUSTERING"
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
-    subscriptions: dict[str, dict] = field(default_factory=dict)
+    subscriptions: dict[str, dict[str, Any]] = field(default_factory=dict)  # topic -> JSON
     clients: dict[Connection, str] = field(default_factory=dict)  # connection -> client id
     last_seen: dict[Connection, float] = field(default_factory=dict)
 
@@ -44,7 +45,7 @@ class ConsumerManager:
         self.expire_after_s = expire_after_s
         self.locks: dict[tuple[str, str, int], tuple[str, float]] = {}
 
-    def register(self, conn: Connection, client_id: str, data: dict) -> bool:
+    def register(self, conn: Connection, client_id: str, data: dict[str, Any]) -> bool:
         """A consumer's heartbeat; returns True when the group's membership changed."""
         name = data["groupName"]
         group = self.groups.get(name)
@@ -100,7 +101,8 @@ class ConsumerManager:
                 pass
 
     # ---- queue locks (orderly consumers) -------------------------------------------
-    def lock(self, group: str, client_id: str, queues: list[dict]) -> list[dict]:
+    def lock(self, group: str, client_id: str,
+             queues: list[dict[str, Any]]) -> list[dict[str, Any]]:
         now = time.monotonic()
         granted = []
         for mq in queues:
@@ -111,7 +113,7 @@ class ConsumerManager:
                 granted.append(mq)
         return granted
 
-    def unlock(self, group: str, client_id: str, queues: list[dict]) -> None:
+    def unlock(self, group: str, client_id: str, queues: list[dict[str, Any]]) -> None:
         for mq in queues:
             key = (group, mq["topic"], int(mq["queueId"]))
             if self.locks.get(key, ("",))[0] == client_id:

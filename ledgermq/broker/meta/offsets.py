@@ -50,6 +50,6 @@ class ConsumerOffsets:
             await asyncio.get_running_loop().run_in_executor(
                 None, write_json_atomically, self.path, doc)
 
-    def _doc(self) -> dict:
+    def _doc(self) -> dict[str, dict[str, dict[str, int]]]:
         return {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())}
                                 for k, v in self.table.items()}}

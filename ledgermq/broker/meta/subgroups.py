@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from ...runtime.files import read_json, write_json_atomically
 from .creation_limit import CreationLimit
@@ -26,10 +27,10 @@ class SubscriptionGroupConfig:
     consumeMessageOrderly: bool = False  # RocketMQ 5: a FIFO group (POP in order)
 
     @classmethod
-    def from_json(cls, doc: dict) -> "SubscriptionGroupConfig":
+    def from_json(cls, doc: dict[str, Any]) -> "SubscriptionGroupConfig":
         """From RocketMQ's JSON (unknown fields ignored); ValueError for a bad value."""
         known = {f.name: f.type for f in fields(cls)}
-        out = {}
+        out: dict[str, Any] = {}  # bool, int or str, as the field's type says
         for k, v in doc.items():
             if k not in known:
                 continue
@@ -101,5 +102,5 @@ class SubscriptionGroups:
     def save(self) -> None:
         write_json_atomically(self.path, self.to_json())
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.table.items())}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from ...remoting.codes import PERM_READ, PERM_WRITE
 from ...runtime.clock import wall_ms
@@ -78,6 +79,6 @@ class TopicTable:
     def save(self) -> None:
         write_json_atomically(self.path, self.to_json())
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"topicConfigTable": {n: asdict(tc) for n, tc in sorted(self.topics.items())},
                 "dataVersion": self.version}

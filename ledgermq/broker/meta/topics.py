@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Callable, cast
 
 from ...remoting.codes import DLQ_PREFIX, PERM_READ, PERM_WRITE, RETRY_PREFIX
 from ...store import MessageStore
@@ -105,7 +105,9 @@ class Topics:
     def retry(self, group: str, queues: int = 1) -> TopicConfig:
         """The group's retry topic, with `queues` queues (its retryQueueNums) when new."""
         tc = self.new_retry(group, queues)
-        return self.table.get(RETRY_PREFIX + group) if tc is None else self.create(tc)
+        if tc is None:  # new_retry found it
+            return cast(TopicConfig, self.table.get(RETRY_PREFIX + group))
+        return self.create(tc)
 
     def new_retry(self, group: str, queues: int = 1) -> TopicConfig | None:
         """The retry topic `group` lacks, counted against the creation limit (to create,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ...peer_auth.core import PeerAuth
 from ...remoting import RemotingCommand, ResponseCode
@@ -18,7 +18,7 @@ from ...wire.batch import EncodedBatch
 from .protocol import Metric
 
 if TYPE_CHECKING:
-    from ...remoting.transport import Handler
+    from ...remoting.transport import Connection, Handler
     from ..config import BrokerConfig
 
 
@@ -41,8 +41,8 @@ class ModeHost(Protocol):
 @dataclass(slots=True)
 class Later:
     """An acknowledgement that waits: `settle(future.result())` is the send's outcome."""
-    future: asyncio.Future
-    settle: Callable[[object], "PutResult | Pending"]
+    future: asyncio.Future[Any]  # its value's type is the mode's: flushed, SyncStatus, ...
+    settle: Callable[[Any], "PutResult | Pending"]
 
 
 @dataclass(slots=True)
@@ -54,9 +54,9 @@ class Pending:
     why: str
 
 
-def not_in_mode(mode: str):
+def not_in_mode(mode: str) -> Callable[[RemotingCommand, Connection], RemotingCommand]:
     """A handler for a request only another mode serves."""
-    def refuse(cmd: RemotingCommand, conn) -> RemotingCommand:
+    def refuse(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"this broker is not in {mode} mode")
     return refuse
 

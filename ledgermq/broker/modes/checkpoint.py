@@ -13,23 +13,24 @@ import functools
 import json
 import logging
 import time
+from typing import Sequence, cast
 
 from ...controlnode.persist import decode_cached
 from ...drivers.checkpoint_files import CheckpointFile, load_role, save_role
 from ...drivers.control_node import ControlNodeClient
 from ...drivers.ha import HAMasterDriver, HASlaveDriver
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
-from ...remoting.transport import Handler
+from ...remoting.transport import Connection, Handler
 from ...replication.checkpoint import (
     AnswerPromotion, CheckpointReplica, Follow, Lead, Promote, Replay, SaveRole, Stand,
-    Truncate, lead_start,
+    Truncate, View, lead_start,
 )
 from ...replication.ha import SyncStatus
 from ...runtime.clock import mono_ms
 from ...store import PutResult, StoreError
 from ...wire.batch import EncodedBatch
 from ...wire.message import decode_message
-from .base import Later, Pending
+from .base import Later, ModeHost, Pending
 from .ha_links import HAPortMode, ha_config
 from .protocol import Metric
 
@@ -42,7 +43,7 @@ NOT_COVERED = "not yet covered by the consistent checkpoint and not cached by th
 class CheckpointMode(HAPortMode):
     name = "checkpoint"
 
-    def __init__(self, host):
+    def __init__(self, host: ModeHost) -> None:
         super().__init__(host)
         self.dir = self.store.config.root / "consistent-checkpoint"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -56,7 +57,7 @@ class CheckpointMode(HAPortMode):
         self.slot = 0
         self.master_epoch = -1  # the epoch this broker leads, when it is master
         self.slave_checkpoint = 0
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._answer: AnswerPromotion | None = None
         self.pending_sends = 0  # answered PENDING (for the metrics)
         self.cached_sends = 0  # acknowledged once the control node cached them
@@ -93,18 +94,21 @@ class CheckpointMode(HAPortMode):
         done = asyncio.ensure_future(self._covered(result, ha.sync(result.end_offset)))
         return Later(done, lambda outcome: outcome)
 
-    async def _covered(self, result: PutResult, synced) -> PutResult | Pending:
+    async def _covered(self, result: PutResult,
+                       synced: asyncio.Future[SyncStatus]) -> PutResult | Pending:
         """S3-3: acknowledged once the consistent checkpoint covers the write, or once the
         control node holds it; otherwise pending, for the producer to resolve."""
         if await synced is SyncStatus.OK:
             return result
-        start = int(result.phys_offsets[0])
+        offsets = result.phys_offsets
+        assert offsets is not None  # a stored write's
+        start = int(offsets[0])
         epoch = self.master_epoch
         msg_id = f"{epoch}-{start}"
         log_ = self.store.commitlog
         try:
             data = b"".join(bytes(log_.read(int(o), log_.size_at(int(o))))
-                            for o in result.phys_offsets)
+                            for o in offsets)
         except StoreError:  # rolled back meanwhile: it is not ours to keep
             data = b""
         if data and await self.control.cache(epoch, start, result.end_offset, msg_id, data):
@@ -148,11 +152,11 @@ class CheckpointMode(HAPortMode):
         return out
 
     def runtime_info(self) -> dict[str, str]:
-        st = {"role": self.replica.role, "epoch": self.replica.epoch, "slot": self.slot,
-              "controlNode": self.config.controlNodeAddr}
+        st: dict[str, object] = {"role": self.replica.role, "epoch": self.replica.epoch,
+                                 "slot": self.slot, "controlNode": self.config.controlNodeAddr}
         if self.links.slave is not None:
             st["checkpoint"] = self.slave_checkpoint
-        return {**super().runtime_info(), "brokerRole": st["role"],
+        return {**super().runtime_info(), "brokerRole": self.replica.role,
                 "checkpoint": json.dumps(st)}
 
     # ---- lifecycle ------------------------------------------------------------------
@@ -200,7 +204,7 @@ class CheckpointMode(HAPortMode):
                 and view.epoch == self.master_epoch:
             self._members_saved(ha, view)
 
-    def _members_saved(self, ha: HAMasterDriver, view) -> None:
+    def _members_saved(self, ha: HAMasterDriver, view: View) -> None:
         """The control node saved a membership: a member it no longer names is dropped."""
         leaving = dict(ha.core.membership.leaving)
         ha.execute(ha.core.members_saved(view.members_version, [s for s, _ in view.members],
@@ -211,7 +215,7 @@ class CheckpointMode(HAPortMode):
                             "checkpoint (%s); it rejoins once it holds it", sid, why)
 
     # ---- the core's actions ---------------------------------------------------------
-    async def execute(self, actions: list) -> None:
+    async def execute(self, actions: Sequence[object]) -> None:
         for a in actions:
             if isinstance(a, Stand):
                 log.warning("checkpoint mode: standing by (%s)", a.reason)
@@ -238,7 +242,7 @@ class CheckpointMode(HAPortMode):
         await self.links.stop()
         self.slot = a.slot
 
-        async def master(addr=a.master_addr) -> str:
+        async def master(addr: str = a.master_addr) -> str:
             return addr
         await self.links.follow(HASlaveDriver(
             self.store, ha_config(self.config, self.store, True), master, slave_id=a.slot,
@@ -274,9 +278,9 @@ class CheckpointMode(HAPortMode):
                     checkpoint, sorted(members))
         await self.host.role_changed()
 
-    def _replay(self, a: Replay) -> list:
+    def _replay(self, a: Replay) -> Sequence[object]:
         """Append each cached entry's messages past the takeover (in order), durably."""
-        moved = []
+        moved: list[tuple[int, int, int]] = []
         for c in a.promote.replay:
             if c.end <= a.takeover:
                 continue  # we hold it at its own offset already
@@ -293,6 +297,7 @@ class CheckpointMode(HAPortMode):
                 if not r.ok:
                     raise RemotingError(f"replaying cached message failed: {r.error}")
                 if end == start:
+                    assert r.phys_offsets is not None  # r.ok
                     start = int(r.phys_offsets[0])
                 end = r.end_offset
             moved.append((c.offset, start, end))
@@ -301,11 +306,11 @@ class CheckpointMode(HAPortMode):
                     len(moved))
         return self.replica.replayed(moved, self.store.commitlog.max_offset)
 
-    async def _promote(self, cmd: RemotingCommand, conn) -> RemotingCommand:
+    async def _promote(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """The control node's CONTROL_PROMOTE: take over as master of a new epoch."""
         e = cmd.ext
         p = Promote(self._ha_addr(), self.slot, int(e["epoch"]),
-                    tuple(decode_cached(cmd.body or b"")), int(e["checkpoint"]),
+                    tuple(decode_cached(cast(bytes, cmd.body) or b"")), int(e["checkpoint"]),
                     tuple(tuple(m) for m in json.loads(e["members"])))
         self._answer = None
         await self.execute(self.replica.on_promote(p, self.store.commitlog.max_offset))

@@ -9,13 +9,13 @@ import logging
 from ...drivers.ha import HAMasterDriver, HASlaveDriver
 from ...drivers.ha_refill import had_slaves
 from ...remoting import RemotingCommand, RequestCode, ResponseCode
-from ...remoting.transport import Handler
+from ...remoting.transport import Connection, Handler
 from ...store import PutResult
 from ...store.commitlog import RecoveryReport
 from ...store.config import FlushDiskType
 from ...wire.batch import EncodedBatch
 from ..config import BrokerRole
-from .base import Later
+from .base import Later, ModeHost
 from .ha_links import HAPortMode, ha_config, when_slaves_ack
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def untrusted_tail(report: RecoveryReport | None, flush: FlushDiskType) -> int |
 class ClassicHAMode(HAPortMode):
     name = "classic-ha"
 
-    def __init__(self, host):
+    def __init__(self, host: ModeHost) -> None:
         super().__init__(host)
         self.role = self.config.brokerRole
         self.recovering = False  # a restarted SYNC_MASTER refilling from its slaves
@@ -115,7 +115,7 @@ class ClassicHAMode(HAPortMode):
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.END_HA_RECOVERY: self._end_recovery}
 
-    def _end_recovery(self, cmd: RemotingCommand, conn) -> RemotingCommand:
+    def _end_recovery(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         ha = self.links.master
         if not self.recovering or ha is None:
             return cmd.response(ResponseCode.SUCCESS, "not recovering: nothing to end")

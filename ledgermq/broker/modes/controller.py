@@ -15,19 +15,21 @@ import asyncio
 import json
 import logging
 import time
+from typing import Any, cast
 
 from ...controller.client import ControllerClient, ControllerError, ControllerRefused
 from ...controller.metadata import refusal_may_have_applied
 from ...drivers.autoswitch import AutoSwitchMasterDriver, AutoSwitchSlaveDriver, load_epochs
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
-from ...remoting.transport import Handler
+from ...remoting.transport import Connection, Handler
 from ...replication.autoswitch.sync_state import ProposeSyncStateSet, SyncConfig, SyncStateTracker
+from ...replication.autoswitch.transfer import AutoSwitchMaster
 from ...runtime.clock import mono_ms
 from ...store import PutResult
 from ...store.marks.epoch_file import EpochFile
 from ...wire.batch import EncodedBatch
 from ..config import BrokerConfig
-from .base import Later
+from .base import Later, ModeHost
 from .ha_links import HAPortMode, ha_config, when_slaves_ack
 from .protocol import Metric
 
@@ -54,7 +56,7 @@ def unsafe_settings(c: BrokerConfig) -> list[str]:
 class ControllerMode(HAPortMode):
     name = "controller"
 
-    def __init__(self, host):
+    def __init__(self, host: ModeHost) -> None:
         super().__init__(host)
         c = self.config
         self.group = c.brokerName
@@ -64,12 +66,12 @@ class ControllerMode(HAPortMode):
         self.controller_id: int | None = None  # given by the controller
         self.role = "NONE"  # MASTER | SLAVE | NONE
         self.master_epoch = -1  # the epoch of the master we lead or follow
-        self.view: dict = {}
+        self.view: dict[str, Any] = {}  # the controller's JSON
         self.seen_epoch = -1  # the newest master epoch heard of (for the metrics)
         self.master_switches = 0  # new masters seen after the first
         self.became_master = 0
-        self._task: asyncio.Task | None = None
-        self._altering: set[asyncio.Task] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._altering: set[asyncio.Task[None]] = set()
 
     @property
     def is_master(self) -> bool:
@@ -108,7 +110,8 @@ class ControllerMode(HAPortMode):
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.GET_BROKER_EPOCH_CACHE: self._epoch_cache}
 
-    def _epoch_cache(self, cmd: RemotingCommand, conn) -> RemotingCommand:
+    def _epoch_cache(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        assert self.epochs is not None  # read in prepare(), before the broker serves
         return cmd.response(ResponseCode.SUCCESS, body=json.dumps({
             "brokerName": self.group, "brokerId": self.controller_id, "role": self.role,
             "masterEpoch": self.master_epoch, "maxOffset": self.store.commitlog.max_offset,
@@ -133,9 +136,11 @@ class ControllerMode(HAPortMode):
         ha = self.links.master
         if not isinstance(ha, AutoSwitchMasterDriver):
             return {}
-        return {str(b): off for b, off in ha.core.tracker.acks.items()}
+        core = cast(AutoSwitchMaster, ha.core)  # what an AutoSwitchMasterDriver runs
+        return {str(b): off for b, off in core.tracker.acks.items()}
 
     def runtime_info(self) -> dict[str, str]:
+        assert self.epochs is not None
         st = {"brokerId": self.controller_id, "role": self.role,
               "masterEpoch": self.master_epoch, "epochs": self.epochs.entries,
               "view": self.view}
@@ -180,6 +185,7 @@ class ControllerMode(HAPortMode):
     # ---- talking to the controller ----------------------------------------------------
     async def step(self) -> None:
         c = self.config
+        assert self.epochs is not None
         if self.controller_id is None:
             view = await self.controller.call(RequestCode.CONTROLLER_REGISTER_BROKER, {
                 "clusterName": c.brokerClusterName, "brokerName": self.group,
@@ -206,7 +212,7 @@ class ControllerMode(HAPortMode):
         return f"{self.config.brokerIP1}:{self.config.ha_port}"
 
     # ---- roles ------------------------------------------------------------------------
-    async def apply(self, view: dict) -> None:
+    async def apply(self, view: dict[str, Any]) -> None:
         master, epoch = view["masterBrokerId"], view["masterEpoch"]
         if master is None or epoch < self.master_epoch:
             return  # an older view (a deposed controller leader answering late): ignore it
@@ -222,7 +228,8 @@ class ControllerMode(HAPortMode):
         elif self.role != "SLAVE" or self.master_epoch != epoch:
             await self._become_slave(view)
 
-    async def _become_master(self, view: dict) -> None:
+    async def _become_master(self, view: dict[str, Any]) -> None:
+        assert self.epochs is not None and self.controller_id is not None  # see step()
         await self.links.stop()
         epoch = view["masterEpoch"]
         end = self.store.commitlog.max_offset
@@ -256,7 +263,8 @@ class ControllerMode(HAPortMode):
                     view["syncStateSet"])
         await self.host.role_changed()  # serves every topic the log holds, routes
 
-    async def _become_slave(self, view: dict) -> None:
+    async def _become_slave(self, view: dict[str, Any]) -> None:
+        assert self.epochs is not None and self.controller_id is not None  # see step()
         await self.links.follow(AutoSwitchSlaveDriver(
             self.store, ha_config(self.config, self.store), self.epochs, self._master_ha_addr,
             slave_id=self.controller_id, learner=self.config.asyncLearner,
@@ -270,13 +278,13 @@ class ControllerMode(HAPortMode):
     async def _master_ha_addr(self) -> str | None:
         return self.view.get("masterHaAddress")
 
-    def _adopt_set(self, view: dict) -> None:
+    def _adopt_set(self, view: dict[str, Any]) -> None:
         """The controller's SyncStateSet is the truth (e.g. a change we asked for and whose
         answer was lost)."""
         ha = self.links.master
         if isinstance(ha, AutoSwitchMasterDriver):
-            ha.core.tracker.controller_view(tuple(view["syncStateSet"]),
-                                            view["syncStateSetEpoch"], mono_ms())
+            cast(AutoSwitchMaster, ha.core).tracker.controller_view(
+                tuple(view["syncStateSet"]), view["syncStateSetEpoch"], mono_ms())
             ha.set_changed()
 
     def _propose(self, p: ProposeSyncStateSet) -> None:
@@ -304,5 +312,6 @@ class ControllerMode(HAPortMode):
                         list(p.members), e)
             maybe_applied = True
         if ha is self.links.master and isinstance(ha, AutoSwitchMasterDriver):
-            ha.core.tracker.applied(members, epoch, mono_ms(), maybe_applied=maybe_applied)
+            cast(AutoSwitchMaster, ha.core).tracker.applied(members, epoch, mono_ms(),
+                                                            maybe_applied=maybe_applied)
             ha.set_changed()

@@ -9,14 +9,14 @@ from ...drivers.dledger import DLedgerDriver, parse_peers
 from ...replication.raft import Code, Complete, RaftConfig, Role
 from ...store import PutResult, PutStatus
 from ...wire.batch import EncodedBatch
-from .base import Later, StandaloneMode
+from .base import Later, ModeHost, StandaloneMode
 from .protocol import Metric
 
 
 class DLedgerMode(StandaloneMode):
     name = "dledger"
 
-    def __init__(self, host):
+    def __init__(self, host: ModeHost) -> None:
         super().__init__(host)
         self.driver: DLedgerDriver | None = None
         self.role_changes = 0
@@ -35,21 +35,25 @@ class DLedgerMode(StandaloneMode):
         """The leader is the master (0); followers are slaves by their place in the peers."""
         if self.is_writable:
             return 0
+        assert self.driver is not None  # set by prepare(), before the broker serves
         return 1 + sorted(self.driver.peers).index(self.config.dLegerSelfId)
 
     def refuse_write(self) -> str | None:
         d = self.driver
+        assert d is not None
         if d.is_leader:
             return None
         return f"{d.self_id} is not the DLedger leader (leader: {d.node.leader})"
 
-    def _append(self, encoded: EncodedBatch) -> tuple[PutResult, asyncio.Future | None]:
+    def _append(self,
+                encoded: EncodedBatch) -> tuple[PutResult, asyncio.Future[Complete] | None]:
         """Append locally; the batch's bytes (with any end-of-segment filler before them)
         become one Raft entry. Returns the result and a future of the entry's Complete."""
         start = self.store.commitlog.max_offset
         result = self.store.append(encoded)
         if not result.ok:
             return result, None
+        assert self.driver is not None
         return result, self.driver.propose_range(start, result.end_offset)
 
     def write(self, encoded: EncodedBatch) -> PutResult | Later:
@@ -77,6 +81,7 @@ class DLedgerMode(StandaloneMode):
         return result
 
     def metrics(self) -> list[Metric]:
+        assert self.driver is not None
         st = self.driver.status()
         return super().metrics() + [
             ("ledgermq_raft_term", "Raft term this node is in.", {}, st["term"]),
@@ -97,6 +102,7 @@ class DLedgerMode(StandaloneMode):
         return {p: log.log_end - log.bytes_after(marks.get(p, -1)) for p in node.peers}
 
     def runtime_info(self) -> dict[str, str]:
+        assert self.driver is not None
         return {"brokerRole": "LEADER" if self.is_writable else "FOLLOWER",
                 "brokerId": str(self.broker_id), "dledger": json.dumps(self.driver.status())}
 
@@ -114,7 +120,7 @@ class DLedgerMode(StandaloneMode):
             preferred_leader=c.preferredLeaderId, auth=self.auth, tls=c.tls)
         await self.driver.start()
 
-    def _role_changed(self, role) -> None:
+    def _role_changed(self, role: Role) -> None:
         self.role_changes += 1
         self.elections_won += role is Role.LEADER
         asyncio.get_running_loop().create_task(self.host.role_changed())

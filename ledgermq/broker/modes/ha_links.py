@@ -11,7 +11,7 @@ from ...replication.ha import HAConfig, SyncStatus
 from ...store import MessageStore, PutResult, PutStatus
 from ...wire.batch import EncodedBatch
 from ..config import BrokerConfig
-from .base import Later, StandaloneMode
+from .base import Later, ModeHost, StandaloneMode
 
 
 def ha_config(config: BrokerConfig, store: MessageStore, checkpoint: bool = False) -> HAConfig:
@@ -87,7 +87,8 @@ def when_slaves_ack(store: MessageStore, config: BrokerConfig, result: PutResult
     return Later(asyncio.ensure_future(_flushed_then(store, result, wait, synced)), settle)
 
 
-async def _flushed_then(store: MessageStore, result: PutResult, wait, synced) -> SyncStatus:
+async def _flushed_then(store: MessageStore, result: PutResult, wait: asyncio.Future[bool],
+                        synced: asyncio.Future[SyncStatus]) -> SyncStatus:
     if not await wait:
         store.mark_flush_timeout(result)
     return await synced
@@ -96,7 +97,7 @@ async def _flushed_then(store: MessageStore, result: PutResult, wait, synced) ->
 class HAPortMode(StandaloneMode):
     """A mode whose replicas copy the log over the HA port."""
 
-    def __init__(self, host):
+    def __init__(self, host: ModeHost) -> None:
         super().__init__(host)
         self.links = HALinks()
 
@@ -136,7 +137,7 @@ class HAPortMode(StandaloneMode):
         ha = self.links.master
         if ha is None:
             return {}
-        out = {}
+        out: dict[str, int] = {}
         for link, ln in list(ha.core.links.items()):
             if ln.acked < 0:
                 continue

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 HANDLE_VERSION = "L1"
+Key = tuple[str, str, int]  # (group, topic, queue id)
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class PopQueue:
     done: set[int] = field(default_factory=set)
     attempts: dict[int, int] = field(default_factory=dict)  # FIFO: deliveries so far
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.cursor < self.committed:
             self.cursor = self.committed
 
@@ -106,7 +107,7 @@ class PopQueue:
         self._advance()
         return True
 
-    def acked_before(self, offsets) -> None:
+    def acked_before(self, offsets: Iterable[int]) -> None:
         """Acks logged by an earlier master: done, not delivered again."""
         self.done.update(o for o in offsets if o >= self.committed)
         self._advance()
@@ -146,22 +147,22 @@ class Deadlines:
     """The next deliveries to expire, across queues: a heap whose stale entries (acked,
     or extended since) are skipped when they come up."""
 
-    def __init__(self):
-        self._heap: list[tuple[int, tuple, int, int]] = []
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, Key, int, int]] = []
 
-    def add(self, deadline: int, key: tuple, offset: int, stamp: int) -> None:
+    def add(self, deadline: int, key: Key, offset: int, stamp: int) -> None:
         heapq.heappush(self._heap, (deadline, key, offset, stamp))
 
     def __len__(self) -> int:
         return len(self._heap)
 
-    def compact(self, live: Callable[[tuple, int, int], bool]) -> None:
+    def compact(self, live: Callable[[Key, int, int], bool]) -> None:
         """Drop the entries that are no longer `live(key, offset, stamp)`: a client that
         extends or acks deliveries faster than they come due must not grow the heap."""
         self._heap = [e for e in self._heap if live(e[1], e[2], e[3])]
         heapq.heapify(self._heap)
 
-    def due(self, now_ms: int) -> list[tuple[tuple, int, int]]:
+    def due(self, now_ms: int) -> list[tuple[Key, int, int]]:
         out = []
         while self._heap and self._heap[0][0] <= now_ms:
             _, key, offset, stamp = heapq.heappop(self._heap)

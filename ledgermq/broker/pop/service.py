@@ -15,11 +15,11 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ...remoting.codes import PERM_READ, RETRY_PREFIX
 from ...runtime.clock import wall_ms
-from ...store import GetStatus, PutStatus
+from ...store import EncodedBatch, GetStatus, PutResult, PutStatus
 from ...wire.message import (
     PROPERTY_UNIQ_KEY, MessageFormatError, StoredMessage, decode_message,
 )
@@ -27,7 +27,7 @@ from ..access.system_topics import POP_ACK_TOPIC
 from ..delivery.redelivery import redelivery
 from ..delivery.rounds import run_rounds
 from ..modes import Later, Pending
-from .bookkeeping import Deadlines, Handle, PopQueue
+from .bookkeeping import Deadlines, Handle, Key, PopQueue
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -43,8 +43,6 @@ MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 1_000, 12 * 3600 * 1000  # RocketMQ's bound
 # past every gap below it (each gap was acked or revived by then), copied to followers
 ACK_REPLAY_WINDOW_MS = MAX_INVISIBLE_MS + 60_000
 ACK_REPLAY_MAX = 1_000_000  # acked offsets a new master keeps from the ack log, at most
-
-Key = tuple[str, str, int]  # (group, topic, queue id)
 
 
 def ack_record(key: Key, offsets: list[int]) -> bytes:
@@ -79,7 +77,8 @@ class PopService:
         self.store = broker.store
         self.queues: dict[Key, PopQueue] = {}
         self._logged_acks: dict[Key, set[int]] | None = None  # replayed, on first use
-        self._replaying: asyncio.Future | None = None  # the replay on a worker thread
+        # the replay on a worker thread
+        self._replaying: asyncio.Future[dict[Key, set[int]]] | None = None
         self._generation = 0  # role changes: a replay of an earlier one is dropped
         self.fifo_groups: set[str] = set()
         self.deadlines = Deadlines()
@@ -188,7 +187,8 @@ class PopService:
 
     # ---- pop ------------------------------------------------------------------------
     def pop(self, group: str, topic: str, max_count: int, invisible_ms: int, fifo: bool,
-            tag_codes, predicate: Callable[[dict], bool] | None) -> list[Popped]:
+            tag_codes: Iterable[int] | None,
+            predicate: Callable[[dict[str, str]], bool] | None) -> list[Popped]:
         """Up to `max_count` messages out now (nothing to wait for here)."""
         if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
             raise PopError("invisible", f"invisible duration {invisible_ms} ms is out of "
@@ -210,8 +210,9 @@ class PopService:
                                    tag_codes, predicate)
         return out
 
-    def _pop_queue(self, group, topic, qid, max_count, invisible_ms, fifo, tag_codes,
-                   predicate) -> list[Popped]:
+    def _pop_queue(self, group: str, topic: str, qid: int, max_count: int, invisible_ms: int,
+                   fifo: bool, tag_codes: Iterable[int] | None,
+                   predicate: Callable[[dict[str, str]], bool] | None) -> list[Popped]:
         pq = self._queue(group, topic, qid)
         if fifo and pq.blocked():
             return []
@@ -248,7 +249,9 @@ class PopService:
 
     async def wait(self, group: str, topic: str, timeout_s: float) -> None:
         """Until a queue `pop` reads may have grown, or `timeout_s`."""
-        waits = [asyncio.ensure_future(self.broker.holds.wait(
+        holds = self.broker.holds
+        assert holds is not None  # (made as the broker starts)
+        waits = [asyncio.ensure_future(holds.wait(
             name, qid, self._queue(group, name, qid).cursor, timeout_s))
             for name, qid in self._queues_of(group, topic)]
         if not waits:
@@ -289,7 +292,7 @@ class PopService:
         self._commit(group, h.topic, h.queue_id, pq)
         return (group, h.topic, h.queue_id), h.offset
 
-    def _ack_batch(self, acks: list[tuple[Key, int]]):
+    def _ack_batch(self, acks: list[tuple[Key, int]]) -> EncodedBatch:
         by_key: dict[Key, list[int]] = {}
         for key, offset in acks:
             by_key.setdefault(key, []).append(offset)
@@ -301,10 +304,10 @@ class PopService:
         None when it holds, else why (the acks hold here but may not survive a failover)."""
         if not acks:
             return None
-        outcome = self.broker.mode.write(self._ack_batch(acks))
-        if type(outcome) is Later:
+        outcome: PutResult | Later | Pending = self.broker.mode.write(self._ack_batch(acks))
+        if isinstance(outcome, Later):
             outcome = outcome.settle(await outcome.future)
-        if type(outcome) is Pending:
+        if isinstance(outcome, Pending):
             return f"acks pending: {outcome.why}"
         if outcome.status is not PutStatus.PUT_OK:
             return f"acks not safe yet ({outcome.status.value}): {outcome.error}"
@@ -382,10 +385,13 @@ class PopService:
             d = pq.inflight.get(offset) if pq else None
             if d is None or d.stamp != stamp:
                 continue  # acked, or extended since
+            assert pq is not None  # (d is its delivery)
             group, topic, qid = key
             if group in self.fifo_groups:
                 pq.rewind(offset)
-                self.broker.holds.notify(topic, qid, offset + 1)
+                holds = self.broker.holds
+                assert holds is not None  # (made as the broker starts)
+                holds.notify(topic, qid, offset + 1)
                 continue
             if not self._send_to_retry(group, topic, qid, offset):
                 pq.inflight[offset].deadline = now + 1000  # the write failed: try again

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
+from ...remoting.transport import Handler
 from ...store.store import check_topic
 from ...wire.message import MessageFormatError
 from ..meta.topic_table import TopicConfig
@@ -25,7 +26,7 @@ class AdminProcessor:
         self.topics = broker.topics
         self.offsets = broker.offsets
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,

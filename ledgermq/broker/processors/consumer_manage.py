@@ -3,11 +3,12 @@ connections, committed offsets, and the locks of orderly consumers (RocketMQ's
 ClientManageProcessor and ConsumerManageProcessor)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Awaitable, cast
 
 from ...filter.sql92 import SqlError, compile_sql
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ...remoting.codes import RETRY_PREFIX
+from ...remoting.transport import Handler
 from ...store.store import check_topic
 from ...wire.message import MessageFormatError
 from ..json_bodies import json_object, objects, queue_id, text
@@ -16,6 +17,7 @@ from ..name_server_link import json_body
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..meta.topic_table import TopicConfig
 
 
 class ConsumerManageProcessor:
@@ -25,7 +27,7 @@ class ConsumerManageProcessor:
         self.offsets = broker.offsets
         self.store = broker.store
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {
             RequestCode.HEART_BEAT: self.heartbeat,
             RequestCode.UNREGISTER_CLIENT: self.unregister_client,
@@ -38,7 +40,7 @@ class ConsumerManageProcessor:
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
         }
 
-    def _bad_subscription(self, subs: list[dict]) -> str | None:
+    def _bad_subscription(self, subs: list[dict[str, Any]]) -> str | None:
         """Why one of these subscriptions cannot be served, or None."""
         for sub in subs:
             if (sub.get("expressionType") or "TAG") != "SQL92":
@@ -53,15 +55,16 @@ class ConsumerManageProcessor:
         return None
 
     def check_client_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        data = json_object(cmd.body)
+        data = json_object(cast(bytes, cmd.body))  # a received body is bytes
         why = self._bad_subscription(objects([data.get("subscriptionData") or {}],
                                              "subscriptionData"))
         if why:
             return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, why)
         return cmd.response(ResponseCode.SUCCESS)
 
-    def heartbeat(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        data = json_object(cmd.body, "the heartbeat")
+    def heartbeat(self, cmd: RemotingCommand,
+                  conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+        data = json_object(cast(bytes, cmd.body), "the heartbeat")
         consumers = objects(data.get("consumerDataSet"), "consumerDataSet")
         producers = objects(data.get("producerDataSet"), "producerDataSet")
         for consumer in consumers:
@@ -82,7 +85,7 @@ class ConsumerManageProcessor:
             if why:
                 return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                     f"group {group}: {why}")
-        retry_topics = []
+        retry_topics: list[TopicConfig] = []
         for consumer in consumers:
             self.consumers.register(conn, client_id, consumer)
             if consumer.get("messageModel", "CLUSTERING") == "CLUSTERING":
@@ -101,7 +104,8 @@ class ConsumerManageProcessor:
             return self._create_then_answer(cmd, retry_topics)
         return cmd.response(ResponseCode.SUCCESS)
 
-    async def _create_then_answer(self, cmd: RemotingCommand, topics) -> RemotingCommand:
+    async def _create_then_answer(self, cmd: RemotingCommand,
+                                  topics: list[TopicConfig]) -> RemotingCommand:
         for tc in topics:
             try:
                 await self.broker.topics.create_off_loop(tc)
@@ -154,10 +158,10 @@ class ConsumerManageProcessor:
                             int(ext["commitOffset"]))
         return cmd.response(ResponseCode.SUCCESS)
 
-    def _lock_request(self, cmd: RemotingCommand) -> tuple[str, str, list[dict]]:
+    def _lock_request(self, cmd: RemotingCommand) -> tuple[str, str, list[dict[str, Any]]]:
         """(group, client id, the queues asked for that this broker has): a lock is
         kept per queue, so only real queues are."""
-        req = json_object(cmd.body, "the lock request")
+        req = json_object(cast(bytes, cmd.body), "the lock request")
         queues = []
         for mq in objects(req.get("mqSet"), "mqSet"):
             tc = self.broker.topics.get(text(mq, "topic", "a queue"))

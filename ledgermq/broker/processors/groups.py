@@ -5,9 +5,10 @@ request codes)."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from ...remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ...remoting.transport import Handler
 from ..json_bodies import json_object
 from ..meta.subgroups import SubscriptionGroupConfig
 from ..name_server_link import json_body
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 TO_END = -1  # resetOffset timestamp: every queue to its end (skipAccumulatedMessage)
 
 
-def reset_body(table: list[dict], language: str) -> bytes:
+def reset_body(table: list[dict[str, Any]], language: str) -> bytes:
     """RESET_CONSUMER_CLIENT_OFFSET's body as the client's language reads it (a list of
     {topic, brokerName, queueId, offset}: RocketMQ's ResetOffsetBodyForC)."""
     return queue_table(table, language)
@@ -30,7 +31,7 @@ class GroupAdminProcessor:
         self.broker = broker
         self.groups = broker.subgroups
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all,
@@ -47,7 +48,8 @@ class GroupAdminProcessor:
         if (r := self._refused(cmd)) is not None:
             return r
         try:
-            cfg = SubscriptionGroupConfig.from_json(json_object(cmd.body, "the group config"))
+            cfg = SubscriptionGroupConfig.from_json(json_object(cast(bytes, cmd.body),
+                                                                "the group config"))
         except (ValueError, TypeError) as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad subscription group: {e}")
         # (the table is saved, with its fsync, on a worker thread)
@@ -78,7 +80,7 @@ class GroupAdminProcessor:
         tc = b.topics.get(topic)
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-        table = []
+        table: list[dict[str, Any]] = []
         for qid in range(tc.readQueueNums):
             found = b.store.max_offset_in_queue(topic, qid) if ts == TO_END else \
                 b.store.offset_by_time(topic, qid, ts)
@@ -92,7 +94,7 @@ class GroupAdminProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"offsetTable": table}))
 
     def _tell_consumers(self, group: str, topic: str, ts: int, force: bool,
-                        table: list[dict]) -> None:
+                        table: list[dict[str, Any]]) -> None:
         g = self.broker.consumers.groups.get(group)
         for c in list(g.clients) if g else []:
             if not c.is_open:

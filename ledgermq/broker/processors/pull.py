@@ -4,14 +4,15 @@ the group's master only (RocketMQ's PullMessageProcessor)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
-from ...filter.sql92 import compile_sql
+from ...filter.sql92 import Props, compile_sql
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ...remoting.codes import (
     PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND,
 )
-from ...store import GetStatus
+from ...remoting.transport import Handler
+from ...store import GetResult, GetStatus
 from ...wire.message import MessageFormatError, decode_message
 from ..meta.consumers import parse_subscription
 from ..meta.creation_limit import CreationRefused
@@ -42,7 +43,7 @@ class PullProcessor:
         self.store = broker.store
         self.config = broker.config
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.pull, RequestCode.LITE_PULL_MESSAGE: self.pull}
 
     def _queues_authoritative(self) -> bool:
@@ -54,14 +55,15 @@ class PullProcessor:
         return self.broker.mode.is_writable and \
             self.store.dispatch_bound >= self.store.commitlog.max_offset
 
-    def _subscription(self, ext: dict, sys_flag: int, group: str, topic: str):
+    def _subscription(self, ext: dict[str, str], sys_flag: int, group: str, topic: str
+                      ) -> tuple[frozenset[int] | None, Callable[[Props], bool] | None]:
         """(tag codes, SQL92 predicate) to match: from the request, else from the group's
         heartbeat. ValueError (SqlError) for an expression that does not parse."""
         if sys_flag & PULL_FLAG_SUBSCRIPTION or "subscription" in ext:
             kind, text = ext.get("expressionType") or "TAG", ext.get("subscription")
         else:
-            sub = self.broker.consumers.groups.get(group)
-            sub = sub.subscriptions.get(topic) if sub else None
+            cg = self.broker.consumers.groups.get(group)
+            sub = cg.subscriptions.get(topic) if cg else None
             if sub is None:
                 return None, None
             kind, text = sub.get("expressionType") or "TAG", sub.get("subString")
@@ -95,9 +97,9 @@ class PullProcessor:
         return None
 
     @staticmethod
-    def _matching(got, predicate) -> list:
+    def _matching(got: GetResult, predicate: Callable[[Props], bool]) -> list[memoryview]:
         """The found messages the SQL92 predicate selects (properties only decoded)."""
-        out = []
+        out: list[memoryview] = []
         for raw in got.messages():
             try:
                 props = decode_message(raw, check_crc=False).properties
@@ -151,6 +153,7 @@ class PullProcessor:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
+            assert self.broker.holds is not None  # set once the broker runs
             await self.broker.holds.wait(topic, qid, offset, left)
             if time.monotonic() >= deadline and \
                     self.store.max_offset_in_queue(topic, qid) <= offset:

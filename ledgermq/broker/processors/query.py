@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
+from ...remoting.transport import Handler
 from ...runtime.clock import wall_ms
 from ...store import StoreError
 from ...wire.message import MessageFormatError, decode_message
@@ -17,7 +18,7 @@ class QueryProcessor:
     def __init__(self, broker: "Broker"):
         self.store = broker.store
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {
             RequestCode.GET_MAX_OFFSET: self.max_offset,
             RequestCode.GET_MIN_OFFSET: self.min_offset,

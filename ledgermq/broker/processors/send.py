@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import inspect
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable, cast
 
 from ...remoting import Connection, RemotingCommand, ReplyWhen, RequestCode, ResponseCode
 from ...remoting.codes import PERM_WRITE, RETRY_PREFIX
+from ...remoting.transport import Handler
 from ...runtime.clock import wall_ms
 from ...store import PutResult, PutStatus, StoreError
 from ...store.mapped_file import DISK_FULL_ERRNOS
 from ...store.store import check_topic
 from ...wire.message import (
     PROPERTY_RETRY_TOPIC, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
-    MessageFormatError, decode_properties, pack_host,
+    MessageFormatError, StoredMessage, decode_properties, pack_host,
 )
 from ..access.system_topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, client_may_send
 from ..delivery.redelivery import redelivery
@@ -31,6 +32,7 @@ from ..send_parsing import (
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..meta.topic_table import TopicConfig
 
 # clients that send this language (ledgermq's) understand SEND_PENDING and resolve it
 PENDING_AWARE_LANGUAGE = "PYTHON"
@@ -64,12 +66,13 @@ class SendProcessor:
         self.config = broker.config
         self.topics = broker.topics
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {RequestCode.SEND_MESSAGE: self.send, RequestCode.SEND_MESSAGE_V2: self.send,
                 RequestCode.SEND_BATCH_MESSAGE: self.send,
                 RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back}
 
-    def send(self, cmd: RemotingCommand, conn: Connection):
+    def send(self, cmd: RemotingCommand,
+             conn: Connection) -> RemotingCommand | ReplyWhen | Awaitable[RemotingCommand]:
         """Answered at once when nothing needs waiting for, else when the mode says."""
         why = self.broker.mode.refuse_write()
         if why is not None:
@@ -104,21 +107,23 @@ class SendProcessor:
         topic = h.topic
         try:
             if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-                batch = split_batch_body(cmd.body, props_from_header(h.properties))
+                batch = split_batch_body(cast(bytes, cmd.body),  # a received body is bytes
+                                         props_from_header(h.properties))
             else:
-                props = props_from_header(h.properties)
-                batch = BatchBody([cmd.body], [props], [h.flag], [tags_of(props)],
-                                  [index_keys(props)])
+                raw = props_from_header(h.properties)
+                batch = BatchBody([cast(bytes, cmd.body)], [raw], [h.flag], [tags_of(raw)],
+                                  [index_keys(raw)])
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         batch.props = [without_broker_properties(bytes(p)) for p in batch.props]
         if any(p[-1:] == b"\0" for p in batch.props):  # (recovery reads it as a torn write)
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
                                 "the message's properties end with a zero byte")
-        if batch.props and wants_dedup(batch.props[0]) and self.store.index is not None:
+        index = self.store.index
+        if batch.props and wants_dedup(batch.props[0]) and index is not None:
             # an idempotent (retried) send: what is stored already is not stored twice
             drop_stored(batch, lambda key: bool(self.store.query_by_key(topic, key, 1)),
-                        lambda keys: self.store.index.maybe_present(topic, keys))
+                        lambda keys: index.maybe_present(topic, keys))
             if not batch.bodies:
                 return cmd.response(ResponseCode.SUCCESS, "every message was stored before",
                                     {"msgId": "", "queueId": str(qid), "queueOffset": "-1"})
@@ -161,8 +166,9 @@ class SendProcessor:
         return self.put(cmd, conn, topic, qid, batch, h.sys_flag, h.born_timestamp,
                         h.reconsume_times)
 
-    def put(self, cmd, conn, topic, qid, batch: BatchBody, sys_flag, born_ts,
-            reconsume_times):
+    def put(self, cmd: RemotingCommand, conn: Connection, topic: str, qid: int,
+            batch: BatchBody, sys_flag: int, born_ts: int,
+            reconsume_times: int) -> RemotingCommand | ReplyWhen:
         """Encode and write; the response, or a ReplyWhen of it."""
         born_host = conn.attrs.get("born_host")
         if born_host is None:
@@ -186,12 +192,13 @@ class SendProcessor:
             settle = outcome.settle
             return ReplyWhen(outcome.future,
                              lambda value: self.respond(cmd, qid, settle(value)))
-        return self.respond(cmd, qid, outcome)
+        return self.respond(cmd, qid, cast(PutResult, outcome))
 
-    def respond(self, cmd: RemotingCommand, qid: int, outcome: PutResult | Pending):
+    def respond(self, cmd: RemotingCommand, qid: int,
+                outcome: PutResult | Pending) -> RemotingCommand:
         if type(outcome) is Pending:
             return self._pending(cmd, qid, outcome)
-        result = outcome
+        result = cast(PutResult, outcome)
         code = _SEND_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if result.status not in _STORED:
             return cmd.response(code, f"{result.status.value}: {result.error}")
@@ -218,7 +225,8 @@ class SendProcessor:
                         brokerName=self.config.brokerName)
         return resp
 
-    async def _send_creating(self, cmd: RemotingCommand, conn: Connection, tc) -> RemotingCommand:
+    async def _send_creating(self, cmd: RemotingCommand, conn: Connection,
+                             tc: TopicConfig) -> RemotingCommand:
         """A send that auto-creates its topic: the topic table is saved (fsync) off the
         event loop first, then the send goes on as to any topic."""
         try:
@@ -232,7 +240,7 @@ class SendProcessor:
             r = await r
         return r
 
-    def _not_the_groups(self, group: str, msg) -> str | None:
+    def _not_the_groups(self, group: str, msg: StoredMessage) -> str | None:
         """Why the message at a send-back's offset is not one `group` consumed, or None:
         else any client could copy any message into its own retry topic and read it."""
         origin = msg.properties.get(PROPERTY_RETRY_TOPIC) or msg.topic

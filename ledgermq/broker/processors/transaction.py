@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
+from ...remoting.transport import Handler
 from ...store import StoreError
 from ...wire.message import (
     SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_ROLLBACK, MessageFormatError,
@@ -21,7 +22,7 @@ class TransactionProcessor:
     def __init__(self, broker: "Broker"):
         self.broker = broker
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[int, Handler]:
         return {RequestCode.END_TRANSACTION: self.end_transaction}
 
     def end_transaction(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

@@ -1,1 +1,2 @@
-"""The small files the store keeps beside its log: the abort mark, the flushed mark, the epoch file, the checkpoint."""
+"""The small files the store keeps beside its log: the abort mark, the flushed mark, the
+epoch file, the checkpoint."""
