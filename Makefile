@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-tls proto \
+.PHONY: install run test typecheck test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-tls proto \
 	clean fuzz sanitize bench-native soak compat
 
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard ledgermq/wire/_native*.[ch])
@@ -16,8 +16,12 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/ledgermq dev
 
-test: install
+test: install typecheck
 	$(PY) -m pytest -q
+
+# mypy --strict on the replication cores, the wire formats and the broker ([tool.mypy])
+typecheck: install
+	$(PY) -m mypy
 
 # 1,000 hostile connections for SOAK_SECONDS beside a real client: the broker's RSS stays
 # bounded and the real client loses nothing (tests/security/test_soak.py)

@@ -40,7 +40,7 @@ class BrokerStats:
     def __init__(self, histograms: bool = False) -> None:
         self.out_msgs: dict[tuple[str, str], int] = defaultdict(int)
         self.out_bytes: dict[tuple[str, str], int] = defaultdict(int)
-        self.acl_denied: dict[int, int] = defaultdict(int)  # by request code
+        self.acl_denied: dict[int | str, int] = defaultdict(int)  # by request code
         # by protocol, then by request_timing.rpc_key(request code, response code)
         # (histogram.py's Histogram is not annotated: its calls are ignored below)
         self.rpc = {"remoting": Histogram(RPC_LATENCY_MS),  # type: ignore[no-untyped-call]

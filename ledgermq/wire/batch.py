@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -24,7 +24,8 @@ from .message import (
 _LANES = {w: np.arange(w, dtype=np.int64) for w in (2, 4, 8)}
 
 
-def put_be(u8: np.ndarray, pos: np.ndarray, values, width: int) -> None:
+def put_be(u8: np.ndarray, pos: np.ndarray, values: np.ndarray | Sequence[int],
+           width: int) -> None:
     """Write big-endian integers of `width` bytes at byte positions `pos` of `u8`."""
     raw = np.asarray(values, dtype=f">i{width}").view(np.uint8).reshape(-1, width)
     u8[pos[:, None] + _LANES[width]] = raw
@@ -48,9 +49,9 @@ class EncodedBatch:
     topic: str
     queue_id: int
     buf: bytearray
-    starts: np.ndarray | tuple  # int64, start of each message in buf
-    sizes: np.ndarray | tuple  # int64, TOTALSIZE of each message
-    tag_codes: np.ndarray | tuple  # int64, tag hash per message (consume-queue entry)
+    starts: np.ndarray | tuple[int, ...]  # int64, start of each message in buf
+    sizes: np.ndarray | tuple[int, ...]  # int64, TOTALSIZE of each message
+    tag_codes: np.ndarray | tuple[int, ...]  # int64, tag hash per message (consume-queue entry)
     index_keys: list[list[str]] | None = None  # per message, keys for the index file
     store_timestamp: int = 0
     queue_offsets: np.ndarray | None = field(default=None, repr=False)
@@ -89,7 +90,8 @@ def encode_batch(
                           max_message_size)
     topic_raw = topic.encode()
     shared_props = isinstance(properties, (bytes, bytearray))
-    check_lengths(topic_raw, properties if shared_props else max(properties, key=len))
+    check_lengths(topic_raw, cast(bytes, properties) if shared_props
+                  else max(cast("Sequence[bytes]", properties), key=len))
     if not shared_props and len(properties) != n:
         raise MessageFormatError("one properties entry per message is required")
     scalar_born = isinstance(born_timestamp, int)
@@ -106,9 +108,9 @@ def encode_batch(
     return EncodedBatch(topic, queue_id, buf, starts, sizes, tag_codes, index_keys)
 
 
-def _arrays(native):
+def _arrays(native: Callable[..., Any]) -> Callable[..., tuple[bytearray, np.ndarray, np.ndarray]]:
     """The C version returns its int64 columns as bytearrays: viewed as numpy arrays."""
-    def encode_stored(*args):
+    def encode_stored(*args: Any) -> tuple[bytearray, np.ndarray, np.ndarray]:
         buf, starts, sizes = native(*args)
         return buf, np.frombuffer(starts, np.int64), np.frombuffer(sizes, np.int64)
     return encode_stored
@@ -117,7 +119,8 @@ def _arrays(native):
 @twin("encode_stored", adapt=_arrays)
 def encode_stored(template: bytes, topic_block: bytes, bodies: Sequence[bytes],
                   properties: Sequence[bytes] | bytes, flag: int | Sequence[int],
-                  born_timestamp: int | Sequence[int], max_message_size: int):
+                  born_timestamp: int | Sequence[int], max_message_size: int
+                  ) -> tuple[bytearray, np.ndarray, np.ndarray]:
     """`bodies` laid out as stored messages, back to back: (buffer, starts, sizes).
     `template` is the 88-byte header every message starts from; TOTALSIZE, BODYCRC and
     the body length are set per message, FLAG and BORNTIMESTAMP where given per message,
@@ -129,11 +132,12 @@ def encode_stored(template: bytes, topic_block: bytes, bodies: Sequence[bytes],
     body_lens = np.fromiter(map(len, bodies), dtype=np.int64, count=n)
     if shared_props:
         prop_lens = np.full(n, len(properties), dtype=np.int64)
-        tail = topic_block + struct.pack(">h", len(properties)) + bytes(properties)
-        parts: list = [template, None, tail] * n
+        tail = topic_block + struct.pack(">h", len(properties)) + bytes(cast(bytes, properties))
+        parts: list[Any] = [template, None, tail] * n  # None: a body's place
         parts[1::3] = bodies
     else:
-        prop_lens = np.fromiter(map(len, properties), dtype=np.int64, count=n)
+        prop_lens = np.fromiter(map(len, cast("Sequence[bytes]", properties)), dtype=np.int64,
+                                count=n)
         parts = [template, None, topic_block + b"\0\0", None] * n
         parts[1::4] = bodies
         parts[3::4] = properties
@@ -160,8 +164,10 @@ def encode_stored(template: bytes, topic_block: bytes, bodies: Sequence[bytes],
     return buf, starts, sizes
 
 
-def encode_one(topic, queue_id, body, props, tag, flag, sys_flag, born_timestamp, born_host,
-               store_host, reconsume_times, index_keys, max_message_size) -> EncodedBatch:
+def encode_one(topic: str, queue_id: int, body: bytes, props: Sequence[bytes] | bytes,
+               tag: Sequence[str | None] | str | None, flag: int | Sequence[int], sys_flag: int,
+               born_timestamp: int, born_host: bytes, store_host: bytes, reconsume_times: int,
+               index_keys: list[list[str]] | None, max_message_size: int) -> EncodedBatch:
     """A batch of one, without numpy's per-call overhead (the single-send path).
     `props`, `tag` and `flag` may be given as one-element lists, as encode_batch takes them."""
     if not isinstance(props, (bytes, bytearray)):
@@ -203,9 +209,10 @@ POSITIONS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET (adjacent)
 TIMESTAMP = struct.Struct(">q")
 
 
-def _batch_fields(native):
+def _batch_fields(native: Callable[..., Any]) -> Callable[..., None]:
     """The C version takes the batch's buffer and starts."""
-    def fill_positions(batch, lo, hi, first_phys, first_queue_offset, store_timestamp):
+    def fill_positions(batch: EncodedBatch, lo: int, hi: int, first_phys: int,
+                       first_queue_offset: int, store_timestamp: int) -> None:
         native(batch.buf, batch.starts, lo, hi, first_phys, first_queue_offset,
                store_timestamp)
     return fill_positions
@@ -223,7 +230,7 @@ def fill_positions(batch: EncodedBatch, lo: int, hi: int, first_phys: int,
         TIMESTAMP.pack_into(batch.buf, at + OFF_STORETIMESTAMP, store_timestamp)
         return
     u8 = np.frombuffer(batch.buf, dtype=np.uint8)
-    starts = batch.starts[lo:hi]
+    starts = cast(np.ndarray, batch.starts[lo:hi])  # 2+ messages: arrays, not tuples
     put_be(u8, starts + OFF_QUEUEOFFSET,
            np.arange(first_queue_offset, first_queue_offset + (hi - lo), dtype=np.int64), 8)
     put_be(u8, starts + OFF_PHYSICALOFFSET, starts - starts[0] + first_phys, 8)

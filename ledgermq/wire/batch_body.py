@@ -7,7 +7,7 @@ MessageDecoder.encodeMessage lays it out (all integers big-endian):
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -20,9 +20,10 @@ _BATCH_HEAD = struct.Struct(">iiiii")  # total, magic, body crc, flag, body leng
 _I2 = struct.Struct(">h")
 
 
+# bodies and properties are memoryviews (Any: callers hand them on as the store's bytes)
 @twin("split_batch")
-def split_batch(body: bytes | memoryview) -> tuple[list, list, list[int], list[str | None],
-                                                 list[list[str]]]:
+def split_batch(body: bytes | memoryview) -> tuple[list[Any], list[Any], list[int],
+                                                 list[str | None], list[list[str]]]:
     """(bodies, properties, flags, tags, index keys) of the messages in `body`; bodies and
     properties are views into it (no copies). A message's tag is its TAGS property (None
     without one), its index keys are KEYS split on spaces, then UNIQ_KEY."""
@@ -64,7 +65,7 @@ def encode_batch_body(bodies: Sequence[bytes], props: Sequence[bytes],
     n = len(bodies)
     if len(props) != n:
         raise ValueError("one properties entry per body is required")
-    parts: list = [None] * (4 * n)
+    parts: list[Any] = [None] * (4 * n)
     parts[0::4] = [bytes(_HEAD_LEN)] * n
     parts[1::4] = bodies
     parts[2::4] = [b"\0\0"] * n

@@ -2,21 +2,23 @@
 hashes of its keys (store/index.py)."""
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
 from .message import _POWERS, _POWERS_LEN, java_string_hash
 from .native import twin
 
 
-def _arrays(native):
+def _arrays(native: Callable[..., Any]) -> Callable[[list[str]], np.ndarray]:
     """The C version returns a bytearray of int64s: viewed as a numpy array."""
-    def java_string_hashes(strings):
+    def java_string_hashes(strings: list[str]) -> np.ndarray:
         return np.frombuffer(native(strings), np.int64)
     return java_string_hashes
 
 
 @twin("java_string_hashes", adapt=_arrays)
-def java_string_hashes(strings: list[str]):
+def java_string_hashes(strings: list[str]) -> np.ndarray:
     """java_string_hash of many strings at once (numpy), as an int64 array."""
     if not strings:
         return np.zeros(0, np.int64)
@@ -29,5 +31,5 @@ def java_string_hashes(strings: list[str]):
     # right-aligned rows: leading zero bytes add nothing to the hash
     mat = np.frombuffer(b"".join(e.rjust(width, b"\0") for e in enc), np.uint8)
     mat = mat.reshape(-1, width).astype(np.uint64)
-    h = (mat * np.array(_POWERS[width], np.uint64)).sum(axis=1) & np.uint64(0xFFFFFFFF)
+    h: np.ndarray = (mat * np.array(_POWERS[width], np.uint64)).sum(axis=1) & np.uint64(0xFFFFFFFF)
     return h.astype(np.int64) - ((h.astype(np.int64) & 0x80000000) << 1)

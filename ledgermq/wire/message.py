@@ -300,8 +300,8 @@ _I8 = struct.Struct(">q")
 _I2 = struct.Struct(">h")
 
 
-def decode_message(buf, pos: int = 0, *, check_crc: bool = True,
-                   with_body: bool = True) -> StoredMessage:
+def decode_message(buf: bytes | bytearray | memoryview, pos: int = 0, *,
+                   check_crc: bool = True, with_body: bool = True) -> StoredMessage:
     """Decode the stored message at buf[pos:]; MessageFormatError if it is not one."""
     mv = memoryview(buf)
     end = len(mv)

@@ -10,32 +10,34 @@ LEDGERMQ_PURE=1 asks for it.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Any, Callable, TypeVar, cast
 
 from .message import MessageFormatError
 
 PURE = os.environ.get("LEDGERMQ_PURE", "") not in ("", "0")
 
 try:
-    from . import _native
+    from . import _native  # type: ignore[attr-defined]  # a C extension without stubs
     _native.init(MessageFormatError)
 except ImportError:  # no compiler at install time: the twins run
     _native = None
 
 # name -> (pure twin, native version or None)
-TWINS: dict[str, tuple[Callable, Callable | None]] = {}
+TWINS: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]] = {}
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def twin(native_name: str, adapt: Callable[[Callable], Callable] | None = None):
+def twin(native_name: str, adapt: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
+         ) -> Callable[[_F], _F]:
     """Decorates a pure function: registers it with its compiled twin `native_name`
     (wrapped by `adapt` where the C function returns raw buffers) and returns the one in
     use."""
-    def register(pure: Callable) -> Callable:
-        native = getattr(_native, native_name, None)
+    def register(pure: _F) -> _F:
+        native: Callable[..., Any] | None = getattr(_native, native_name, None)
         if native is not None and adapt is not None:
             native = adapt(native)
         TWINS[pure.__name__] = (pure, native)
-        return pure if PURE or native is None else native
+        return pure if PURE or native is None else cast(_F, native)
     return register
 
 

@@ -55,7 +55,7 @@ def index_keys_of(props: bytes) -> list[str]:
 
 def walk(view: memoryview, pos: int, limit: int, base: int, seg_end: int, *,
          check_crc: bool = True, want_keys: bool = True,
-         out: list | None = None) -> tuple[int, str, str]:
+         out: list[ScannedMessage] | None = None) -> tuple[int, str, str]:
     """Walk messages in view[pos:limit].
 
     `base` is the logical offset of view[0] and `seg_end` the position in `view` where the
@@ -132,7 +132,7 @@ FIXED_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE through BORNTIMESTAMP
 
 
 @twin("split_pulled")
-def split_pulled(body: bytes | memoryview) -> tuple[list[memoryview], list[tuple]]:
+def split_pulled(body: bytes | memoryview) -> tuple[list[memoryview], list[tuple[int, ...]]]:
     """The stored messages back to back in a pull response body: a view of each and its
     fixed header fields (TOTALSIZE through BORNTIMESTAMP), up to the first that is cut
     short or has no positive TOTALSIZE."""

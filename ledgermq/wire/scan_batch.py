@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -32,12 +33,12 @@ class ScannedBatch:
     """Dispatch facts of consecutive messages, as arrays (as tuples for a few messages,
     where numpy's per-call cost would dominate)."""
 
-    phys: np.ndarray | tuple
-    sizes: np.ndarray | tuple
-    queue_ids: np.ndarray | tuple
-    queue_offsets: np.ndarray | tuple
-    store_timestamps: np.ndarray | tuple
-    tag_codes: np.ndarray | tuple
+    phys: np.ndarray | tuple[int, ...]
+    sizes: np.ndarray | tuple[int, ...]
+    queue_ids: np.ndarray | tuple[int, ...]
+    queue_offsets: np.ndarray | tuple[int, ...]
+    store_timestamps: np.ndarray | tuple[int, ...]
+    tag_codes: np.ndarray | tuple[int, ...]
     topics: list[str]
     index_keys: list[list[str]]
 
@@ -49,11 +50,12 @@ def batch_from_messages(msgs: list[ScannedMessage]) -> ScannedBatch:
     n = len(msgs)
     topics, keys = [m.topic for m in msgs], [m.index_keys for m in msgs]
     if 0 < n <= FEW:  # tuples: one pass, no numpy
-        cols = zip(*((m.phys, m.size, m.queue_id, m.queue_offset, m.store_timestamp,
-                      m.tag_code) for m in msgs))
-        return ScannedBatch(*cols, topics, keys)
+        phys, sizes, qids, qoffs, stamps, tag_codes = zip(*(
+            (m.phys, m.size, m.queue_id, m.queue_offset, m.store_timestamp, m.tag_code)
+            for m in msgs))
+        return ScannedBatch(phys, sizes, qids, qoffs, stamps, tag_codes, topics, keys)
 
-    def arr(attr):
+    def arr(attr: str) -> np.ndarray:
         return np.fromiter((getattr(m, attr) for m in msgs), np.int64, n)
     return ScannedBatch(arr("phys"), arr("size"), arr("queue_id"), arr("queue_offset"),
                         arr("store_timestamp"), arr("tag_code"), topics, keys)
@@ -86,7 +88,8 @@ def pair_ends(buf: np.ndarray) -> np.ndarray:
     return np.append(np.flatnonzero(buf == 2), len(buf))
 
 
-def property_per_message(raw: bytes, starts, ends, key: bytes,
+def property_per_message(raw: bytes, starts: np.ndarray | Sequence[int],
+                         ends: np.ndarray | Sequence[int], key: bytes,
                          seps: np.ndarray | None = None) -> dict[int, str]:
     """{message number: value} of one property over property regions
     [starts[i], ends[i]) of `raw` (see property_spans)."""
@@ -110,7 +113,7 @@ def tags_and_keys(raw: bytes, starts: np.ndarray,
     tags_at, keys_at, uniq_at = (property_per_message(raw, at, end, k.encode(), seps)
                                  for k in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
     n = len(at)
-    tags = [tags_at.get(i) for i in range(n)] if tags_at else [None] * n
+    tags: list[str | None] = [tags_at.get(i) for i in range(n)] if tags_at else [None] * n
     if not keys_at and len(uniq_at) == n and all(uniq_at.values()):  # the usual batch
         return tags, [[u] for u in uniq_at.values()]
     return tags, [([k for k in keys_at[i].split(" ") if k] if i in keys_at else []) +
@@ -123,8 +126,10 @@ _REASONS = (LIMIT, END, BLANK, CORRUPT, UNUSUAL)  # the compiled twin returns an
 _NO_POSITIONS = np.zeros(0, np.int64)
 
 
-def _positions_from_native(native):
-    def walk_positions(view, pos, limit, base, seg_end):
+def _positions_from_native(native: Callable[..., Any]
+                           ) -> Callable[..., tuple[int, str, np.ndarray]]:
+    def walk_positions(view: memoryview, pos: int, limit: int, base: int,
+                       seg_end: int) -> tuple[int, str, np.ndarray]:
         stop, why, positions = native(view, pos, limit, base, seg_end)
         return stop, _REASONS[why], np.frombuffer(positions, np.int64)
     return walk_positions
@@ -220,7 +225,8 @@ def walk_batch(view: memoryview, pos: int, limit: int, base: int,
     return p, reason, detail, batch
 
 
-def _careful(view, pos, limit, base, seg_end) -> tuple[int, str, str, ScannedBatch]:
+def _careful(view: memoryview, pos: int, limit: int, base: int,
+             seg_end: int) -> tuple[int, str, str, ScannedBatch]:
     msgs: list[ScannedMessage] = []
     stop, reason, detail = walk(view, pos, limit, base, seg_end, out=msgs)
     return stop, reason, detail, batch_from_messages(msgs)

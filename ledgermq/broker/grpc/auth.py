@@ -4,20 +4,39 @@ may do is decided by the same rules as for remoting clients (broker/access/accou
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol, TypeVar
 
 from ...apis import definition_pb2 as pb
 from ...remoting import RequestCode
 from ..access.accounts import Account
 
+if TYPE_CHECKING:
+    import grpc
 
-def peer_ip(context) -> str:
+    from ..broker import Broker
+
+
+class _Service(Protocol):
+    """What `authenticated` needs of the servicer its handlers belong to."""
+
+    broker: Broker
+
+
+_S = TypeVar("_S", bound=_Service)
+_Q = TypeVar("_Q")  # a call's request
+_R = TypeVar("_R")  # its response
+Unary = Callable[[_S, _Q, "grpc.aio.ServicerContext"], Awaitable[_R]]  # a unary handler
+
+
+def peer_ip(context: grpc.aio.ServicerContext) -> str:
     """ "ipv4:127.0.0.1:5000" / "ipv6:[::1]:5000" -> the address."""
     peer = context.peer() or ""
     addr = peer.split(":", 1)[1] if ":" in peer else peer
     return addr.rsplit(":", 1)[0].strip("[]")
 
 
-def caller(broker, context) -> tuple[Account | None, str | None]:
+def caller(broker: Broker, context: grpc.aio.ServicerContext
+           ) -> tuple[Account | None, str | None]:
     """(the calling account, None), (None, why it is refused), or (None, None): no ACL."""
     if broker.acl is None:
         return None, None
@@ -30,27 +49,31 @@ def caller(broker, context) -> tuple[Account | None, str | None]:
     return account, why
 
 
-def refusal(broker, context, code: int | None = None, fields: dict | None = None):
+def refusal(broker: Broker, context: grpc.aio.ServicerContext, code: int | None = None,
+            fields: dict[str, str] | None = None) -> str | None:
     """Why this call is refused (authentication, then `code`'s permission on `fields`)."""
     account, why = caller(broker, context)
     if why is None and account is not None and code is not None:
+        assert broker.acl is not None  # an account comes only from the ACL
         why = broker.acl.current().permission(account, code, fields or {})
         if why is not None:
             broker.stats.acl_denied["grpc"] += 1
     return why
 
 
-def consume_refusal(broker, context, group: str, topic: str) -> str | None:
+def consume_refusal(broker: Broker, context: grpc.aio.ServicerContext, group: str,
+                    topic: str) -> str | None:
     """Receiving, acking or delaying a group's message: SUB on the topic and the group."""
     return refusal(broker, context, RequestCode.PULL_MESSAGE,
                    {"topic": topic, "consumerGroup": group})
 
 
-def authenticated(response_cls):
+def authenticated(response_cls: Callable[..., _R]
+                  ) -> Callable[[Unary[_S, _Q, _R]], Unary[_S, _Q, _R]]:
     """A unary handler that answers UNAUTHORIZED to a caller the ACL refuses."""
-    def wrap(handler):
+    def wrap(handler: Unary[_S, _Q, _R]) -> Unary[_S, _Q, _R]:
         @functools.wraps(handler)
-        async def guarded(self, request, context):
+        async def guarded(self: _S, request: _Q, context: grpc.aio.ServicerContext) -> _R:
             why = refusal(self.broker, context)
             if why is not None:
                 return response_cls(status=pb.Status(code=pb.UNAUTHORIZED, message=why))

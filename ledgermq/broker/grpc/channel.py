@@ -8,12 +8,19 @@ import asyncio
 import inspect
 import logging
 import time
+from typing import TYPE_CHECKING, Any, Awaitable, cast
 
 from ...apis import definition_pb2 as pb
 from ...apis import service_pb2 as svc
 from ...remoting import RemotingCommand, RemotingError, ReplyWhen, RequestCode
 from ...wire.message import MessageFormatError, decode_message
 from .convert import to_grpc
+
+if TYPE_CHECKING:
+    from ...remoting import Connection
+    from ...remoting.transport import Reply
+    from ..access.accounts import Account
+    from ..broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -22,10 +29,11 @@ class ClientChannel:
     def __init__(self, client_id: str, peer: str):
         self.client_id = client_id
         self.peer = peer
-        self.attrs: dict = {}
-        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.attrs: dict[str, Any] = {}
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.settings: pb.Settings | None = None
-        self.outbox: asyncio.Queue | None = None  # the telemetry stream, while open
+        # the telemetry stream, while open (None: its end)
+        self.outbox: asyncio.Queue[svc.TelemetryCommand | None] | None = None
         # who opened that stream: (peer address, access key); only they may replace it,
         # end the session, or get its check-backs
         self.owner: tuple[str, str | None] | None = None
@@ -42,7 +50,7 @@ class ClientChannel:
         if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
             return  # nothing else has a telemetry form (rebalance hints: POP needs none)
         try:
-            msg = decode_message(cmd.body, check_crc=False)
+            msg = decode_message(cast(bytes, cmd.body), check_crc=False)  # a stored message
         except MessageFormatError as e:
             log.warning("check-back for %s not sent: %s", self.client_id, e)
             return
@@ -65,21 +73,24 @@ class CallOf:
     what closes it) with the call's own account. Authorization is decided per call, from
     its own credentials, never from what another call with that client id proved."""
 
-    def __init__(self, channel: ClientChannel, account):
+    def __init__(self, channel: ClientChannel, account: Account | None):
         self.channel, self.acl_account = channel, account
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.channel, name)
 
 
-async def call(broker, cmd: RemotingCommand, channel: CallOf) -> RemotingCommand:
+async def call(broker: Broker, cmd: RemotingCommand, channel: CallOf) -> RemotingCommand:
     """The broker's answer to `cmd`, however its handler gives it (now, later, when a
     replication future settles)."""
-    result = broker.handle_grpc(cmd, channel)  # (timed as gRPC's, while metrics are on)
+    # (timed as gRPC's, while metrics are on; the call stands in for a connection)
+    # (an async handler may answer with a ReplyWhen too)
+    result: Reply | Awaitable[Reply | ReplyWhen] | ReplyWhen = \
+        broker.handle_grpc(cmd, cast("Connection", channel))
     if type(result) is ReplyWhen:
         return result.respond(await result.future)
     if inspect.isawaitable(result):
         result = await result
         if type(result) is ReplyWhen:
             return result.respond(await result.future)
-    return result
+    return cast(RemotingCommand, result)  # requests, not one-way: always answered

@@ -85,7 +85,7 @@ def properties_of(m: pb.Message) -> dict[str, str]:
     return props
 
 
-def message_type_of(props: dict[str, str]) -> int:
+def message_type_of(props: dict[str, str]) -> pb.MessageType:
     if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
         return pb.TRANSACTION
     if PROPERTY_MESSAGE_GROUP in props:

@@ -10,7 +10,7 @@ import itertools
 import logging
 import time
 import zlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, AsyncIterator, Callable
 
 import grpc
 
@@ -36,6 +36,8 @@ from .offset_calls import OffsetCalls, status
 from .routes import message_queues, route_doc
 
 if TYPE_CHECKING:
+    from google.protobuf.duration_pb2 import Duration
+
     from ..broker import Broker
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ POLL_SLICE_S = 0.5  # a waiting receive looks again at least this often (revived
 TELEMETRY_OUTBOX = 1024  # commands a client's stream may leave unread (then: closed/dropped)
 
 # the broker's remoting answers in the API's terms
-_SEND_STATUS = {
+_SEND_STATUS: dict[int, pb.Code] = {
     ResponseCode.SUCCESS: pb.OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
@@ -67,7 +69,7 @@ _BAD_MESSAGE_STATUS = {"tag": pb.ILLEGAL_MESSAGE_TAG, "key": pb.ILLEGAL_MESSAGE_
 NO_CLIENT_ID = status(pb.CLIENT_ID_REQUIRED, "x-mq-client-id metadata is missing")
 
 
-def ms_of(d, default: int) -> int:
+def ms_of(d: Duration, default: int) -> int:
     ms = d.seconds * 1000 + d.nanos // 1_000_000
     return ms if ms > 0 else default
 
@@ -79,7 +81,7 @@ class MessagingService(OffsetCalls):
         self._sends = itertools.count()  # spreads sends over the queues
 
     # ---- clients --------------------------------------------------------------------
-    def _client(self, context) -> CallOf | None:
+    def _client(self, context: grpc.aio.ServicerContext) -> CallOf | None:
         """The calling client's channel (made at its first call) as this call sees it."""
         meta = dict(context.invocation_metadata() or ())
         client_id = meta.get("x-mq-client-id")
@@ -94,10 +96,10 @@ class MessagingService(OffsetCalls):
         return CallOf(ch, account)
 
     @staticmethod
-    def _owner(context, c: CallOf) -> tuple[str, str | None]:
+    def _owner(context: grpc.aio.ServicerContext, c: CallOf) -> tuple[str, str | None]:
         return context.peer(), c.acl_account.access_key if c.acl_account else None
 
-    def _taken(self, context, c: CallOf) -> str | None:
+    def _taken(self, context: grpc.aio.ServicerContext, c: CallOf) -> str | None:
         """Why this call may not act on its client id's session: another connection or
         account has that client's telemetry stream open (a client id is only a name)."""
         ch = c.channel
@@ -119,7 +121,8 @@ class MessagingService(OffsetCalls):
     def connections(self) -> list[ClientChannel]:
         return [c for c in self.channels.values() if c.is_open]
 
-    def _server_settings(self, ch: ClientChannel, theirs: pb.Settings, context) -> pb.Settings:
+    def _server_settings(self, ch: ClientChannel, theirs: pb.Settings,
+                         context: grpc.aio.ServicerContext) -> pb.Settings:
         cfg = self.broker.config
         out = pb.Settings()
         out.CopyFrom(theirs)
@@ -155,7 +158,8 @@ class MessagingService(OffsetCalls):
                           for ms in cfg.delay_levels_ms[2:]] or [duration(1000)])))
         return out
 
-    async def Telemetry(self, request_iterator, context):
+    async def Telemetry(self, request_iterator: AsyncIterator[svc.TelemetryCommand],
+                        context: grpc.aio.ServicerContext) -> AsyncIterator[svc.TelemetryCommand]:
         why = refusal(self.broker, context)
         if why is not None:
             yield svc.TelemetryCommand(status=status(pb.UNAUTHORIZED, why))
@@ -170,10 +174,10 @@ class MessagingService(OffsetCalls):
             return
         ch = c.channel
         ch.owner = self._owner(context, c)
-        outbox: asyncio.Queue = asyncio.Queue(TELEMETRY_OUTBOX)
+        outbox: asyncio.Queue[svc.TelemetryCommand | None] = asyncio.Queue(TELEMETRY_OUTBOX)
         ch.outbox = outbox
 
-        async def read():
+        async def read() -> None:
             try:
                 async for cmd in request_iterator:
                     if cmd.WhichOneof("command") == "settings":
@@ -201,13 +205,16 @@ class MessagingService(OffsetCalls):
                 ch.outbox = None
 
     @authenticated(svc.HeartbeatResponse)
-    async def Heartbeat(self, request, context):
+    async def Heartbeat(self, request: svc.HeartbeatRequest,
+                        context: grpc.aio.ServicerContext) -> svc.HeartbeatResponse:
         if self._client(context) is None:
             return svc.HeartbeatResponse(status=NO_CLIENT_ID)
         return svc.HeartbeatResponse(status=status(pb.OK))
 
     @authenticated(svc.NotifyClientTerminationResponse)
-    async def NotifyClientTermination(self, request, context):
+    async def NotifyClientTermination(self, request: svc.NotifyClientTerminationRequest,
+                                      context: grpc.aio.ServicerContext
+                                      ) -> svc.NotifyClientTerminationResponse:
         c = self._client(context)
         if c is not None:
             why = self._taken(context, c)
@@ -219,7 +226,8 @@ class MessagingService(OffsetCalls):
 
     # ---- routes ---------------------------------------------------------------------
     @authenticated(svc.QueryRouteResponse)
-    async def QueryRoute(self, request, context):
+    async def QueryRoute(self, request: svc.QueryRouteRequest,
+                         context: grpc.aio.ServicerContext) -> svc.QueryRouteResponse:
         topic = request.topic.name
         try:
             doc = await route_doc(self.broker, topic)
@@ -237,7 +245,8 @@ class MessagingService(OffsetCalls):
         return out
 
     @authenticated(svc.QueryAssignmentResponse)
-    async def QueryAssignment(self, request, context):
+    async def QueryAssignment(self, request: svc.QueryAssignmentRequest,
+                              context: grpc.aio.ServicerContext) -> svc.QueryAssignmentResponse:
         """POP needs no queue ownership: one assignment per group's master, any queue."""
         route = await self.QueryRoute(svc.QueryRouteRequest(topic=request.topic), context)
         if route.status.code != pb.OK:
@@ -256,7 +265,8 @@ class MessagingService(OffsetCalls):
 
     # ---- send -----------------------------------------------------------------------
     @authenticated(svc.SendMessageResponse)
-    async def SendMessage(self, request, context):
+    async def SendMessage(self, request: svc.SendMessageRequest,
+                          context: grpc.aio.ServicerContext) -> svc.SendMessageResponse:
         ch = self._client(context)
         if ch is None:
             return svc.SendMessageResponse(status=NO_CLIENT_ID)
@@ -327,7 +337,8 @@ class MessagingService(OffsetCalls):
         return None
 
     @authenticated(svc.EndTransactionResponse)
-    async def EndTransaction(self, request, context):
+    async def EndTransaction(self, request: svc.EndTransactionRequest,
+                             context: grpc.aio.ServicerContext) -> svc.EndTransactionResponse:
         ch = self._client(context)
         if ch is None:
             return svc.EndTransactionResponse(status=NO_CLIENT_ID)
@@ -349,7 +360,8 @@ class MessagingService(OffsetCalls):
         return svc.EndTransactionResponse(status=status(pb.OK, resp.remark or "OK"))
 
     # ---- receive (POP) --------------------------------------------------------------
-    def _filter(self, expr: pb.FilterExpression):
+    def _filter(self, expr: pb.FilterExpression
+                ) -> tuple[frozenset[int] | None, Callable[[dict[str, str]], bool] | None]:
         """(tag codes, SQL92 predicate); ValueError for an expression that does not parse."""
         if expr.type == pb.SQL:
             if not self.broker.config.enablePropertyFilter:
@@ -358,7 +370,9 @@ class MessagingService(OffsetCalls):
             return None, compile_sql(expr.expression)
         return parse_subscription(expr.expression or "*"), None
 
-    async def ReceiveMessage(self, request, context):
+    async def ReceiveMessage(self, request: svc.ReceiveMessageRequest,
+                             context: grpc.aio.ServicerContext
+                             ) -> AsyncIterator[svc.ReceiveMessageResponse]:
         group, topic = request.group.name, request.message_queue.topic.name
         why = consume_refusal(self.broker, context, group, topic)
         if why is not None:
@@ -421,7 +435,8 @@ class MessagingService(OffsetCalls):
                 invisible_ms=p.invisible_ms))
         yield svc.ReceiveMessageResponse(status=status(pb.OK))
 
-    async def AckMessage(self, request, context):
+    async def AckMessage(self, request: svc.AckMessageRequest,
+                         context: grpc.aio.ServicerContext) -> svc.AckMessageResponse:
         why = consume_refusal(self.broker, context, request.group.name, request.topic.name)
         if why is not None:
             return svc.AckMessageResponse(status=status(pb.UNAUTHORIZED, why))
@@ -445,7 +460,9 @@ class MessagingService(OffsetCalls):
                             status(pb.MULTIPLE_RESULTS, "see each entry"))
         return out
 
-    async def ChangeInvisibleDuration(self, request, context):
+    async def ChangeInvisibleDuration(self, request: svc.ChangeInvisibleDurationRequest,
+                                      context: grpc.aio.ServicerContext
+                                      ) -> svc.ChangeInvisibleDurationResponse:
         why = consume_refusal(self.broker, context, request.group.name, request.topic.name)
         if why is not None:
             return svc.ChangeInvisibleDurationResponse(status=status(pb.UNAUTHORIZED, why))
@@ -458,7 +475,9 @@ class MessagingService(OffsetCalls):
         return svc.ChangeInvisibleDurationResponse(status=status(pb.OK),
                                                    receipt_handle=h.encode())
 
-    async def ForwardMessageToDeadLetterQueue(self, request, context):
+    async def ForwardMessageToDeadLetterQueue(
+            self, request: svc.ForwardMessageToDeadLetterQueueRequest,
+            context: grpc.aio.ServicerContext) -> svc.ForwardMessageToDeadLetterQueueResponse:
         why = consume_refusal(self.broker, context, request.group.name, request.topic.name)
         if why is not None:
             return svc.ForwardMessageToDeadLetterQueueResponse(status=status(pb.UNAUTHORIZED,

@@ -3,19 +3,28 @@ group's committed offset read and written, a queue's offsets by policy or time. 
 checks the caller's permission on the topic and group it names."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from ...apis import definition_pb2 as pb
 from ...apis import service_pb2 as svc
 from ...remoting import RequestCode
 from .auth import authenticated, consume_refusal, refusal
 from .convert import to_ms
 
+if TYPE_CHECKING:
+    import grpc
 
-def status(code: int, message: str = "OK") -> pb.Status:
+    from ..broker import Broker
+
+
+def status(code: pb.Code, message: str = "OK") -> pb.Status:
     return pb.Status(code=code, message=message)
 
 
 class OffsetCalls:
     """Mixed into MessagingService (its `broker`)."""
+
+    broker: Broker
 
     def _queue_of(self, mq: pb.MessageQueue) -> tuple[str, int] | pb.Status:
         tc = self.broker.topics.for_pull(mq.topic.name)
@@ -27,18 +36,22 @@ class OffsetCalls:
                           f"({tc.readQueueNums} read queues)")
         return mq.topic.name, mq.id
 
-    def _checked_queue(self, request, context, group: bool) -> tuple[str, int] | pb.Status:
+    def _checked_queue(self, request: svc.GetOffsetRequest | svc.QueryOffsetRequest
+                       | svc.UpdateOffsetRequest, context: grpc.aio.ServicerContext,
+                       group: bool) -> tuple[str, int] | pb.Status:
         """The request's queue, once the caller may read its topic (and, with `group`,
         act for its group); else the status saying why not."""
         topic = request.message_queue.topic.name
-        why = consume_refusal(self.broker, context, request.group.name, topic) if group \
+        named = cast("svc.GetOffsetRequest | svc.UpdateOffsetRequest", request)  # with `group`
+        why = consume_refusal(self.broker, context, named.group.name, topic) if group \
             else refusal(self.broker, context, RequestCode.GET_MAX_OFFSET, {"topic": topic})
         if why is not None:
             return status(pb.UNAUTHORIZED, why)
         return self._queue_of(request.message_queue)
 
     @authenticated(svc.GetOffsetResponse)
-    async def GetOffset(self, request, context):
+    async def GetOffset(self, request: svc.GetOffsetRequest,
+                        context: grpc.aio.ServicerContext) -> svc.GetOffsetResponse:
         q = self._checked_queue(request, context, group=True)
         if isinstance(q, pb.Status):
             return svc.GetOffsetResponse(status=q)
@@ -50,7 +63,8 @@ class OffsetCalls:
         return svc.GetOffsetResponse(status=status(pb.OK), offset=offset)
 
     @authenticated(svc.QueryOffsetResponse)
-    async def QueryOffset(self, request, context):
+    async def QueryOffset(self, request: svc.QueryOffsetRequest,
+                          context: grpc.aio.ServicerContext) -> svc.QueryOffsetResponse:
         q = self._checked_queue(request, context, group=False)
         if isinstance(q, pb.Status):
             return svc.QueryOffsetResponse(status=q)
@@ -64,7 +78,8 @@ class OffsetCalls:
         return svc.QueryOffsetResponse(status=status(pb.OK), offset=offset)
 
     @authenticated(svc.UpdateOffsetResponse)
-    async def UpdateOffset(self, request, context):
+    async def UpdateOffset(self, request: svc.UpdateOffsetRequest,
+                           context: grpc.aio.ServicerContext) -> svc.UpdateOffsetResponse:
         q = self._checked_queue(request, context, group=True)
         if isinstance(q, pb.Status):
             return svc.UpdateOffsetResponse(status=q)

@@ -4,16 +4,20 @@ its group master's gRPC endpoint."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, Any, cast
 
 from ...apis import definition_pb2 as pb
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ...remoting.codes import PERM_READ, PERM_WRITE
 
+if TYPE_CHECKING:
+    from ..broker import Broker
+
 ALL_TYPES = [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]
 _PERMISSION = {PERM_READ | PERM_WRITE: pb.READ_WRITE, PERM_READ: pb.READ, PERM_WRITE: pb.WRITE}
 
 
-async def route_doc(broker, topic: str) -> dict | None:
+async def route_doc(broker: Broker, topic: str) -> dict[str, Any] | None:
     """The route as the name servers have it (RemotingError when none answers), or this
     broker's own queues when it has no name server; None: no such topic."""
     link = broker.namesrv
@@ -30,11 +34,12 @@ async def route_doc(broker, topic: str) -> dict | None:
         if r.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
         if r.code == ResponseCode.SUCCESS:
-            return json.loads(r.body)
+            doc: dict[str, Any] = json.loads(cast(bytes, r.body))  # (decoded: bytes)
+            return doc
     raise RemotingError(f"no name server answered: {last}")
 
 
-def local_route(broker, topic: str) -> dict | None:
+def local_route(broker: Broker, topic: str) -> dict[str, Any] | None:
     tc = broker.topics.get(topic)
     if tc is None:
         return None
@@ -44,7 +49,7 @@ def local_route(broker, topic: str) -> dict | None:
             "brokerDatas": [{"brokerName": name, "grpcAddrs": {"0": broker.grpc_address}}]}
 
 
-def message_queues(doc: dict, topic: str) -> list[pb.MessageQueue]:
+def message_queues(doc: dict[str, Any], topic: str) -> list[pb.MessageQueue]:
     """Every queue of the route whose group has a master serving gRPC."""
     grpc_of = {bd["brokerName"]: (bd.get("grpcAddrs") or {}).get("0")
                for bd in doc.get("brokerDatas", [])}

@@ -5,12 +5,16 @@ permissive it stays plaintext (and says so)."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import grpc
 
 from ...apis import rpc
 from ...remoting.tls import ServerFiles, TlsMode
 from .messaging import MessagingService
+
+if TYPE_CHECKING:
+    from ..broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +23,7 @@ MAX_MESSAGE_BYTES = 64 << 20
 
 
 class GrpcEndpoint:
-    def __init__(self, broker):
+    def __init__(self, broker: Broker):
         self.service = MessagingService(broker)
         self.server: grpc.aio.Server | None = None
         self.port: int | None = None
@@ -35,6 +39,7 @@ class GrpcEndpoint:
         rpc.add_to_server(self.service, self.server)
         tls = self.service.broker.config.tls
         if tls.mode is TlsMode.ENFORCING:
+            assert tls.server_files is not None  # (load_tls reads them for a TLS server)
             self.port = self.server.add_secure_port(f"{host}:{port}",
                                                     credentials(tls.server_files))
         else:

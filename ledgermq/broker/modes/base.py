@@ -8,8 +8,10 @@ turn its value into the result (a flush, a slave, a quorum, the consistent check
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from ...peer_auth.core import PeerAuth
 from ...remoting import RemotingCommand, ResponseCode
@@ -20,6 +22,9 @@ from .protocol import Metric
 if TYPE_CHECKING:
     from ...remoting.transport import Connection, Handler
     from ..config import BrokerConfig
+
+
+log = logging.getLogger(__name__)
 
 
 class ModeHost(Protocol):
@@ -59,6 +64,23 @@ def not_in_mode(mode: str) -> Callable[[RemotingCommand, Connection], RemotingCo
     def refuse(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"this broker is not in {mode} mode")
     return refuse
+
+
+async def beat_every(period_s: Callable[[], float], beat: Callable[[], Awaitable[None]],
+                     peer_away: tuple[type[Exception], ...], what: str) -> None:
+    """`beat()` once per `period_s()`, however long the last answer took, until cancelled:
+    the heartbeat of a mode whose roles come from a peer (a control node, a controller).
+    A failure of `peer_away` kinds (it is down, restarting, answers nonsense) is logged at
+    debug and tried again at the next beat; any other, with its traceback."""
+    while True:
+        started = time.monotonic()
+        try:
+            await beat()
+        except peer_away as e:
+            log.debug("%s: %s", what, e)
+        except Exception:
+            log.exception("%s failed", what)
+        await asyncio.sleep(max(0.0, period_s() - (time.monotonic() - started)))
 
 
 class StandaloneMode:

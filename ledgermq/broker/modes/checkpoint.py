@@ -12,7 +12,6 @@ import asyncio
 import functools
 import json
 import logging
-import time
 from typing import Sequence, cast
 
 from ...controlnode.persist import decode_cached
@@ -30,7 +29,7 @@ from ...runtime.clock import mono_ms
 from ...store import PutResult, StoreError
 from ...wire.batch import EncodedBatch
 from ...wire.message import decode_message
-from .base import Later, ModeHost, Pending
+from .base import Later, ModeHost, Pending, beat_every
 from .ha_links import HAPortMode, ha_config
 from .protocol import Metric
 
@@ -172,18 +171,10 @@ class CheckpointMode(HAPortMode):
 
     async def _heartbeat_loop(self) -> None:
         interval = self.config.controlNodeHeartbeatInterval / 1000
-        while True:
-            started = time.monotonic()
-            try:
-                await self.heartbeat()
-            except (RemotingError, ValueError, KeyError) as e:
-                log.debug("control node %s: %s", self.config.controlNodeAddr, e)
-            except Exception:
-                log.exception("checkpoint-mode heartbeat failed")
-            # a promoted broker asks often, to start serving as soon as it is confirmed;
-            # otherwise one heartbeat per interval, however long the last answer took
-            period = PROMOTING_POLL_S if self.replica.promotion else interval
-            await asyncio.sleep(max(0.0, period - (time.monotonic() - started)))
+        # a promoted broker asks often, to start serving as soon as it is confirmed
+        await beat_every(lambda: PROMOTING_POLL_S if self.replica.promotion else interval,
+                         self.heartbeat, (RemotingError, ValueError, KeyError),
+                         f"heartbeat to control node {self.config.controlNodeAddr}")
 
     def _ha_addr(self) -> str:
         return f"{self.config.brokerIP1}:{self.ha_port}"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from typing import Any, cast
 
 from ...controller.client import ControllerClient, ControllerError, ControllerRefused
@@ -29,7 +28,7 @@ from ...store import PutResult
 from ...store.marks.epoch_file import EpochFile
 from ...wire.batch import EncodedBatch
 from ..config import BrokerConfig
-from .base import Later, ModeHost
+from .base import Later, ModeHost, beat_every
 from .ha_links import HAPortMode, ha_config, when_slaves_ack
 from .protocol import Metric
 
@@ -171,16 +170,8 @@ class ControllerMode(HAPortMode):
 
     async def _loop(self) -> None:
         interval = self.config.brokerHeartbeatInterval / 1000
-        while True:
-            started = time.monotonic()
-            try:
-                await self.step()
-            except (ControllerError, RemotingError) as e:
-                log.debug("controller: %s", e)
-            except Exception:
-                log.exception("controller-mode step failed")
-            # one heartbeat per interval, however long the last answer took
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+        await beat_every(lambda: interval, self.step, (ControllerError, RemotingError),
+                         "controller-mode step")
 
     # ---- talking to the controller ----------------------------------------------------
     async def step(self) -> None:

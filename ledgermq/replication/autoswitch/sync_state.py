@@ -112,7 +112,7 @@ class SyncStateTracker:
         else:
             sent.append((self.master_end, now))
 
-    def ack(self, slave: int, offset: int, now: int) -> list:
+    def ack(self, slave: int, offset: int, now: int) -> list[ProposeSyncStateSet]:
         self.acks[slave] = max(self.acks.get(slave, 0), offset)
         sent = self.transfers.get(slave)
         while sent and sent[0][0] <= offset:  # it holds what the master had then
@@ -125,7 +125,7 @@ class SyncStateTracker:
             return self._propose(tuple(sorted(self.members + (slave,))), now)
         return []
 
-    def tick(self, now: int) -> list:
+    def tick(self, now: int) -> list[ProposeSyncStateSet]:
         if self.pending is not None:
             if now - self.proposed_at > self.config.proposal_timeout_ms:
                 self.proposed_at = now  # no answer: ask again (the set epoch fences copies)
@@ -139,7 +139,7 @@ class SyncStateTracker:
             return self._propose(tuple(m for m in self.members if m not in late), now)
         return []
 
-    def _propose(self, members: tuple[int, ...], now: int) -> list:
+    def _propose(self, members: tuple[int, ...], now: int) -> list[ProposeSyncStateSet]:
         if self.pending is not None or members == self.members:
             return []  # one change in flight at a time
         self.pending = ProposeSyncStateSet(members, self.set_epoch)

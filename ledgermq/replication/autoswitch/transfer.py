@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import cast
 
-from ..ha.actions import Complete, Disconnect, HAConfig, Heartbeat, SyncStatus
+from ..ha.actions import Complete, Disconnect, HAConfig, Heartbeat, SyncStatus, Transfer
 from ..ha.master import HAMaster, Link
 from ..ha.slave import HASlave
 from .epochs import truncate_point
@@ -72,7 +73,7 @@ class AutoSwitchMaster(HAMaster):
         self.handshaken: dict[int, tuple[int, bool, bool]] = {}  # link -> id, learner, last
 
     def handshake(self, link: int, slave_id: int, learner: bool, from_last_file: bool,
-                  now: int) -> list:
+                  now: int) -> list[object]:
         if link not in self.links:
             return []
         self.handshaken[link] = (slave_id, learner, from_last_file)
@@ -81,7 +82,9 @@ class AutoSwitchMaster(HAMaster):
             self.tracker.learners = self.tracker.learners | {slave_id}
         return [SendEpochs(link, tuple(self.epochs), self.log_end)]
 
-    def report(self, link: int, offset: int, now: int, slave_id: int | None = None) -> list:
+    def report(self, link: int, offset: int, now: int, slave_id: int | None = None,
+               log_begin: int = 0, epoch: int = 0) -> list[object]:
+        # (log_begin, epoch: S3's, unused: the handshake stands for both here)
         ln = self.links.get(link)
         if ln is None or link not in self.handshaken:
             return []  # a report before the handshake is not an ack of anything
@@ -92,11 +95,11 @@ class AutoSwitchMaster(HAMaster):
             if 0 <= offset <= self.log_end else []
         return out + super().report(link, offset, now, sid)
 
-    def appended(self, end: int, now: int) -> list:
+    def appended(self, end: int, now: int) -> list[object]:
         self.tracker.appended(end)
         return super().appended(end, now) + self._complete_covered()
 
-    def sync(self, request_id: int, end: int, now: int) -> list:
+    def sync(self, request_id: int, end: int, now: int) -> list[object]:
         ok = self.tracker.acknowledged(end)
         if ok is None:
             return [Complete(request_id, SyncStatus.NOT_ENOUGH_REPLICAS)]
@@ -105,20 +108,20 @@ class AutoSwitchMaster(HAMaster):
         self.waiters.append((end, now + self.config.sync_timeout_ms, request_id))
         return []
 
-    def set_changed(self) -> list:
+    def set_changed(self) -> list[object]:
         """The SyncStateSet changed (the controller answered): a smaller set may cover
         writes that waited for a member that left."""
         return self._complete_covered()
 
-    def _complete_covered(self) -> list:
-        out = []
+    def _complete_covered(self) -> list[object]:
+        out: list[object] = []
         while self.waiters and self.tracker.acknowledged(self.waiters[0][0]):
             out.append(Complete(self.waiters.popleft()[2], SyncStatus.OK))
         return out
 
-    def tick(self, now: int) -> list:
+    def tick(self, now: int) -> list[object]:
         """Heartbeats carry the epoch and the confirm offset too (S1-6)."""
-        out = self.tracker.tick(now)
+        out: list[object] = list(self.tracker.tick(now))
         for a in super().tick(now):
             if isinstance(a, Heartbeat):
                 self._transferred(a.link, now)
@@ -132,11 +135,11 @@ class AutoSwitchMaster(HAMaster):
         k = bisect.bisect_right([s for _, s in self.epochs], offset) - 1
         return self.epochs[max(k, 0)] if self.epochs else (0, 0)
 
-    def _push(self, link: int, ln: Link, now: int) -> list:
+    def _push(self, link: int, ln: Link, now: int) -> list[EpochTransfer]:
         """As HAMaster's push, with each chunk ending at the next epoch's start."""
-        out = []
+        out: list[EpochTransfer] = []
         starts = [s for _, s in self.epochs]
-        for t in super()._push(link, ln, now):
+        for t in cast("list[Transfer]", super()._push(link, ln, now)):  # (Transfers only)
             offset, size = t.offset, t.size
             while size > 0:
                 k = bisect.bisect_right(starts, offset) - 1
@@ -169,16 +172,17 @@ class AutoSwitchSlave(HASlave):
         self.confirmed = 0
         self.ready = False  # reports start once the handshake truncation is done
 
-    def connected(self, now: int) -> list:
+    def connected(self, now: int) -> list[object]:
         self.ready = False
         super().connected(now)  # its report waits for the master's epochs
         return [SendHandshake(self.slave_id, self.learner, self.from_last_file)]
 
-    def master_epochs(self, epochs: list[tuple[int, int]], master_end: int, now: int) -> list:
+    def master_epochs(self, epochs: list[tuple[int, int]], master_end: int,
+                      now: int) -> list[object]:
         """S1-5: cut where our history and the master's part, then start copying."""
         point = truncate_point(self.epochs, self.max_offset, list(epochs), master_end,
                                bug=self.bug)
-        out: list = []
+        out: list[object] = []
         if point is None:  # nothing in common: start over, empty
             point = 0
         if point < self.max_offset:
@@ -190,7 +194,7 @@ class AutoSwitchSlave(HASlave):
         return out + [self._report(now)]
 
     def data(self, offset: int, size: int, epoch: int, epoch_start: int, confirm: int,
-             body, now: int) -> list:
+             body: bytes, now: int) -> list[object]:
         if not self.ready:
             return []
         acts = self.frame(offset, size, body, now)
@@ -204,5 +208,5 @@ class AutoSwitchSlave(HASlave):
             acts.append(Confirmed(confirm))
         return acts
 
-    def tick(self, now: int) -> list:
+    def tick(self, now: int) -> list[object]:
         return super().tick(now) if self.ready or not self.connected_now else []

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 BUGS = {
     "failover-skips-cache": "the new master is promoted without the cached messages",
@@ -95,7 +96,7 @@ class View:
 
 @dataclass(frozen=True)
 class SaveState:
-    state: dict  # persist (small JSON) before answering
+    state: dict[str, Any]  # persist (small JSON) before answering
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,9 @@ class Promote:
     members: tuple[tuple[int, int], ...]
 
 
+ControlAction = SaveState | SaveCache | Promote  # what the driver does, in order
+
+
 @dataclass
 class GroupState:
     epoch: int = 0
@@ -125,14 +129,14 @@ class GroupState:
     replayed: list[str] = field(default_factory=list)  # ids of recently replayed messages
     members_version: int = 0  # the master's proposal they come from (0: from a failover)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "master": self.master, "checkpoint": self.checkpoint,
                 "members": self.members, "membersVersion": self.members_version,
                 "takeovers": self.takeovers, "slots": self.slots,
                 "promoting": self.promoting, "replayed": self.replayed}
 
     @classmethod
-    def from_json(cls, d: dict) -> "GroupState":
+    def from_json(cls, d: dict[str, Any]) -> "GroupState":
         return cls(d["epoch"], d["master"], d["checkpoint"],
                    list(d["members"]),
                    [tuple(t) for t in d["takeovers"]], dict(d["slots"]), d.get("promoting"),
@@ -158,8 +162,9 @@ class GroupControl:
     # ---- heartbeats ---------------------------------------------------------------
     def heartbeat(self, addr: str, wants_master: bool, epoch: int, max_offset: int,
                   now: int, checkpoint: int = 0, members: list[int] | None = None,
-                  members_version: int = 0) -> tuple[View, list]:
-        st, out = self.state, []
+                  members_version: int = 0) -> tuple[View, list[ControlAction]]:
+        st = self.state
+        out: list[ControlAction] = []
         slot = st.slots.get(addr)
         if slot is None:
             slot = st.slots[addr] = 1 + max(st.slots.values(), default=0)
@@ -178,6 +183,7 @@ class GroupControl:
             if checkpoint > st.checkpoint or newer:
                 st.checkpoint = max(st.checkpoint, checkpoint)
                 if newer:
+                    assert members is not None  # (newer says so)
                     st.members, st.members_version = sorted(members), members_version
                 out.append(self._save())
                 out += self._drop_covered()
@@ -200,7 +206,7 @@ class GroupControl:
 
     # ---- the cache ----------------------------------------------------------------
     def cache_message(self, epoch: int, offset: int, end: int, msg_id: str, data: bytes
-                      ) -> tuple[bool, list]:
+                      ) -> tuple[bool, list[ControlAction]]:
         """S3-3: the master's sync timed out; keep the message if we can."""
         st = self.state
         if epoch != st.epoch or st.promoting is not None or st.master is None:
@@ -220,7 +226,7 @@ class GroupControl:
         self.cache_bytes += len(entry.data)
         return True, [SaveCache(entry)]
 
-    def _drop_covered(self) -> list:
+    def _drop_covered(self) -> list[ControlAction]:
         cp = self.state.checkpoint
         keep = [c for c in self.cache if c.end > cp]
         if len(keep) == len(self.cache):
@@ -230,7 +236,7 @@ class GroupControl:
         return [SaveCache(None)]
 
     # ---- failover -----------------------------------------------------------------
-    def tick(self, now: int) -> list:
+    def tick(self, now: int) -> list[ControlAction]:
         st = self.state
         timeout = self.config.master_timeout_ms
         if st.promoting is not None:
@@ -272,7 +278,7 @@ class GroupControl:
         return Promote(b.addr, b.slot, st.epoch + 1, replay, st.checkpoint, members)
 
     def promoted(self, slot: int, epoch: int, takeover: int,
-                 replayed: list[tuple[int, int, int]], log_end: int) -> list:
+                 replayed: list[tuple[int, int, int]], log_end: int) -> list[ControlAction]:
         """The new master answered: its log ended at `takeover` and each replayed cached
         entry (old offset -> new offset, new end) now lives in its log."""
         st = self.state
@@ -309,7 +315,7 @@ class GroupControl:
         # covers it (before that, a failover could still lose it)
         return Resolution.DONE if end <= st.checkpoint else Resolution.UNKNOWN
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         st = self.state.to_json()
         st["brokers"] = {b.addr: {"slot": b.slot, "maxOffset": b.max_offset, "epoch": b.epoch}
                          for b in self.brokers.values()}

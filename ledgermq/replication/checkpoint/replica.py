@@ -89,6 +89,9 @@ class SaveRole:
     promotion: Promotion | None
 
 
+RoleAction = Truncate | Follow | Lead | Replay | AnswerPromotion | Stand | SaveRole
+
+
 class CheckpointReplica:
     def __init__(self, epoch: int = 0, promotion: Promotion | None = None):
         self.epoch = epoch
@@ -100,7 +103,7 @@ class CheckpointReplica:
     def _save(self) -> SaveRole:
         return SaveRole(self.epoch, self.promotion)
 
-    def on_view(self, view: View, log_end: int) -> list:
+    def on_view(self, view: View, log_end: int) -> list[RoleAction]:
         self.slot = view.slot
         p = self.promotion
         if p is not None and view.epoch < p.epoch:
@@ -110,7 +113,7 @@ class CheckpointReplica:
                 self.role, self.master_addr = "WAIT", None
                 return [Stand("the control node has no master for the group now")]
             return []
-        out: list = []
+        out: list[RoleAction] = []
         if view.role == "MASTER":
             if self.role == "MASTER" and self.epoch == view.epoch:
                 return []
@@ -124,6 +127,7 @@ class CheckpointReplica:
         if self.role == "SLAVE" and self.epoch == view.epoch \
                 and self.master_addr == view.master_addr and p is None:
             return []
+        assert view.master_addr is not None  # (a SLAVE view names its master)
         if self.role == "MASTER":
             out.append(Stand(f"deposed: epoch {view.epoch} has master {view.master_addr}"))
         cut = [t for t in (view.truncate_to, p.takeover if p else None) if t is not None]
@@ -133,12 +137,12 @@ class CheckpointReplica:
         self.promotion = None
         return out + [self._save(), Follow(view.master_addr, view.slot)]
 
-    def on_promote(self, promote: Promote, log_end: int) -> list:
+    def on_promote(self, promote: Promote, log_end: int) -> list[RoleAction]:
         p = self.promotion
         if p is not None and p.epoch == promote.epoch:
             if p.replayed is not None:
                 return [AnswerPromotion(p)]
-            out: list = [Truncate(p.takeover)] if log_end > p.takeover else []
+            out: list[RoleAction] = [Truncate(p.takeover)] if log_end > p.takeover else []
             return out + [Replay(promote, p.takeover)]
         if promote.epoch <= self.epoch or log_end < promote.checkpoint:
             return []  # (a log below the checkpoint is not the copy the control node counted)
@@ -146,7 +150,8 @@ class CheckpointReplica:
         self.promotion = Promotion(promote.epoch, log_end)
         return [Stand("promoting"), self._save(), Replay(promote, log_end)]
 
-    def replayed(self, moved: list[tuple[int, int, int]], log_end: int) -> list:
+    def replayed(self, moved: list[tuple[int, int, int]], log_end: int) -> list[RoleAction]:
         p = self.promotion
+        assert p is not None  # (answers its Replay)
         self.promotion = Promotion(p.epoch, p.takeover, tuple(moved), log_end)
         return [self._save(), AnswerPromotion(self.promotion)]

@@ -22,7 +22,9 @@ that follow that epoch (a slave of another epoch has not been cut to its takeove
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .actions import (
     Close, Complete, HAConfig, Heartbeat, PublishCheckpoint, SaveCheckpoint, SyncStatus, Transfer,
@@ -75,18 +77,19 @@ class HAMaster:
         self.join_floor = log_end
         self.membership = Membership(members or {}, now, config.member_timeout_ms, bug)
         self.members = self.membership.acks  # slave id -> acked offset, for the min
-        self._saved_members: tuple | None = None  # who the last SaveCheckpoint named
+        self._saved_members: tuple[int, ...] | None = None  # who the last SaveCheckpoint named
         self.bug = bug
         self.now = now
 
     # ---- links --------------------------------------------------------------------
-    def connected(self, link: int, now: int) -> list:
+    def connected(self, link: int, now: int) -> list[object]:
         self.links[link] = Link(heard_at=now, sent_at=now)
         return []
 
-    def disconnected(self, link: int) -> list:
+    def disconnected(self, link: int) -> list[object]:
         self.links.pop(link, None)
         if self.recovering:
+            assert self.recovery is not None
             return self.recovery.gone(link, self.log_end)
         return []
 
@@ -95,7 +98,7 @@ class HAMaster:
         return self.recovery is not None and not self.recovery.done
 
     def report(self, link: int, offset: int, now: int, slave_id: int | None = None,
-               log_begin: int = 0, epoch: int = 0) -> list:
+               log_begin: int = 0, epoch: int = 0) -> list[object]:
         """A slave's max-offset report (its heartbeat and its ack). `log_begin`: where the
         master's log starts (a segment start; retention moves it). S3: `epoch`, the epoch
         whose master the slave follows."""
@@ -111,17 +114,18 @@ class HAMaster:
             self.links.pop(link)
             return [Close(link, f"slave follows epoch {epoch}, this master leads epoch "
                                 f"{self.epoch}: it must take its view first")]
-        if self.recovering and link in self.recovery.wanted and offset <= self.log_end \
-                and link != self.recovery.source:
+        rec = self.recovery if self.recovering else None
+        if rec is not None and link in rec.wanted and offset <= self.log_end \
+                and link != rec.source:
             # it once reported a log past ours, unchecked (a fork check needs our bytes);
             # we hold that far now, from another slave: it reconnects to be checked
             del self.links[link]
             return [Close(link, "its log went past ours and was not what we copied: it "
                                 "reconnects to be checked against ours")] + \
-                self.recovery.gone(link, self.log_end)
+                rec.gone(link, self.log_end)
         ln.reported = offset
-        if self.recovering:
-            asks = self.recovery.reported(link, offset, self.log_end)
+        if rec is not None:
+            asks = rec.reported(link, offset, self.log_end)
             if offset > self.log_end:
                 return asks
         if offset > self.log_end or offset < 0:
@@ -139,7 +143,7 @@ class HAMaster:
             ln.push = ln.base = start
             ln.slave_id = slave_id
         ln.acked = max(ln.acked, offset)
-        out: list = []
+        out: list[object] = []
         if self.config.checkpoint and ln.slave_id is not None:
             out += self._advance_checkpoint(ln)
         out += self._complete_covered()
@@ -147,7 +151,7 @@ class HAMaster:
         return out
 
     # ---- recovery (S2 SYNC_MASTER) -------------------------------------------------
-    def refill_data(self, link: int, offset: int, body: bytes, now: int) -> list:
+    def refill_data(self, link: int, offset: int, body: bytes, now: int) -> list[object]:
         """Bytes of its log a slave sent back, as asked (AskRefill)."""
         self.now = now
         if link not in self.links:
@@ -156,25 +160,29 @@ class HAMaster:
             self.links.pop(link)
             return [Close(link, "slave sent log bytes the master did not ask for")]
         self._refill_since = now
+        assert self.recovery is not None
         return self.recovery.data(link, offset, body, self.log_end)
 
-    def refill_appended(self, end: int, now: int) -> list:
+    def refill_appended(self, end: int, now: int) -> list[object]:
         """The driver appended a RefillAppend's whole messages: our log ends at `end`."""
+        assert self.recovery is not None  # (a RefillAppend comes from it)
         old, self.log_end = self.log_end, end
         return self.recovery.appended(old, end) + self.appended(end, now)
 
-    def end_recovery(self, now: int) -> list:
+    def end_recovery(self, now: int) -> list[object]:
         """An operator accepts the risk: writes start now, without what the slaves may
         still hold past our end (a slave that reports more is refused from then on)."""
         if not self.recovering:
             return []
+        assert self.recovery is not None
         self.recovery.done = True
         return [Recovered(self.log_end)] + self._recovered(now)
 
-    def _refill_stalled(self, now: int) -> list:
+    def _refill_stalled(self, now: int) -> list[object]:
         """A refilling slave that sent nothing for housekeeping_ms (its ask or its bytes
         lost on the way) loses its turn and its link: a fresh connection reports again and
         is asked again, instead of the master waiting for it for good (#34)."""
+        assert self.recovery is not None  # (only while recovering)
         src = self.recovery.source
         if src != self._refill_source:
             self._refill_source, self._refill_since = src, now
@@ -186,12 +194,13 @@ class HAMaster:
         return [Close(src, f"refill stalled: nothing for {self.config.housekeeping_ms} ms")] + \
             self.recovery.gone(src, self.log_end)
 
-    def _recovered(self, now: int) -> list:
+    def _recovered(self, now: int) -> list[object]:
         """Pushing starts for the slaves that reported while we recovered. A slave that
         reported a log past ours and was not the one we copied is closed instead: its bytes
         past our old end were never checked against ours (a fork check needs the bytes),
         so it reconnects and its log is checked against what we hold now."""
-        out: list = []
+        assert self.recovery is not None  # (only once it recovered)
+        out: list[object] = []
         for link in [k for k in self.recovery.wanted if k in self.links]:
             del self.links[link]
             out.append(Close(link, "its log went past ours and was not what we copied: "
@@ -202,16 +211,16 @@ class HAMaster:
         return out
 
     # ---- local writes -------------------------------------------------------------
-    def appended(self, end: int, now: int) -> list:
+    def appended(self, end: int, now: int) -> list[object]:
         """The master's log now ends at `end`: push to every slave that is waiting."""
         self.log_end = end
         self.now = now
-        out: list = []
+        out: list[object] = []
         for link, ln in self.links.items():
             out += self._push(link, ln, now)
         return out
 
-    def sync(self, request_id: int, end: int, now: int) -> list:
+    def sync(self, request_id: int, end: int, now: int) -> list[object]:
         """Wait until the write ending at `end` is covered (see the module doc)."""
         self.now = now
         if self.recovering:  # (the broker takes no write before Recovered)
@@ -234,15 +243,16 @@ class HAMaster:
             return self.saved
         return max((ln.acked for ln in self.links.values()), default=-1)
 
-    def _complete_covered(self) -> list:
+    def _complete_covered(self) -> list[object]:
         covered = self._covered()
-        out = []
+        out: list[object] = []
         while self.waiters and self.waiters[0][0] <= covered:
             out.append(Complete(self.waiters.popleft()[2], SyncStatus.OK))
         return out
 
     # ---- S3 checkpoint ------------------------------------------------------------
-    def _advance_checkpoint(self, ln: Link) -> list:
+    def _advance_checkpoint(self, ln: Link) -> list[object]:
+        assert ln.slave_id is not None  # (only for a named slave)
         self.membership.reported(ln.slave_id, ln.acked, max(self.checkpoint, self.join_floor),
                                  self.now)
         return self._recompute()
@@ -252,7 +262,7 @@ class HAMaster:
         is dropped (the master heartbeats it)."""
         return self.membership.proposal()
 
-    def members_saved(self, version: int, ids, now: int) -> list:
+    def members_saved(self, version: int, ids: Iterable[int], now: int) -> list[object]:
         """The control node saved proposal `version` (naming `ids`): drop the leaving
         members it no longer names; the checkpoint may then move past them."""
         self.now = now
@@ -260,7 +270,7 @@ class HAMaster:
             return []
         return self._recompute()
 
-    def _recompute(self) -> list:
+    def _recompute(self) -> list[object]:
         """Save a checkpoint that moved, or a membership that changed; nothing is
         published or counted before `checkpoint_saved`."""
         floor = self.membership.floor()
@@ -275,21 +285,21 @@ class HAMaster:
         self._saved_members = named
         return [SaveCheckpoint(self.checkpoint, tuple(sorted(self.members.items())))]
 
-    def checkpoint_saved(self, checkpoint: int, now: int) -> list:
+    def checkpoint_saved(self, checkpoint: int, now: int) -> list[object]:
         """The driver's SaveCheckpoint up to `checkpoint` is durable: publish and count it."""
         self.now = now
         if checkpoint <= self.saved:
             return []
         self.saved = checkpoint
-        out: list = [PublishCheckpoint(link, checkpoint) for link, other in self.links.items()
-                     if other.slave_id is not None]
+        out: list[object] = [PublishCheckpoint(link, checkpoint)
+                             for link, other in self.links.items() if other.slave_id is not None]
         return out + self._complete_covered()
 
     # ---- pushing and time ---------------------------------------------------------
-    def _push(self, link: int, ln: Link, now: int) -> list:
+    def _push(self, link: int, ln: Link, now: int) -> Sequence[object]:
         if ln.push is None:
             return []
-        out = []
+        out: list[Transfer] = []
         cfg = self.config
         limit = min(self.log_end, max(ln.acked, ln.base) + cfg.window)
         while ln.push < limit:
@@ -300,10 +310,10 @@ class HAMaster:
             ln.sent_at = now
         return out
 
-    def tick(self, now: int) -> list:
+    def tick(self, now: int) -> list[object]:
         self.now = now
         cfg = self.config
-        out: list = []
+        out: list[object] = []
         for link, ln in list(self.links.items()):
             if now - ln.heard_at >= cfg.housekeeping_ms:
                 del self.links[link]
@@ -320,6 +330,7 @@ class HAMaster:
                 ln.sent_at = now
                 out.append(Heartbeat(link, ln.reported))
         if self.recovering:
+            assert self.recovery is not None
             out += self._refill_stalled(now)
             done = self.recovery.tick(now, self.log_end)
             if done:
@@ -330,7 +341,7 @@ class HAMaster:
             out.append(Complete(self.waiters.popleft()[2], SyncStatus.TIMEOUT))
         return out
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {"logEnd": self.log_end, "checkpoint": self.checkpoint, "saved": self.saved,
                 "members": {str(k): v for k, v in self.members.items()},
                 "leaving": {str(k): why for k, why in self.membership.leaving.items()},

@@ -22,6 +22,8 @@ current version.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 # Known bugs the simulator must catch (`--inject-bug`).
 BUGS = {
     "members-never-dropped": "a member that never comes back holds the checkpoint forever",
@@ -84,7 +86,7 @@ class Membership:
             return self._drop(silent)
         return []
 
-    def saved(self, version: int, ids) -> list[int]:
+    def saved(self, version: int, ids: Iterable[int]) -> list[int]:
         """The control node saved proposal `version` naming `ids`: drop the leaving members
         it no longer names. Returns the dropped ids."""
         if version > self.version:  # a predecessor's: ours must outrank it to be saved

@@ -72,7 +72,7 @@ class Recovery:
         self.pending = b""  # its bytes not yet appended (an unfinished message)
         self.done = False
 
-    def reported(self, link: int, offset: int, log_end: int) -> list:
+    def reported(self, link: int, offset: int, log_end: int) -> list[object]:
         """A slave reported `offset` (its log end)."""
         if offset <= log_end or self.bug == "no-refill":
             self.heard = True
@@ -80,7 +80,7 @@ class Recovery:
         self.wanted[link] = offset
         return self._next(log_end)
 
-    def _next(self, log_end: int) -> list:
+    def _next(self, log_end: int) -> list[object]:
         if self.source is not None:
             return []
         for link, offset in sorted(self.wanted.items(), key=lambda kv: -kv[1]):
@@ -89,7 +89,7 @@ class Recovery:
                 return [AskRefill(link, log_end)]
         return []
 
-    def data(self, link: int, offset: int, body: bytes, log_end: int) -> list:
+    def data(self, link: int, offset: int, body: bytes, log_end: int) -> list[object]:
         """Bytes from a refilling slave; bytes out of turn or out of place end its turn."""
         if link != self.source or offset != self.expect:
             return self.gone(link, log_end)
@@ -103,12 +103,12 @@ class Recovery:
             return self._finished(log_end)
         return [RefillAppend(log_end, self.pending)]
 
-    def appended(self, old_end: int, new_end: int) -> list:
+    def appended(self, old_end: int, new_end: int) -> list[object]:
         """The driver appended whole messages from old_end to new_end."""
         self.pending = self.pending[new_end - old_end:]
         return self._finished(new_end)
 
-    def _finished(self, log_end: int) -> list:
+    def _finished(self, log_end: int) -> list[object]:
         """The source's turn ends once we hold all it reported."""
         if self.source is None or log_end < self.wanted.get(self.source, 0):
             return []
@@ -116,7 +116,7 @@ class Recovery:
         self.source, self.pending, self.heard = None, b"", True
         return self._next(log_end)
 
-    def gone(self, link: int, log_end: int) -> list:
+    def gone(self, link: int, log_end: int) -> list[object]:
         """The link closed (or misbehaved): it refills us no more."""
         self.wanted.pop(link, None)
         if link == self.source:
@@ -124,7 +124,7 @@ class Recovery:
             return self._next(log_end)
         return []
 
-    def tick(self, now: int, log_end: int) -> list:
+    def tick(self, now: int, log_end: int) -> list[object]:
         if not self.done and now >= self.until and self.source is None and self.heard:
             self.done = True
             return [Recovered(log_end)]

@@ -45,7 +45,7 @@ class HASlave:
         self.reconnect_ms = reconnect_ms
         self.checkpoint = 0
 
-    def connected(self, now: int) -> list:
+    def connected(self, now: int) -> list[object]:
         self.connected_now = True
         self.heard_at = now
         # the master sends from what we report: the bytes we hold past it are skipped
@@ -53,7 +53,7 @@ class HASlave:
         self.expect, self.pending = report.offset, b""
         return [report] + self._flush()
 
-    def disconnected(self, now: int) -> list:
+    def disconnected(self, now: int) -> list[object]:
         self.connected_now = False
         self.down_since = now
         self.expect, self.pending = self.max_offset, b""
@@ -64,13 +64,13 @@ class HASlave:
         durable = self.config.checkpoint and self.bug != "slave-reports-unflushed"
         return Report(self.flushed if durable else self.max_offset, hello)
 
-    def _flush(self) -> list:
+    def _flush(self) -> list[object]:
         if not self.config.checkpoint or self.flushing or self.flushed >= self.max_offset:
             return []
         self.flushing = True
         return [Flush(self.max_offset)]
 
-    def flushed_to(self, offset: int, now: int) -> list:
+    def flushed_to(self, offset: int, now: int) -> list[object]:
         """S3: the driver's flush (from Flush) made the log durable up to `offset`."""
         self.flushing = False
         if offset > self.flushed:
@@ -78,7 +78,7 @@ class HASlave:
             return [self._report(now)] + self._flush()
         return self._flush()
 
-    def frame(self, offset: int, size: int, body, now: int) -> list:
+    def frame(self, offset: int, size: int, body: bytes, now: int) -> list[object]:
         """A header (and body) from the master."""
         self.heard_at = now
         if size == REFILL_FRAME:  # a recovering master asks for what it lost (refill.py)
@@ -88,7 +88,7 @@ class HASlave:
                 self.checkpoint = offset
                 return [StoreCheckpoint(offset)]
             return []
-        out: list = []
+        out: list[object] = []
         if self.max_offset == 0 and self.expect == 0 and offset > 0:
             # an empty slave starts where the master began sending (its last segment)
             if offset % self.config.segment_size:
@@ -108,7 +108,7 @@ class HASlave:
         out.append(Append(self.max_offset, self.pending))
         return out
 
-    def appended(self, new_max: int, now: int) -> list:
+    def appended(self, new_max: int, now: int) -> list[object]:
         """The driver appended whole messages up to `new_max` (from Append)."""
         used = new_max - self.max_offset
         self.pending = self.pending[used:] if used < len(self.pending) else b""
@@ -117,12 +117,12 @@ class HASlave:
             return self._flush()  # reported once flushed
         return [self._report(now)]
 
-    def _drop(self, reason: str) -> list:
+    def _drop(self, reason: str) -> list[object]:
         self.connected_now = False
         self.expect, self.pending = self.max_offset, b""
         return [Disconnect(reason)]
 
-    def tick(self, now: int) -> list:
+    def tick(self, now: int) -> list[object]:
         cfg = self.config
         if not self.connected_now:
             if now - self.down_since >= self.reconnect_ms:

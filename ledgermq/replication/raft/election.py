@@ -17,7 +17,10 @@ the ordinary rule is the same rule.
 """
 from __future__ import annotations
 
-from .messages import Action, Role, SaveMeta, Send, VoteRequest, VoteResponse
+import random
+from typing import TYPE_CHECKING
+
+from .messages import Action, RaftConfig, Role, SaveMeta, Send, VoteRequest, VoteResponse
 
 
 class Elections:
@@ -26,6 +29,32 @@ class Elections:
     votes: set[str]
     pre_votes: set[str]
     pre_voting: bool
+    # RaftNode's state and log helpers used here
+    id: str
+    peers: list[str]
+    cfg: RaftConfig
+    bugs: frozenset[str]
+    rng: random.Random
+    term: int
+    voted_for: str | None
+    promised: tuple[int, int] | None
+    role: Role
+    leader: str | None
+    last_heard: int
+    election_deadline: int
+    leader_since: int
+    last_reply: dict[str, int]
+
+    if TYPE_CHECKING:
+        @property
+        def end(self) -> int: ...
+        @property
+        def last_term(self) -> int: ...
+        @property
+        def quorum(self) -> int: ...
+        def _become_follower(self, term: int, leader: str | None, now: int,
+                             out: list[Action]) -> None: ...
+        def _become_leader(self, now: int, out: list[Action]) -> None: ...
 
     def _election_timeout(self) -> int:
         t = self.cfg.election_timeout_ms

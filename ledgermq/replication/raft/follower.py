@@ -11,9 +11,12 @@ leader's, clamped to what this log holds and is known to share with the leader
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .log import RaftLog
 from .messages import (
-    RESET_LOG, Action, AppendEntries, Code, Entry, Push, PushResponse, PushType, ResetLog, Role,
-    SaveCommit, Send, TruncateAfter,
+    RESET_LOG, Action, AppendEntries, Code, Entry, Push, PushResponse, PushType, RaftConfig,
+    ResetLog, Role, SaveCommit, Send, TruncateAfter,
 )
 
 
@@ -23,6 +26,27 @@ class FollowerLog:
 
     pending_appends: dict[int, tuple[Push, int]]  # first index -> (push, when it came)
     match_end: int  # highest index known equal to the current leader's
+    # RaftNode's state and log helpers used here
+    id: str
+    cfg: RaftConfig
+    bugs: frozenset[str]
+    term: int
+    role: Role
+    leader: str | None
+    log: RaftLog
+    commit: int
+    last_heard: int
+    election_deadline: int
+
+    if TYPE_CHECKING:
+        @property
+        def begin(self) -> int: ...
+        @property
+        def end(self) -> int: ...
+        def entry(self, index: int) -> Entry | None: ...
+        def _election_timeout(self) -> int: ...
+        def _become_follower(self, term: int, leader: str | None, now: int,
+                             out: list[Action]) -> None: ...
 
     def _respond(self, m: Push, code: Code, out: list[Action], last: int | None = None) -> None:
         out.append(Send(PushResponse(self.id, m.src, self.term, m.kind, m.index,

@@ -9,9 +9,12 @@ majority holds, and only an entry of the leader's own term (S0-8, Raft's figure 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .log import RaftLog
 from .messages import (
-    RESET_LOG, Action, Code, Complete, Entry, Push, PushResponse, PushType, Role, SaveCommit, Send,
-    TimeoutNow,
+    RESET_LOG, Action, Code, Complete, Entry, Push, PushResponse, PushType, RaftConfig, Role,
+    SaveCommit, Send, TimeoutNow,
 )
 from .progress import Dispatcher
 
@@ -23,6 +26,30 @@ class LeaderReplication:
     dispatchers: dict[str, Dispatcher]
     watermarks: dict[int, dict[str, int]]  # term -> peer -> acked end
     waiters: dict[int, tuple[int, int, int]]  # request id -> (index, term, deadline)
+    # RaftNode's state and log helpers used here
+    id: str
+    peers: list[str]
+    cfg: RaftConfig
+    bugs: frozenset[str]
+    term: int
+    role: Role
+    log: RaftLog
+    commit: int
+    last_reply: dict[str, int]
+    transfer_to: str | None
+
+    if TYPE_CHECKING:
+        @property
+        def begin(self) -> int: ...
+        @property
+        def end(self) -> int: ...
+        @property
+        def quorum(self) -> int: ...
+        def entry(self, index: int) -> Entry | None: ...
+        def entries(self, lo: int, hi: int) -> tuple[Entry, ...]: ...
+        def caught_up(self, peer: str) -> bool: ...
+        def _become_follower(self, term: int, leader: str | None, now: int,
+                             out: list[Action]) -> None: ...
 
     # ---- pushes -----------------------------------------------------------------------
     def _push(self, peer: str, kind: PushType, index: int, entries: tuple[Entry, ...]) -> Send:
@@ -208,8 +235,8 @@ class LeaderReplication:
         for rid, (i, term, _) in list(self.waiters.items()):
             if i <= index:
                 del self.waiters[rid]
-                code = Code.SUCCESS if self.entry(i) and self.entry(i).term == term \
-                    else Code.TERM_CHANGED
+                mine = self.entry(i)
+                code = Code.SUCCESS if mine and mine.term == term else Code.TERM_CHANGED
                 out.append(Complete(rid, code, i, term))
 
     def _expire_waiters(self, now: int, out: list[Action]) -> None:

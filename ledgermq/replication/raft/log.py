@@ -3,13 +3,31 @@ interface; MemoryLog keeps entries in a list (the simulator), the broker keeps t
 commit-log positions in memory and reads entry bytes from its store."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Protocol
 
 from .messages import Entry
 
 
+class RaftLog(Protocol):
+    """What the core needs of a log (MemoryLog's interface; the broker's StoreRaftLog)."""
+
+    def __bool__(self) -> bool: ...
+    @property
+    def begin(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def last_term(self) -> int: ...
+    def entry(self, index: int) -> Entry | None: ...
+    def entries(self, lo: int, hi: int) -> tuple[Entry, ...]: ...
+    def append(self, entries: Iterable[Entry]) -> None: ...
+    def truncate_after(self, index: int) -> None: ...
+    def reset(self, entry: Entry) -> None: ...
+    def bytes_after(self, index: int) -> int: ...
+
+
 class MemoryLog:
-    def __init__(self, entries: Iterable[Entry] = ()):
+    def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self._entries: list[Entry] = []
         self._cum: list[int] = []  # bytes of data up to and including each entry
         self.append(entries)

@@ -15,11 +15,12 @@ leader steps down, or WAIT_QUORUM_ACK_TIMEOUT); `commit` never moves back.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from .election import Elections
 from .follower import FollowerLog
 from .leader import LeaderReplication
-from .log import MemoryLog
+from .log import MemoryLog, RaftLog
 from .messages import (
     Action, AppendEntries, Code, Complete, Entry, Message, Push, PushResponse, PushType, RaftConfig,
     Role, SaveMeta, TimeoutNow, VoteRequest, VoteResponse,
@@ -41,9 +42,10 @@ BUGS = {
 
 class RaftNode(Elections, LeaderReplication, FollowerLog):
     def __init__(self, node_id: str, peers: list[str], config: RaftConfig | None = None, *,
-                 term: int = 0, voted_for: str | None = None, log=None,
+                 term: int = 0, voted_for: str | None = None,
+                 log: RaftLog | list[Entry] | None = None,
                  commit: int = -1, rng: random.Random | None = None, now: int = 0,
-                 promised: tuple[int, int] | None = None):
+                 promised: tuple[int, int] | None = None) -> None:
         self.id = node_id
         self.peers = [p for p in peers if p != node_id]
         self.cfg = config or RaftConfig()
@@ -52,7 +54,7 @@ class RaftNode(Elections, LeaderReplication, FollowerLog):
         self.term = term
         self.voted_for = voted_for
         # a list of entries (kept in memory) or any object with MemoryLog's methods
-        self.log = MemoryLog(log or []) if log is None or isinstance(log, list) else log
+        self.log: RaftLog = MemoryLog(log or []) if log is None or isinstance(log, list) else log
         self.commit = min(commit, self.end)
         # (last term, last index) of a log this node held, and may have acknowledged, before
         # its disk lost the tail (CRC damage found on restart): see Elections._vote_floor
@@ -212,7 +214,7 @@ class RaftNode(Elections, LeaderReplication, FollowerLog):
             self._dispatch(p, now, out)
 
     # ---- status ---------------------------------------------------------------------
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {"id": self.id, "role": self.role.value, "term": self.term, "leader": self.leader,
                 "begin": self.begin, "end": self.end, "commit": self.commit,
                 "watermarks": dict(self.watermarks.get(self.term, {}))
