@@ -8,6 +8,7 @@ under `if TYPE_CHECKING:` are annotations only and do not count."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import ledgermq
@@ -81,6 +82,7 @@ def package_of(module: str) -> str | None:
     return parts[1]
 
 
+@functools.cache  # parsed once for every test here (and fewer parses: see CPython gh-106905)
 def graph() -> dict[str, set[str]]:
     return {module_name(p): imports_of(p) for p in ROOT.rglob("*.py")}
 
