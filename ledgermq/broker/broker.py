@@ -41,9 +41,10 @@ from .modes import ModeHost, ReplicationMode, mode_class
 from .name_server_link import NameServerLink
 from .pop.service import PopService
 from .processors import PROCESSORS
+from .processors.refusal_codes import REMOTING_CODES
+from .refusals import Refused
 from .replica_lag import LogBoundaries
 from .request_timing import timed
-from .send_parsing import BadRequest
 
 if TYPE_CHECKING:
     from .grpc.channel import ClientChannel
@@ -256,7 +257,7 @@ class Broker:
             conn.closed.add_done_callback(lambda _: self.consumers.connection_closed(conn))
         try:
             result = handler(cmd, conn)
-        except (BadRequest, KeyError, ValueError) as e:
+        except (Refused, KeyError, ValueError) as e:
             return self._bad_request(cmd, e)
         if asyncio.iscoroutine(result):
             return self._guard(cmd, result)
@@ -290,10 +291,11 @@ class Broker:
     async def _guard(self, cmd: RemotingCommand, coro: Awaitable[Reply]) -> Reply:
         try:
             return await coro
-        except (BadRequest, KeyError, ValueError) as e:
+        except (Refused, KeyError, ValueError) as e:
             return self._bad_request(cmd, e)
 
     @staticmethod
     def _bad_request(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
         what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request (code {cmd.code}): {what}")
+        code = REMOTING_CODES[e.kind] if isinstance(e, Refused) else ResponseCode.SYSTEM_ERROR
+        return cmd.response(code, f"bad request (code {cmd.code}): {what}")

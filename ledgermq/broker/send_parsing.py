@@ -12,6 +12,7 @@ from ..wire.message import (
     PROPERTY_REAL_TOPIC, PROPERTY_SEPARATOR, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
     decode_properties, encode_properties, property_value,
 )
+from .refusals import Kind, Refused
 
 if TYPE_CHECKING:
     import numpy as np
@@ -24,10 +25,6 @@ _V2 = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTop
        "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
        "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
        "n": "brokerName"}
-
-
-class BadRequest(ValueError):
-    """A request whose fields cannot be used; the message says which and why."""
 
 
 @dataclass
@@ -50,17 +47,17 @@ def _int(ext: dict[str, str], key: str, default: int | None = None) -> int:
     raw = ext.get(key)
     if raw in (None, ""):
         if default is None:
-            raise BadRequest(f"the send header lacks {key}")
+            raise Refused(Kind.BAD_REQUEST, f"the send header lacks {key}")
         return default
     try:
         return int(raw)
     except ValueError:
-        raise BadRequest(f"{key}={raw!r} is not an integer") from None
+        raise Refused(Kind.BAD_REQUEST, f"{key}={raw!r} is not an integer") from None
 
 
 def parse_send_header(ext: dict[str, str]) -> SendHeader:
     """The send header, its numbers within the widths the stored message gives them
-    (BadRequest naming the field otherwise)."""
+    (Refused naming the field otherwise)."""
     h = _parse_v2(ext) if "b" in ext and "topic" not in ext else _parse_v1(ext)
     for name, value, bits in (("queueId", h.queue_id, 32), ("sysFlag", h.sys_flag, 32),
                               ("bornTimestamp", h.born_timestamp, 64), ("flag", h.flag, 32),
@@ -68,14 +65,14 @@ def parse_send_header(ext: dict[str, str]) -> SendHeader:
                               ("defaultTopicQueueNums", h.default_topic_queue_nums, 32),
                               ("maxReconsumeTimes", h.max_reconsume_times or 0, 32)):
         if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
-            raise BadRequest(f"{name}={value} does not fit in {bits} bits")
+            raise Refused(Kind.BAD_REQUEST, f"{name}={value} does not fit in {bits} bits")
     return h
 
 
 def _parse_v1(ext: dict[str, str]) -> SendHeader:
     topic = ext.get("topic")
     if not topic:
-        raise BadRequest("the send header lacks topic")
+        raise Refused(Kind.BAD_REQUEST, "the send header lacks topic")
     max_re = ext.get("maxReconsumeTimes")
     return SendHeader(
         producer_group=ext.get("producerGroup", ""), topic=topic,
@@ -94,12 +91,12 @@ def _parse_v2(ext: dict[str, str]) -> SendHeader:
     get = ext.get
     topic = get("b")
     if not topic:
-        raise BadRequest("the send header lacks topic")
+        raise Refused(Kind.BAD_REQUEST, "the send header lacks topic")
     try:
         nums = [int(get(k) or default) for k, default in _V2_INTS]
     except ValueError:
         k = next(k for k, _ in _V2_INTS if not _is_int(get(k) or "0"))
-        raise BadRequest(f"{_V2[k]}={get(k)!r} is not an integer") from None
+        raise Refused(Kind.BAD_REQUEST, f"{_V2[k]}={get(k)!r} is not an integer") from None
     max_re = get("l")
     return SendHeader(get("a", ""), topic, get("c", "TBW102"), nums[0], nums[1], nums[2],
                       nums[3], nums[4], get("i") or "", nums[5],

@@ -8,8 +8,9 @@ from hypothesis import given, strategies as st
 
 from ledgermq.apis import definition_pb2 as pb
 from ledgermq.broker.grpc.convert import (
-    BadMessage, properties_of, timestamp, to_grpc, transaction_group,
+    GRPC_CODES, properties_of, timestamp, to_grpc, transaction_group,
 )
+from ledgermq.broker.refusals import Refused
 from ledgermq.wire.message import Message, decode_message, encode_message
 
 words = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E,
@@ -61,18 +62,19 @@ def test_a_redelivered_message_shows_its_original_topic():
     assert to_grpc(m).topic.name == "Orders"
 
 
-@pytest.mark.parametrize("change, kind", [
-    (lambda m: m.user_properties.__setitem__("TAGS", "x"), "property"),
-    (lambda m: m.system_properties.__setattr__("tag", "a|b"), "tag"),
-    (lambda m: m.system_properties.keys.append("two words"), "key"),
-    (lambda m: m.system_properties.__setattr__("message_id", ""), "id"),
-    (lambda m: m.system_properties.__setattr__("message_group", ""), "group"),
-    (lambda m: m.user_properties.__setitem__("big", "x" * 20_000), "properties"),
+@pytest.mark.parametrize("change, code", [
+    (lambda m: m.user_properties.__setitem__("TAGS", "x"), pb.ILLEGAL_MESSAGE_PROPERTY_KEY),
+    (lambda m: m.system_properties.__setattr__("tag", "a|b"), pb.ILLEGAL_MESSAGE_TAG),
+    (lambda m: m.system_properties.keys.append("two words"), pb.ILLEGAL_MESSAGE_KEY),
+    (lambda m: m.system_properties.__setattr__("message_id", ""), pb.ILLEGAL_MESSAGE_ID),
+    (lambda m: m.system_properties.__setattr__("message_group", ""), pb.ILLEGAL_MESSAGE_GROUP),
+    (lambda m: m.user_properties.__setitem__("big", "x" * 20_000),
+     pb.MESSAGE_PROPERTIES_TOO_LARGE),
 ])
-def test_what_rocketmq_refuses_is_refused_with_a_reason(change, kind):
+def test_what_rocketmq_refuses_is_refused_with_a_reason(change, code):
     m = pb.Message(topic=pb.Resource(name="T"), body=b"x",
                    system_properties=pb.SystemProperties(message_id="ID"))
     change(m)
-    with pytest.raises(BadMessage) as e:
+    with pytest.raises(Refused) as e:
         properties_of(m)
-    assert e.value.kind == kind and str(e.value)
+    assert GRPC_CODES[e.value.kind] == code and str(e.value)

@@ -2,7 +2,8 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ledgermq.broker.send_parsing import BadRequest, parse_send_header, split_batch_body
+from ledgermq.broker.refusals import Kind, Refused
+from ledgermq.broker.send_parsing import parse_send_header, split_batch_body
 from ledgermq.client.producer import encode_for_batch
 from ledgermq.wire.message import MessageFormatError, encode_properties
 
@@ -18,9 +19,10 @@ def test_v1_and_v2_headers_mean_the_same():
     v2 = parse_send_header({"a": "g", "b": "T", "e": "3", "g": "5", "i": "TAGS\x01a\x02",
                             "m": "true"})
     assert v1 == v2 and v1.batch and v1.queue_id == 3
-    with pytest.raises(BadRequest, match="topic"):
+    with pytest.raises(Refused, match="topic") as e:
         parse_send_header({"a": "g"})
-    with pytest.raises(BadRequest, match="queueId"):
+    assert e.value.kind is Kind.BAD_REQUEST
+    with pytest.raises(Refused, match="queueId"):
         parse_send_header({"b": "T", "e": "x"})
 
 

@@ -14,6 +14,7 @@ from ...wire.message import (
     PROPERTY_TAGS, PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_KEY, StoredMessage,
     encode_properties,
 )
+from ..refusals import Kind, Refused
 
 # RocketMQ's property names for what only RocketMQ 5 messages carry
 PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"
@@ -30,12 +31,21 @@ SYSTEM_PROPERTIES = {PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, PROPERTY_M
 MAX_PROPERTY_BYTES = 16 * 1024  # RocketMQ's limit on a message's properties
 
 
-class BadMessage(ValueError):
-    """A message the API refuses: `kind` names the status (see service.py)."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
+# the API's status for each kind of refusal (see broker/refusals.py)
+GRPC_CODES: dict[Kind, pb.Code] = {
+    Kind.BAD_REQUEST: pb.BAD_REQUEST,
+    Kind.TOPIC_NOT_FOUND: pb.TOPIC_NOT_FOUND,
+    Kind.TOO_MANY: pb.TOO_MANY_REQUESTS,
+    Kind.RECEIPT_HANDLE: pb.INVALID_RECEIPT_HANDLE,
+    Kind.INVISIBLE_TIME: pb.ILLEGAL_INVISIBLE_TIME,
+    Kind.MESSAGE_TAG: pb.ILLEGAL_MESSAGE_TAG,
+    Kind.MESSAGE_KEY: pb.ILLEGAL_MESSAGE_KEY,
+    Kind.MESSAGE_ID: pb.ILLEGAL_MESSAGE_ID,
+    Kind.MESSAGE_GROUP: pb.ILLEGAL_MESSAGE_GROUP,
+    Kind.PROPERTY_KEY: pb.ILLEGAL_MESSAGE_PROPERTY_KEY,
+    Kind.PROPERTIES_TOO_LARGE: pb.MESSAGE_PROPERTIES_TOO_LARGE,
+    Kind.STORE_REFUSED: pb.INTERNAL_SERVER_ERROR,
+}
 
 
 def transaction_group(topic: str) -> str:
@@ -45,28 +55,28 @@ def transaction_group(topic: str) -> str:
 
 
 def properties_of(m: pb.Message) -> dict[str, str]:
-    """The stored properties of a message a RocketMQ 5 producer sent; BadMessage for what
+    """The stored properties of a message a RocketMQ 5 producer sent; Refused for what
     RocketMQ refuses too (system property names used by the user, a tag with '|', ...)."""
     sp = m.system_properties
     props: dict[str, str] = {}
     for k, v in m.user_properties.items():
         if not k or k in SYSTEM_PROPERTIES:
-            raise BadMessage("property", f"property key {k!r} is reserved for the system")
+            raise Refused(Kind.PROPERTY_KEY, f"property key {k!r} is reserved for the system")
         props[k] = v
     if sp.HasField("tag"):
         if not sp.tag.strip() or "|" in sp.tag:
-            raise BadMessage("tag", f"tag {sp.tag!r} is not allowed (empty or with '|')")
+            raise Refused(Kind.MESSAGE_TAG, f"tag {sp.tag!r} is not allowed (empty or with '|')")
         props[PROPERTY_TAGS] = sp.tag
     if sp.keys:
         if any(not k.strip() or " " in k for k in sp.keys):
-            raise BadMessage("key", "a message key is empty or holds a space")
+            raise Refused(Kind.MESSAGE_KEY, "a message key is empty or holds a space")
         props[PROPERTY_KEYS] = " ".join(sp.keys)
     if not sp.message_id:
-        raise BadMessage("id", "the message has no message_id")
+        raise Refused(Kind.MESSAGE_ID, "the message has no message_id")
     props[PROPERTY_UNIQ_KEY] = sp.message_id
     if sp.HasField("message_group"):
         if not sp.message_group:
-            raise BadMessage("group", "the message group is empty")
+            raise Refused(Kind.MESSAGE_GROUP, "the message group is empty")
         props[PROPERTY_MESSAGE_GROUP] = sp.message_group
     if sp.HasField("delivery_timestamp"):
         props[PROPERTY_TIMER_DELIVER_MS] = str(to_ms(sp.delivery_timestamp))
@@ -81,7 +91,8 @@ def properties_of(m: pb.Message) -> dict[str, str]:
             d = sp.orphaned_transaction_recovery_duration
             props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(max(1, d.seconds))
     if len(encode_properties(props)) > MAX_PROPERTY_BYTES:
-        raise BadMessage("properties", f"the message's properties exceed {MAX_PROPERTY_BYTES} B")
+        raise Refused(Kind.PROPERTIES_TOO_LARGE,
+                      f"the message's properties exceed {MAX_PROPERTY_BYTES} B")
     return props
 
 

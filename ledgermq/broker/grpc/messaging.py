@@ -24,12 +24,11 @@ from ...wire.message import (
     encode_properties,
 )
 from ..meta.consumers import parse_subscription
-from ..meta.creation_limit import CreationRefused
-from ..pop.service import PopError
+from ..refusals import Refused
 from .auth import authenticated, caller, consume_refusal, refusal
 from .channel import CallOf, ClientChannel, call
 from .convert import (
-    PROPERTY_MESSAGE_GROUP, BadMessage, duration, properties_of, timestamp, to_grpc,
+    GRPC_CODES, PROPERTY_MESSAGE_GROUP, duration, properties_of, timestamp, to_grpc,
     transaction_group,
 )
 from .offset_calls import OffsetCalls, status
@@ -57,12 +56,6 @@ _SEND_STATUS: dict[int, pb.Code] = {
     ResponseCode.NO_PERMISSION: pb.FORBIDDEN,
     ResponseCode.MESSAGE_ILLEGAL: pb.BAD_REQUEST,
 }
-_POP_STATUS = {"handle": pb.INVALID_RECEIPT_HANDLE, "invisible": pb.ILLEGAL_INVISIBLE_TIME,
-               "topic": pb.TOPIC_NOT_FOUND, "write": pb.INTERNAL_SERVER_ERROR}
-_BAD_MESSAGE_STATUS = {"tag": pb.ILLEGAL_MESSAGE_TAG, "key": pb.ILLEGAL_MESSAGE_KEY,
-                       "group": pb.ILLEGAL_MESSAGE_GROUP, "id": pb.ILLEGAL_MESSAGE_ID,
-                       "property": pb.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                       "properties": pb.MESSAGE_PROPERTIES_TOO_LARGE}
 
 
 # every call but a route query names its client (RocketMQ 5 clients send this metadata)
@@ -143,7 +136,7 @@ class MessagingService(OffsetCalls):
             group = theirs.subscription.group.name
             try:
                 sg = self.broker.subgroups.for_consumer(group)
-            except CreationRefused:
+            except Refused:
                 sg = None  # (its receives say why)
             attempts = (sg.retryMaxTimes if sg else cfg.maxReconsumeTimes) + 1
             out.subscription.fifo = bool(sg and sg.consumeMessageOrderly)
@@ -283,8 +276,8 @@ class MessagingService(OffsetCalls):
         topic = m.topic.name
         try:
             props = properties_of(m)
-        except BadMessage as e:
-            return svc.SendResultEntry(status=status(_BAD_MESSAGE_STATUS[e.kind], str(e)))
+        except Refused as e:
+            return svc.SendResultEntry(status=status(GRPC_CODES[e.kind], str(e)))
         if not m.body:
             return svc.SendResultEntry(status=status(pb.MESSAGE_BODY_EMPTY,
                                                      "the message body is empty"))
@@ -399,8 +392,8 @@ class MessagingService(OffsetCalls):
             return
         try:
             sg = self.broker.subgroups.for_consumer(group)
-        except CreationRefused as e:
-            yield svc.ReceiveMessageResponse(status=status(pb.TOO_MANY_REQUESTS, str(e)))
+        except Refused as e:
+            yield svc.ReceiveMessageResponse(status=status(GRPC_CODES[e.kind], str(e)))
             return
         fifo = bool(sg and sg.consumeMessageOrderly)
         invisible = ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS)
@@ -416,8 +409,8 @@ class MessagingService(OffsetCalls):
             try:
                 popped = self.broker.pop.pop(group, topic, batch, invisible, fifo, codes,
                                              predicate)
-            except PopError as e:
-                yield svc.ReceiveMessageResponse(status=status(_POP_STATUS[e.kind], str(e)))
+            except Refused as e:
+                yield svc.ReceiveMessageResponse(status=status(GRPC_CODES[e.kind], str(e)))
                 return
             if popped:
                 break
@@ -447,8 +440,8 @@ class MessagingService(OffsetCalls):
                 acks.append(self.broker.pop.ack(request.group.name, e.receipt_handle,
                                                 request.topic.name))
                 st = status(pb.OK)
-            except PopError as err:
-                st = status(_POP_STATUS[err.kind], str(err))
+            except Refused as err:
+                st = status(GRPC_CODES[err.kind], str(err))
             out.entries.add(message_id=e.message_id, receipt_handle=e.receipt_handle, status=st)
         unsafe = await self.broker.pop.log_acks(acks)  # OK only once a failover keeps them
         if unsafe is not None:
@@ -470,8 +463,8 @@ class MessagingService(OffsetCalls):
             h = self.broker.pop.change_invisible(
                 request.group.name, request.receipt_handle,
                 ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS), request.topic.name)
-        except PopError as e:
-            return svc.ChangeInvisibleDurationResponse(status=status(_POP_STATUS[e.kind], str(e)))
+        except Refused as e:
+            return svc.ChangeInvisibleDurationResponse(status=status(GRPC_CODES[e.kind], str(e)))
         return svc.ChangeInvisibleDurationResponse(status=status(pb.OK),
                                                    receipt_handle=h.encode())
 
@@ -485,7 +478,7 @@ class MessagingService(OffsetCalls):
         try:
             self.broker.pop.dead_letter(request.group.name, request.receipt_handle,
                                         request.topic.name)
-        except PopError as e:
+        except Refused as e:
             return svc.ForwardMessageToDeadLetterQueueResponse(
-                status=status(_POP_STATUS[e.kind], str(e)))
+                status=status(GRPC_CODES[e.kind], str(e)))
         return svc.ForwardMessageToDeadLetterQueueResponse(status=status(pb.OK))

@@ -8,9 +8,7 @@ import time
 from collections import deque
 from typing import Callable
 
-
-class CreationRefused(ValueError):
-    """Past the limit: nothing was created."""
+from ..refusals import Kind, Refused
 
 
 class CreationLimit:
@@ -21,12 +19,12 @@ class CreationLimit:
         self._recent: deque[float] = deque()  # when the last creations were (one minute)
 
     def take(self, name: str) -> None:
-        """Count one creation of `name`; CreationRefused past the limit."""
+        """Count one creation of `name`; Refused (TOO_MANY) past the limit."""
         now = self.clock()
         while self._recent and self._recent[0] <= now - 60:
             self._recent.popleft()
         if len(self._recent) >= self.per_minute:
-            raise CreationRefused(
+            raise Refused(Kind.TOO_MANY,
                 f"[TOO_MANY_NEW_{self.what.upper()}S] {self.what} {name[:128]} not created: "
                 f"{self.per_minute} {self.what}s were created in the last minute ({self.key}); "
                 f"create it with the admin tool, or try again later")

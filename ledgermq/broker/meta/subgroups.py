@@ -69,7 +69,7 @@ class SubscriptionGroups:
 
     def for_consumer(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, made on first use when allowed; None: unknown group.
-        CreationRefused past the creation limit."""
+        Refused (TOO_MANY) past the creation limit."""
         cfg = self.table.get(group)
         if cfg is None and self.auto_create:
             if self.limit is not None:

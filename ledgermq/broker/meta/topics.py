@@ -47,7 +47,7 @@ class Topics:
     def new_for_send(self, topic: str, default_topic: str,
                      queue_nums: int) -> TopicConfig | None:
         """The config a send to a topic not in the table creates (create_off_loop), when
-        the template allows; None: refuse. CreationRefused past the creation limit."""
+        the template allows; None: refuse. Refused (TOO_MANY) past the creation limit."""
         if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
             return self._counted(TopicConfig(topic, 1, 1))
         template = self.table.get(default_topic or AUTO_CREATE_TOPIC)

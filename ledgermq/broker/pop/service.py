@@ -27,6 +27,7 @@ from ..access.system_topics import POP_ACK_TOPIC
 from ..delivery.redelivery import redelivery
 from ..delivery.rounds import run_rounds
 from ..modes import Later, Pending
+from ..refusals import Kind, Refused
 from .bookkeeping import Deadlines, Handle, Key, PopQueue
 
 if TYPE_CHECKING:
@@ -53,14 +54,6 @@ def ack_record(key: Key, offsets: list[int]) -> bytes:
 def parse_ack_record(body: bytes) -> tuple[Key, list[int]]:
     group, topic, qid, offsets = body.decode().split("\n")
     return (group, topic, int(qid)), [int(o) for o in offsets.split(",") if o]
-
-
-class PopError(Exception):
-    """A request the service refuses: `kind` names the API status (see grpc/messaging.py)."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
 
 
 @dataclass
@@ -191,11 +184,11 @@ class PopService:
             predicate: Callable[[dict[str, str]], bool] | None) -> list[Popped]:
         """Up to `max_count` messages out now (nothing to wait for here)."""
         if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
-            raise PopError("invisible", f"invisible duration {invisible_ms} ms is out of "
-                           f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
+            raise Refused(Kind.INVISIBLE_TIME, f"invisible duration {invisible_ms} ms is out of "
+                          f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
         if self.broker.topics.for_pull(topic) is None:
-            raise PopError("topic", f"topic {topic} does not exist on "
-                           f"{self.broker.config.brokerName}")
+            raise Refused(Kind.TOPIC_NOT_FOUND, f"topic {topic} does not exist on "
+                          f"{self.broker.config.brokerName}")
         if fifo:
             self.fifo_groups.add(group)
         self._popped_at[group] = time.monotonic()
@@ -269,26 +262,26 @@ class PopService:
         try:
             h = Handle.decode(handle)
         except ValueError as e:
-            raise PopError("handle", str(e)) from None
+            raise Refused(Kind.RECEIPT_HANDLE, str(e)) from None
         if h.broker != self.broker.config.brokerName:
-            raise PopError("handle", f"receipt handle of broker {h.broker}, not of "
-                           f"{self.broker.config.brokerName}")
+            raise Refused(Kind.RECEIPT_HANDLE, f"receipt handle of broker {h.broker}, not of "
+                          f"{self.broker.config.brokerName}")
         if h.topic not in (topic, RETRY_PREFIX + group):
-            raise PopError("handle", f"receipt handle of topic {h.topic[:128]}, not of "
-                           f"{topic[:128]} read by group {group[:128]}")
+            raise Refused(Kind.RECEIPT_HANDLE, f"receipt handle of topic {h.topic[:128]}, not of "
+                          f"{topic[:128]} read by group {group[:128]}")
         pq = self.queues.get((group, h.topic, h.queue_id))
         if pq is None:
-            raise PopError("handle", "the receipt handle expired: nothing of its queue is "
-                           "in flight here for this group (delivered before a restart or "
-                           "failover, or not issued here)")
+            raise Refused(Kind.RECEIPT_HANDLE, "the receipt handle expired: nothing of its "
+                          "queue is in flight here for this group (delivered before a restart or "
+                          "failover, or not issued here)")
         return h, pq
 
     def ack(self, group: str, handle: str, topic: str) -> tuple[Key, int]:
         """Done here at once; what to log (`log_acks`) before saying so."""
         h, pq = self._delivered(group, handle, topic)
         if not pq.ack(h.offset, h.stamp, h.expired(wall_ms())):
-            raise PopError("handle", "the receipt handle expired: the message was delivered "
-                           "again since (ack the newer delivery)")
+            raise Refused(Kind.RECEIPT_HANDLE, "the receipt handle expired: the message was "
+                          "delivered again since (ack the newer delivery)")
         self._commit(group, h.topic, h.queue_id, pq)
         return (group, h.topic, h.queue_id), h.offset
 
@@ -316,14 +309,14 @@ class PopService:
     def change_invisible(self, group: str, handle: str, invisible_ms: int,
                          topic: str) -> Handle:
         if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
-            raise PopError("invisible", f"invisible duration {invisible_ms} ms is out of "
-                           f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
+            raise Refused(Kind.INVISIBLE_TIME, f"invisible duration {invisible_ms} ms is out of "
+                          f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
         h, pq = self._delivered(group, handle, topic)
         stamp = self._stamp()
         deadline = wall_ms() + invisible_ms
         if not pq.change_invisible(h.offset, h.stamp, deadline, stamp):
-            raise PopError("handle", "the receipt handle expired: the message was delivered "
-                           "again since, or acked")
+            raise Refused(Kind.RECEIPT_HANDLE, "the receipt handle expired: the message was "
+                          "delivered again since, or acked")
         self._deadline(deadline, (group, h.topic, h.queue_id), h.offset, stamp)
         return Handle(h.broker, h.topic, h.queue_id, h.offset, stamp, invisible_ms)
 
@@ -333,10 +326,10 @@ class PopService:
         h, pq = self._delivered(group, handle, topic)
         d = pq.inflight.get(h.offset)
         if d is None or d.stamp != h.stamp:
-            raise PopError("handle", "the receipt handle expired: the message was delivered "
-                           "again since, or acked")
+            raise Refused(Kind.RECEIPT_HANDLE, "the receipt handle expired: the message was "
+                          "delivered again since, or acked")
         if not self._send_to_retry(group, h.topic, h.queue_id, h.offset, dead=True):
-            raise PopError("write", "the dead-letter queue did not take the message")
+            raise Refused(Kind.STORE_REFUSED, "the dead-letter queue did not take the message")
         pq.revived(h.offset)
         self._commit(group, h.topic, h.queue_id, pq)
         self.broker.mode.write_internal(self._ack_batch([((group, h.topic, h.queue_id),

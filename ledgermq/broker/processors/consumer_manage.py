@@ -12,8 +12,9 @@ from ...remoting.transport import Handler
 from ...store.store import check_topic
 from ...wire.message import MessageFormatError
 from ..json_bodies import json_object, objects, queue_id, text
-from ..meta.creation_limit import CreationRefused
 from ..name_server_link import json_body
+from ..refusals import Refused
+from .refusal_codes import REMOTING_CODES
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -94,8 +95,8 @@ class ConsumerManageProcessor:
                     sg = self.broker.subgroups.for_consumer(consumer["groupName"])
                     tc = sg and self.broker.topics.new_retry(consumer["groupName"],
                                                              sg.retryQueueNums)
-                except CreationRefused as e:
-                    return cmd.response(ResponseCode.SYSTEM_BUSY, str(e))
+                except Refused as e:
+                    return cmd.response(REMOTING_CODES[e.kind], str(e))
                 if tc:
                     retry_topics.append(tc)
         for producer in producers:

@@ -15,7 +15,8 @@ from ...remoting.transport import Handler
 from ...store import GetResult, GetStatus
 from ...wire.message import MessageFormatError, decode_message
 from ..meta.consumers import parse_subscription
-from ..meta.creation_limit import CreationRefused
+from ..refusals import Refused
+from .refusal_codes import REMOTING_CODES
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -77,8 +78,8 @@ class PullProcessor:
         """Why the group's subscription config forbids this pull, or None."""
         try:
             sg = self.broker.subgroups.for_consumer(group)
-        except CreationRefused as e:
-            return ResponseCode.SYSTEM_BUSY, str(e)
+        except Refused as e:
+            return REMOTING_CODES[e.kind], str(e)
         if sg is None:
             return (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                     f"subscription group [{group}] does not exist (autoCreateSubscriptionGroup"

@@ -22,8 +22,9 @@ from ..access.system_topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
 from ..delivery.redelivery import redelivery
 from ..delivery.timer import deliver_time, to_timer
 from ..delivery.transactions import to_half
-from ..meta.creation_limit import CreationRefused
 from ..modes import Later, Pending
+from ..refusals import Refused
+from .refusal_codes import REMOTING_CODES
 from ..send_parsing import (
     BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header, props_from_header,
     split_batch_body, tags_of, to_schedule, wants_dedup, with_properties,
@@ -90,8 +91,8 @@ class SendProcessor:
             try:
                 tc = self.topics.new_for_send(h.topic, h.default_topic,
                                               h.default_topic_queue_nums)
-            except CreationRefused as e:
-                return cmd.response(ResponseCode.SYSTEM_BUSY, str(e))
+            except Refused as e:
+                return cmd.response(REMOTING_CODES[e.kind], str(e))
             if tc is None:
                 return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
                                     f"topic[{h.topic}] not exist, apply first please!")
