@@ -3,10 +3,11 @@ progress and message lookups."""
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 from ..remoting import RemotingCommand, RequestCode, ResponseCode
 from ..wire.message import decode_offset_msg_id
-from .instance import ClientInstance, MQClientError, loads_lenient
+from .instance import ClientInstance, MQClientError, TlsOption, loads_lenient
 from .message import MessageExt, MessageQueue, decode_pulled
 from .pull import PullConsumer, PullStatus
 
@@ -15,7 +16,8 @@ TOOLS_GROUP = "TOOLS_CONSUMER"  # the group RocketMQ's tools read as
 
 
 class Admin:
-    def __init__(self, namesrv: str, instance: ClientInstance | None = None, *, tls=None):
+    def __init__(self, namesrv: str, instance: ClientInstance | None = None, *,
+                 tls: TlsOption = None) -> None:
         """`tls`: True, False, an SSLContext, or None (LEDGERMQ_TLS decides)."""
         self.instance = instance or ClientInstance(namesrv, tls=tls)
 
@@ -25,7 +27,7 @@ class Admin:
     async def __aenter__(self) -> "Admin":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     @staticmethod
@@ -34,21 +36,25 @@ class Admin:
             raise MQClientError(resp.code, resp.remark)
         return resp
 
-    async def _ns(self, code: int, **ext) -> dict:
+    async def _ns(self, code: int, **ext: str) -> dict[str, Any]:
         resp = self._ok(await self.instance.namesrv_request(RemotingCommand(code, ext=ext)))
-        return loads_lenient(resp.body) if resp.body else {}
+        doc: dict[str, Any] = loads_lenient(cast(bytes, resp.body)) if resp.body else {}
+        return doc
 
-    async def _broker(self, addr: str, code: int, body: bytes = b"", **ext) -> RemotingCommand:
+    async def _broker(self, addr: str, code: int, body: bytes = b"",
+                      **ext: object) -> RemotingCommand:
         return self._ok(await self.instance.broker_request(
             addr, RemotingCommand(code, ext={k: str(v) for k, v in ext.items()}, body=body)))
 
     async def topic_list(self) -> list[str]:
-        return (await self._ns(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))["topicList"]
+        topics: list[str] = (await self._ns(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))[
+            "topicList"]
+        return topics
 
-    async def topic_route(self, topic: str) -> dict:
+    async def topic_route(self, topic: str) -> dict[str, Any]:
         return await self._ns(RequestCode.GET_ROUTEINFO_BY_TOPIC, topic=topic)
 
-    async def cluster_list(self) -> dict:
+    async def cluster_list(self) -> dict[str, Any]:
         return await self._ns(RequestCode.GET_BROKER_CLUSTER_INFO)
 
     async def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
@@ -92,7 +98,7 @@ class Admin:
                 self.instance.request_timeout))
         return targets
 
-    async def topic_status(self, topic: str) -> list[dict]:
+    async def topic_status(self, topic: str) -> list[dict[str, Any]]:
         """Per queue of the topic on every master holding it: min and max offset."""
         route = await self.topic_route(topic)
         names = {q["brokerName"] for q in route.get("queueDatas", [])}
@@ -100,7 +106,7 @@ class Admin:
         rows = []
         for name in sorted(names & set(masters)):
             r = await self._broker(masters[name], RequestCode.GET_TOPIC_STATS_INFO, topic=topic)
-            rows += json.loads(r.body)["offsetTable"]
+            rows += json.loads(cast(bytes, r.body))["offsetTable"]
         return sorted(rows, key=lambda r: (r["brokerName"], r["queueId"]))
 
     # ---- consumer groups -----------------------------------------------------------
@@ -110,7 +116,7 @@ class Admin:
             raise MQClientError(ResponseCode.SYSTEM_ERROR, "no broker master to ask")
         return targets
 
-    async def update_sub_group(self, config: dict, *, broker: str | None = None,
+    async def update_sub_group(self, config: dict[str, Any], *, broker: str | None = None,
                                cluster: str | None = None) -> list[str]:
         """Create or update a subscription group (RocketMQ's field names) on one broker or
         on every master of a cluster."""
@@ -127,17 +133,17 @@ class Admin:
             await self._broker(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, groupName=group)
         return targets
 
-    async def sub_groups(self, group: str | None = None) -> dict[str, dict]:
+    async def sub_groups(self, group: str | None = None) -> dict[str, dict[str, Any]]:
         """Every master's subscription group configs (or one group's), by broker name."""
         out = {}
         for name, addr in (await self.master_addrs()).items():
             r = await self._broker(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-            table = json.loads(r.body)["subscriptionGroupTable"]
+            table = json.loads(cast(bytes, r.body))["subscriptionGroupTable"]
             out[name] = {g: c for g, c in table.items() if group is None or g == group}
         return out
 
     async def reset_offset(self, group: str, topic: str, timestamp_ms: int,
-                           force: bool = True) -> list[dict]:
+                           force: bool = True) -> list[dict[str, Any]]:
         """Move `group`'s offsets on `topic` to the first message stored at or after the
         time (-1: to the end) on every master holding the topic; running push consumers
         of the group jump too. Without `force`, queues only move back. The new offsets."""
@@ -151,38 +157,41 @@ class Admin:
             r = await self._broker(masters[name], RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
                                    topic=topic, group=group, timestamp=timestamp_ms,
                                    isForce=str(force).lower())
-            rows += json.loads(r.body)["offsetTable"]
+            rows += json.loads(cast(bytes, r.body))["offsetTable"]
         return rows
 
-    async def broker_epoch(self, addr: str) -> dict:
+    async def broker_epoch(self, addr: str) -> dict[str, Any]:
         """Controller mode: a broker's role, offsets and EpochFile."""
         r = await self._broker(addr, RequestCode.GET_BROKER_EPOCH_CACHE)
-        return json.loads(r.body)
+        epoch: dict[str, Any] = json.loads(cast(bytes, r.body))
+        return epoch
 
     async def broker_status(self, addr: str) -> dict[str, str]:
         resp = await self._broker(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
-        return json.loads(resp.body)["table"]
+        table: dict[str, str] = json.loads(cast(bytes, resp.body))["table"]
+        return table
 
-    async def consumer_progress(self, group: str, topic: str | None = None) -> list[dict]:
+    async def consumer_progress(self, group: str,
+                                topic: str | None = None) -> list[dict[str, Any]]:
         rows = []
         for addr in (await self.master_addrs()).values():
             ext = {"consumerGroup": group}
             if topic:
                 ext["topic"] = topic
-            resp = await self._broker(addr, RequestCode.GET_CONSUME_STATS, **ext)
-            rows += json.loads(resp.body)["offsetTable"]
+            resp = await self._broker(addr, RequestCode.GET_CONSUME_STATS, b"", **ext)
+            rows += json.loads(cast(bytes, resp.body))["offsetTable"]
         for r in rows:
             r["diff"] = r["brokerOffset"] - max(r["consumerOffset"], 0)
         return sorted(rows, key=lambda r: (r["topic"], r["brokerName"], r["queueId"]))
 
-    async def consumer_connections(self, group: str) -> list[dict]:
+    async def consumer_connections(self, group: str) -> list[dict[str, Any]]:
         """The group's online members on every master: client id, address, subscriptions."""
         out = []
         for name, addr in (await self.master_addrs()).items():
             resp = await self.instance.broker_request(addr, RemotingCommand(
                 RequestCode.GET_CONSUMER_CONNECTION_LIST, ext={"consumerGroup": group}))
             if resp.code == ResponseCode.SUCCESS:
-                info = json.loads(resp.body)
+                info = json.loads(cast(bytes, resp.body))
                 out += [{**c, "brokerName": name, "consumeType": info.get("consumeType"),
                          "messageModel": info.get("messageModel"),
                          "subscriptions": sorted(info.get("subscriptionTable") or {})}
@@ -196,7 +205,7 @@ class Admin:
         if 0 < port < 65536:  # a client msgId decodes to a process id where a port would be
             resp = await self._broker(f"{host}:{port}", RequestCode.VIEW_MESSAGE_BY_ID,
                                       offset=offset)
-            msgs = decode_pulled(resp.body, MessageQueue("", f"{host}:{port}", -1))
+            msgs = decode_pulled(cast(bytes, resp.body), MessageQueue("", f"{host}:{port}", -1))
             if msgs:
                 return msgs[0]
         for t in [topic] if topic else await self.topic_list():
@@ -217,7 +226,7 @@ class Admin:
                                                 "maxNum": str(max_num), "beginTimestamp": "0",
                                                 "endTimestamp": str(1 << 62)}))
             if resp.code == ResponseCode.SUCCESS:
-                out += decode_pulled(resp.body, MessageQueue(topic, name, -1))
+                out += decode_pulled(cast(bytes, resp.body), MessageQueue(topic, name, -1))
         return out
 
     async def messages_by_time(self, topic: str, broker_name: str, queue_id: int,

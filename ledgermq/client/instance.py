@@ -12,7 +12,7 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Awaitable, Callable, cast
 
 from ..remoting import (
     Connection, RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode,
@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 MASTER_ID = 0
 AUTO_CREATE_TOPIC = "TBW102"
 
+# what serves the requests brokers send a client, and a client's `tls` argument
+OnRequest = Callable[[RemotingCommand, Connection], "RemotingCommand | None"]
+TlsOption = bool | ssl.SSLContext | None
+
 
 class MQClientError(Exception):
     """A request the broker or name server answered with an error (code and remark kept)."""
@@ -37,14 +41,14 @@ class MQClientError(Exception):
         self.remark = remark
 
 
-def env_signer():
+def env_signer() -> Callable[[RemotingCommand], None] | None:
     """ACL credentials from LEDGERMQ_ACCESS_KEY / LEDGERMQ_SECRET_KEY: every request this
     process's clients send is signed with them (a broker with aclEnable wants that)."""
     ak, sk = os.environ.get("LEDGERMQ_ACCESS_KEY"), os.environ.get("LEDGERMQ_SECRET_KEY")
     return signer(ak, sk) if ak and sk else None
 
 
-def tls_context(tls: bool | ssl.SSLContext | None) -> ssl.SSLContext | None:
+def tls_context(tls: TlsOption) -> ssl.SSLContext | None:
     """A client's TLS (RocketMQ clients' tls.enable): an SSLContext as given; True: TLS,
     trusting the CA file LEDGERMQ_TLS_CA (else the system's CAs); False: plaintext; None:
     as LEDGERMQ_TLS says (true/false, default false)."""
@@ -63,7 +67,7 @@ def tls_context(tls: bool | ssl.SSLContext | None) -> ssl.SSLContext | None:
     return client_context(ca)
 
 
-def loads_lenient(raw: bytes):
+def loads_lenient(raw: bytes) -> Any:
     """JSON, also accepting fastjson's unquoted integer keys ({0:"addr"}) from Java servers."""
     try:
         return json.loads(raw)
@@ -74,8 +78,8 @@ def loads_lenient(raw: bytes):
 @dataclass
 class TopicRoute:
     topic: str
-    queue_datas: list[dict]
-    broker_datas: list[dict]
+    queue_datas: list[dict[str, Any]]  # the name server's JSON
+    broker_datas: list[dict[str, Any]]
     _write_queues: list[MessageQueue] | None = None
     fetched: float = field(default_factory=time.monotonic)  # when the name server said so
 
@@ -88,14 +92,15 @@ class TopicRoute:
     def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
         for bd in self.broker_datas:
             if bd["brokerName"] == broker_name:
-                return bd["brokerAddrs"].get(str(broker_id))
+                addr: str | None = bd["brokerAddrs"].get(str(broker_id))
+                return addr
         return None
 
     def read_addr(self, broker_name: str) -> str | None:
         """Where to read a broker's queues: its master, or a slave while it has none."""
         for bd in self.broker_datas:
             if bd["brokerName"] == broker_name and bd["brokerAddrs"]:
-                addrs = {int(k): v for k, v in bd["brokerAddrs"].items()}
+                addrs: dict[int, str] = {int(k): v for k, v in bd["brokerAddrs"].items()}
                 return addrs.get(MASTER_ID) or addrs[min(addrs)]
         return None
 
@@ -142,8 +147,7 @@ def default_client_id() -> str:
 class ClientInstance:
     def __init__(self, namesrv: str, *, client_id: str | None = None,
                  request_timeout: float = 3.0,
-                 on_request: Callable[[RemotingCommand, Connection], RemotingCommand | None] | None = None,
-                 tls: bool | ssl.SSLContext | None = None):
+                 on_request: OnRequest | None = None, tls: TlsOption = None):
         """`tls`: see tls_context (None: the LEDGERMQ_TLS environment variable)."""
         self.namesrvs = [a.strip() for a in namesrv.split(";") if a.strip()]
         if not self.namesrvs:
@@ -205,7 +209,7 @@ class ClientInstance:
             return None
         if resp.code != ResponseCode.SUCCESS:
             raise MQClientError(resp.code, resp.remark)
-        doc = loads_lenient(resp.body)
+        doc = loads_lenient(cast(bytes, resp.body))  # a received body is bytes
         route = TopicRoute(topic, doc.get("queueDatas") or [], doc.get("brokerDatas") or [])
         self.routes[topic] = route
         return route
@@ -231,7 +235,8 @@ class ClientInstance:
         return self.master_addr(broker_name) or next(
             (a for r in self.routes.values() if (a := r.read_addr(broker_name))), None)
 
-    async def heartbeat(self, producers: list[str], consumers: list[dict]) -> bool:
+    async def heartbeat(self, producers: list[str],
+                        consumers: list[dict[str, Any]]) -> bool:
         """Tell every known broker about this client; False if one did not hear it.
         MQClientError when a broker refuses a subscription (SUBSCRIPTION_PARSE_FAILED)."""
         body = json.dumps({"clientID": self.client_id,
@@ -254,7 +259,7 @@ class ClientInstance:
         await self.remoting.close()
 
 
-async def periodic(interval: float, fn, name: str) -> None:
+async def periodic(interval: float, fn: Callable[[], Awaitable[object]], name: str) -> None:
     """Run `fn()` every `interval` seconds until cancelled, logging its failures."""
     while True:
         await asyncio.sleep(interval)

@@ -10,6 +10,7 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..wire.ids import unique_ids
 from ..wire.scan import split_pulled
@@ -27,7 +28,7 @@ class MessageQueue:
     broker_name: str
     queue_id: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id}
 
 
@@ -96,12 +97,13 @@ class MessageExt(_PropertyAccess):
 
     __slots__ = ("raw", "queue", "_fixed", "_layout", "_props")
 
-    def __init__(self, raw: memoryview, queue: MessageQueue, fixed: tuple | None = None):
+    def __init__(self, raw: memoryview, queue: MessageQueue,
+                 fixed: tuple[int, ...] | None = None):
         self.raw = raw
         self.queue = queue
-        self._fixed = _FIXED.unpack_from(raw, 0) if fixed is None else fixed
-        self._layout = None
-        self._props = None
+        self._fixed: tuple[int, ...] = _FIXED.unpack_from(raw, 0) if fixed is None else fixed
+        self._layout: tuple[int, int, int, int, int, int] | None = None
+        self._props: dict[str, str] | None = None
 
     def _where(self) -> tuple[int, int, int, int, int, int]:
         """(store-ts at, body at, body len, topic at, topic len, props at)."""
@@ -124,8 +126,8 @@ class MessageExt(_PropertyAccess):
     def stored(self) -> StoredMessage:
         return decode_message(self.raw, check_crc=False)
 
-    @property
-    def properties(self) -> dict[str, str]:
+    @property  # read-only here; _PropertyAccess only needs to read it
+    def properties(self) -> dict[str, str]:  # type: ignore[override]
         if self._props is None:
             self._props = decode_properties(self.raw[self._where()[5]:])
         return self._props
@@ -174,12 +176,14 @@ class MessageExt(_PropertyAccess):
 
     @property
     def store_timestamp(self) -> int:
-        return _I8.unpack_from(self.raw, self._where()[0])[0]
+        ts: int = _I8.unpack_from(self.raw, self._where()[0])[0]
+        return ts
 
     @property
     def reconsume_times(self) -> int:
         at = self._where()[0] + 8 + (20 if self._fixed[7] & SYSFLAG_STOREHOST_V6 else 8)
-        return _I4.unpack_from(self.raw, at)[0]
+        times: int = _I4.unpack_from(self.raw, at)[0]
+        return times
 
     @property
     def store_host(self) -> bytes:
@@ -209,7 +213,7 @@ class UniqueIdGenerator:
     """32-hex-digit unique message ids in RocketMQ's client layout: ip, pid, a start
     marker, then time since the start of the month and a counter."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         try:
             ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
         except OSError:
@@ -229,7 +233,8 @@ class UniqueIdGenerator:
         elapsed = int((time.time() - self._start) * 1000) & 0x7FFFFFFF
         first = next(self._counter)
         collections.deque(itertools.islice(self._counter, n - 1), maxlen=0)  # skip n - 1
-        return unique_ids(self._prefix, elapsed, first, n)
+        ids: list[str] = unique_ids(self._prefix, elapsed, first, n)
+        return ids
 
 
 def properties_string(props: dict[str, str]) -> str:

@@ -9,14 +9,14 @@ import logging
 import time
 import zlib
 from dataclasses import replace
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..runtime.clock import wall_ms
 from ..wire.batch_body import encode_batch_body
 from ..wire.message import PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_KEY
 from .faults import BrokerFaults
-from .instance import AUTO_CREATE_TOPIC, ClientInstance, MQClientError, periodic
+from .instance import AUTO_CREATE_TOPIC, ClientInstance, MQClientError, TlsOption, periodic
 from .message import (
     Message, MessageQueue, Pending, SendResult, SendStatus, UniqueIdGenerator,
     properties_string,
@@ -24,28 +24,30 @@ from .message import (
 
 log = logging.getLogger(__name__)
 
-_STATUS = {ResponseCode.SUCCESS: SendStatus.SEND_OK,
-           ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-           ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-           ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-           ResponseCode.SEND_PENDING: SendStatus.PENDING}
+_STATUS: dict[int, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+    ResponseCode.SEND_PENDING: SendStatus.PENDING}
 
 
-def _chain(src: asyncio.Future, out: asyncio.Future) -> None:
+def _chain(src: asyncio.Future[SendResult], out: asyncio.Future[SendResult]) -> None:
     """Complete `out` as `src` completes (unless the caller gave up on `out`)."""
-    def copy(f: asyncio.Future) -> None:
+    def copy(f: asyncio.Future[SendResult]) -> None:
         if out.done():
             return
         if f.cancelled():
             out.cancel()
-        elif f.exception() is not None:
-            out.set_exception(f.exception())
+        elif (exc := f.exception()) is not None:
+            out.set_exception(exc)
         else:
             out.set_result(f.result())
     src.add_done_callback(copy)
 
 
-def _send_result(status: SendStatus, uniq: str, resp, q: MessageQueue) -> SendResult:
+def _send_result(status: SendStatus, uniq: str, resp: RemotingCommand,
+                 q: MessageQueue) -> SendResult:
     ext = resp.ext
     pending = None
     if status is SendStatus.PENDING:
@@ -72,7 +74,7 @@ def _coalescible(msg: Message) -> bool:
     Producer._check: a message that fails them is sent alone.)"""
     body, topic, props = msg.body, msg.topic, msg.properties
     return (type(body) is bytes and len(body) <= COALESCE_MAX_BODY and not msg.delay_level
-            and not msg.deliver_time_ms and topic and topic[0] != "%"
+            and not msg.deliver_time_ms and bool(topic) and topic[0] != "%"
             and (not props or (PROPERTY_DELAY_TIME_LEVEL not in props
                                and PROPERTY_DEDUP not in props
                                and not any(k.startswith("TIMER_") for k in props))))
@@ -85,7 +87,7 @@ class _Held:
 
     def __init__(self) -> None:
         self.msgs: list[Message] = []
-        self.futs: list[asyncio.Future] = []
+        self.futs: list[asyncio.Future[SendResult]] = []
         self.nbytes = 0
         self.timer: asyncio.Handle | None = None
 
@@ -93,7 +95,7 @@ class _Held:
 QueueSelector = Callable[[list[MessageQueue], Message, object], MessageQueue]
 
 
-def select_by_hash(queues: list[MessageQueue], msg: Message, key) -> MessageQueue:
+def select_by_hash(queues: list[MessageQueue], msg: Message, key: object) -> MessageQueue:
     """Ordered messages: the same key always lands on the same queue."""
     h = zlib.crc32(str(key).encode()) if not isinstance(key, int) else key
     return queues[abs(h) % len(queues)]
@@ -101,7 +103,8 @@ def select_by_hash(queues: list[MessageQueue], msg: Message, key) -> MessageQueu
 
 def encode_for_batch(body: bytes, props: str, flag: int) -> bytes:
     """One message as MessageDecoder.encodeMessage lays it out in a batch body."""
-    return encode_batch_body([body], [props.encode()], [flag])
+    out: bytes = encode_batch_body([body], [props.encode()], [flag])
+    return out
 
 
 class Producer:
@@ -110,7 +113,8 @@ class Producer:
                  default_topic_queue_nums: int = 4, linger_ms: float = 0,
                  batch_max_messages: int = 256, coalesce: bool = True,
                  instance: ClientInstance | None = None,
-                 resolve_pending: bool = True, resolve_timeout: float = 60.0, tls=None):
+                 resolve_pending: bool = True, resolve_timeout: float = 60.0,
+                 tls: TlsOption = None) -> None:
         """`tls`: True, False, an SSLContext, or None (LEDGERMQ_TLS decides)."""
         self.group = group
         self.instance = instance or ClientInstance(namesrv, tls=tls)
@@ -125,7 +129,7 @@ class Producer:
         self.resolve_timeout = resolve_timeout
         self._ids = UniqueIdGenerator()
         self._rr = itertools.count()
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._held: dict[str, _Held] = {}
         self.faults = BrokerFaults()  # brokers passed over after a failed send
         self.started = False
@@ -147,7 +151,7 @@ class Producer:
     async def __aenter__(self) -> "Producer":
         return await self.start()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
     async def _heartbeat(self) -> None:
@@ -186,7 +190,7 @@ class Producer:
 
     # ---- single sends ---------------------------------------------------------------
     def _request(self, code: int, msg_topic: str, queue: MessageQueue, props: str,
-                 body, flag: int, batch: bool, sys_flag: int = 0) -> RemotingCommand:
+                 body: bytes, flag: int, batch: bool, sys_flag: int = 0) -> RemotingCommand:
         return RemotingCommand(code, ext={
             "a": self.group, "b": msg_topic, "c": AUTO_CREATE_TOPIC,
             "d": str(self.default_topic_queue_nums), "e": str(queue.queue_id),
@@ -195,7 +199,7 @@ class Producer:
             "k": "false", "m": str(batch).lower()}, body=body)
 
     async def send(self, msg: Message, queue: MessageQueue | None = None, *,
-                   selector: QueueSelector | None = None, arg=None) -> SendResult:
+                   selector: QueueSelector | None = None, arg: object = None) -> SendResult:
         """Send one message and wait for the broker's answer (retried elsewhere on failure
         unless the queue was chosen by the caller)."""
         if selector is None:  # not held for coalescing: the caller waits for this one
@@ -204,7 +208,8 @@ class Producer:
         return await self._send_slow(msg, queue, selector, arg)
 
     async def _send_slow(self, msg: Message, queue: MessageQueue | None = None,
-                         selector: QueueSelector | None = None, arg=None) -> SendResult:
+                         selector: QueueSelector | None = None,
+                         arg: object = None) -> SendResult:
         """send() through route lookups, connecting and retries."""
         self._check(msg)
         props = msg.all_properties()
@@ -216,7 +221,8 @@ class Producer:
                                     properties_string(props), msg.body, msg.flag, False),
             uniq)
 
-    def send_async(self, msg: Message, queue: MessageQueue | None = None) -> asyncio.Future:
+    def send_async(self, msg: Message,
+                   queue: MessageQueue | None = None) -> asyncio.Future[SendResult]:
         """Send without waiting: returns a future of the SendResult (call from the loop).
 
         When the route and connection are at hand, no task is created (the fast path for
@@ -227,7 +233,8 @@ class Producer:
         self._check(msg)
         return self._send_single(msg, queue)
 
-    def _send_single(self, msg: Message, queue: MessageQueue | None) -> asyncio.Future:
+    def _send_single(self, msg: Message,
+                     queue: MessageQueue | None) -> asyncio.Future[SendResult]:
         """One SEND_MESSAGE_V2 request, straight onto the connection when it is open."""
         route = self.instance.routes.get(msg.topic)
         queues = route.write_queues() if route is not None else None
@@ -236,15 +243,16 @@ class Producer:
         conn = self.instance.remoting.open_connection(addr) if addr else None
         if conn is None:
             return asyncio.ensure_future(self._send_slow(msg, queue))
+        assert q is not None  # a connection was found for its broker
         props = msg.all_properties()
         uniq = props.setdefault(PROPERTY_UNIQ_KEY, self._ids.next())
         props.setdefault("WAIT", "true")
         cmd = self._request(RequestCode.SEND_MESSAGE_V2, msg.topic, q, properties_string(props),
                             msg.body, msg.flag, False)
-        out = asyncio.get_running_loop().create_future()
+        out: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
 
-        def done(f: asyncio.Future) -> None:
-            status = None
+        def done(f: asyncio.Future[RemotingCommand]) -> None:
+            status: SendStatus | None = None
             if not f.cancelled() and f.exception() is None:
                 resp = f.result()
                 status = _STATUS.get(resp.code)
@@ -279,7 +287,7 @@ class Producer:
             try:
                 r = await self.instance.broker_request(p.control_node, cmd, 3.0)
                 if r.code == ResponseCode.SUCCESS:
-                    answer = json.loads(r.body)["resolution"]
+                    answer: str = json.loads(cast(bytes, r.body))["resolution"]
                     if answer in ("DONE", "RESEND"):
                         return answer
             except RemotingError as e:
@@ -295,7 +303,7 @@ class Producer:
             return replace(result, status=SendStatus.SEND_OK, pending=None)
         return await self._send_slow(msg, queue)
 
-    async def send_orderly(self, msg: Message, sharding_key) -> SendResult:
+    async def send_orderly(self, msg: Message, sharding_key: object) -> SendResult:
         """All messages with the same key go to one queue, in order."""
         return await self.send(msg, selector=select_by_hash, arg=sharding_key)
 
@@ -329,7 +337,7 @@ class Producer:
     async def _send_batch_checked(self, msgs: Sequence[Message], topic: str,
                                   queue: MessageQueue | None) -> SendResult:
         uniqs = self._ids.next_many(len(msgs))
-        props = []
+        props: list[bytes] = []
         for m, uniq in zip(msgs, uniqs):
             if m.properties or m.tags or m.keys:
                 own = m.all_properties()
@@ -354,16 +362,22 @@ class Producer:
             lambda q: self._request(RequestCode.SEND_BATCH_MESSAGE, topic, q, "", body, 0, True),
             ",".join(uniqs))
 
-    async def _send_with_retries(self, topic, queue, selector, msg, arg, build, uniq) -> SendResult:
+    async def _send_with_retries(self, topic: str, queue: MessageQueue | None,
+                                 selector: QueueSelector | None, msg: Message | None,
+                                 arg: object, build: Callable[[MessageQueue], RemotingCommand],
+                                 uniq: str) -> SendResult:
         attempts = 1 if queue is not None else 1 + self.retry_times
-        avoid, last = None, None
+        avoid: str | None = None
+        last: Exception | None = None
         deadline = time.monotonic() + self.send_timeout
         for _ in range(attempts):
             if queue is not None:
                 q = queue
             else:
                 queues = await self.queues(topic)
-                q = selector(queues, msg, arg) if selector else self._pick(queues, avoid)
+                # a selector comes with its message (send() and send_orderly())
+                q = selector(queues, cast(Message, msg), arg) if selector else \
+                    self._pick(queues, avoid)
             addr = self.instance.master_addr(q.broker_name)
             try:
                 if addr is None:
@@ -402,12 +416,12 @@ class Producer:
             raise TypeError("message body must be bytes")
 
     # ---- client-side batching -------------------------------------------------------
-    def _enqueue(self, msg: Message) -> asyncio.Future:
+    def _enqueue(self, msg: Message) -> asyncio.Future[SendResult]:
         """Hold `msg` for the topic's next batch: sent when full, else after linger_ms, or
         (linger_ms=0) once the calls of this event-loop turn are made. Nothing waits longer
         than it would have anyway: the loop could not write before the turn ends."""
         loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+        fut: asyncio.Future[SendResult] = loop.create_future()
         topic = msg.topic
         held = self._held.get(topic)
         if held is None:
@@ -426,6 +440,7 @@ class Producer:
         held = self._held.pop(topic, None)
         if held is None:
             return
+        assert held.timer is not None  # set as it was made (_enqueue)
         held.timer.cancel()
         if len(held.msgs) == 1:  # nothing to coalesce with: the plain single send
             _chain(self._send_single(held.msgs[0], None), held.futs[0])
@@ -436,12 +451,14 @@ class Producer:
         held = self._held.pop(topic, None)
         if held is None:
             return
+        assert held.timer is not None  # set as it was made (_enqueue)
         held.timer.cancel()
         step = self.batch_max_messages
         for i in range(0, len(held.msgs), step):
             await self._send_held(held.msgs[i:i + step], held.futs[i:i + step])
 
-    async def _send_held(self, msgs: list[Message], futs: list[asyncio.Future]) -> None:
+    async def _send_held(self, msgs: list[Message],
+                         futs: list[asyncio.Future[SendResult]]) -> None:
         try:
             result = await self._send_batch_checked(msgs, msgs[0].topic, None)
         except Exception as e:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import cast
 
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..remoting.codes import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
 from ..runtime.clock import wall_ms
-from .instance import ClientInstance, MQClientError
+from .instance import ClientInstance, MQClientError, OnRequest, TlsOption
 from .message import MessageExt, MessageQueue, decode_pulled
 
 
@@ -68,7 +69,7 @@ class ConsumerBase:
     """Queue-level requests of a consumer group: pulls, queue bounds, committed offsets."""
 
     def __init__(self, group: str, namesrv: str, instance: ClientInstance | None,
-                 on_request=None, tls=None):
+                 on_request: OnRequest | None = None, tls: TlsOption = None) -> None:
         self.group = group
         self.instance = instance or ClientInstance(namesrv, on_request=on_request, tls=tls)
 
@@ -82,7 +83,7 @@ class ConsumerBase:
             raise RemotingError(f"no address for broker {mq.broker_name}")
         return addr
 
-    async def _queue_request(self, mq: MessageQueue, code: int, ext: dict,
+    async def _queue_request(self, mq: MessageQueue, code: int, ext: dict[str, str],
                              timeout: float | None = None) -> RemotingCommand:
         addr = await self._broker_for(mq)
         return await self.instance.broker_request(addr, RemotingCommand(code, ext=ext), timeout)
@@ -93,7 +94,7 @@ class ConsumerBase:
             raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic}")
         return route.read_queues()
 
-    async def _offset_call(self, mq: MessageQueue, code: int, **extra) -> int:
+    async def _offset_call(self, mq: MessageQueue, code: int, **extra: str) -> int:
         resp = await self._queue_request(mq, code, {"topic": mq.topic,
                                                     "queueId": str(mq.queue_id), **extra})
         if resp.code != ResponseCode.SUCCESS:
@@ -148,15 +149,17 @@ class ConsumerBase:
         lo, hi = int(resp.ext.get("minOffset", 0)), int(resp.ext.get("maxOffset", 0))
         if resp.code == ResponseCode.SUCCESS:
             if raw and (expression or "*").strip() == "*":
-                return PullResult(PullStatus.FOUND, nxt, lo, hi, raw=resp.body)
-            msgs = decode_pulled(resp.body, mq)
+                return PullResult(PullStatus.FOUND, nxt, lo, hi, raw=cast(bytes, resp.body))
+            msgs = decode_pulled(cast(bytes, resp.body), mq)  # a received body is bytes
             tags = subscription_tags(expression)
             if tags is not None:
                 msgs = [m for m in msgs if m.tags in tags]
             return PullResult(PullStatus.FOUND, nxt, lo, hi, msgs)
-        status = {ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-                  ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-                  ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL}.get(resp.code)
+        statuses: dict[int, PullStatus] = {
+            ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+            ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+            ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL}
+        status = statuses.get(resp.code)
         if status is None:
             raise MQClientError(resp.code, resp.remark)
         return PullResult(status, nxt, lo, hi)
@@ -166,7 +169,7 @@ class PullConsumer(ConsumerBase):
     """Pull messages from queues you choose, at offsets you choose."""
 
     def __init__(self, group: str = "DEFAULT_CONSUMER", namesrv: str = "127.0.0.1:9876", *,
-                 instance: ClientInstance | None = None, tls=None):
+                 instance: ClientInstance | None = None, tls: TlsOption = None) -> None:
         """`tls`: True, False, an SSLContext, or None (LEDGERMQ_TLS decides)."""
         super().__init__(group, namesrv, instance, tls=tls)
 
@@ -176,8 +179,8 @@ class PullConsumer(ConsumerBase):
     async def shutdown(self) -> None:
         await self.instance.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "PullConsumer":
         return await self.start()
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()

@@ -15,12 +15,12 @@ import inspect
 import json
 import logging
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, cast
 
 from ..remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..remoting.codes import RETRY_PREFIX
 from ..runtime.clock import wall_ms
-from .instance import ClientInstance, MQClientError, periodic
+from .instance import ClientInstance, MQClientError, TlsOption, periodic
 from .message import MessageExt, MessageQueue
 from .offsets import LocalOffsetStore, RemoteOffsetStore
 from .pull import ConsumerBase, MessageSelector, PullStatus, as_selector, subscription_tags
@@ -34,7 +34,8 @@ class ConsumeStatus(enum.Enum):
     RECONSUME_LATER = "RECONSUME_LATER"
 
 
-Listener = Callable[[list[MessageExt]], "ConsumeStatus | bool | None | Awaitable"]
+Listener = Callable[[list[MessageExt]],
+                    "ConsumeStatus | bool | None | Awaitable[ConsumeStatus | bool | None]"]
 
 
 class PushConsumer(QueueRebalance, ConsumerBase):
@@ -49,7 +50,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
                  consume_batch_size: int = 1, max_reconsume_times: int | None = None,
                  concurrency: int = 16, rebalance_interval: float = 20.0,
                  pull_suspend_ms: int = 15_000, offset_dir: str | Path | None = None,
-                 instance: ClientInstance | None = None, tls=None):
+                 instance: ClientInstance | None = None, tls: TlsOption = None) -> None:
         """`tls`: True, False, an SSLContext, or None (LEDGERMQ_TLS decides)."""
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise ValueError("message_model must be CLUSTERING or BROADCASTING")
@@ -71,7 +72,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
         self.queues: dict[MessageQueue, AssignedQueue] = {}
         self._sem: asyncio.Semaphore | None = None  # made in start(), on the running loop
         self._concurrency = concurrency
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_lock: asyncio.Lock | None = None
         self.offset_store = RemoteOffsetStore(self) if self.clustering else LocalOffsetStore(
             Path(offset_dir or Path.home() / ".ledgermq" / "offsets") / f"{group}.json")
@@ -128,20 +129,20 @@ class PushConsumer(QueueRebalance, ConsumerBase):
                     pass
         await self.instance.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "PushConsumer":
         return await self.start()
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def _on_broker_request(self, cmd: RemotingCommand, conn: Connection):
+    def _on_broker_request(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED and self.running:
             asyncio.get_running_loop().create_task(self.rebalance())
             return None
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET and self.running:
             try:
                 table = {MessageQueue(e["topic"], e["brokerName"], int(e["queueId"])):
-                         int(e["offset"]) for e in json.loads(cmd.body)["offsetTable"]}
+                         int(e["offset"]) for e in json.loads(cast(bytes, cmd.body))["offsetTable"]}
             except (ValueError, KeyError, TypeError) as e:
                 log.warning("offset reset from %s unreadable: %s", conn.peer, e)
                 return None
@@ -156,6 +157,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
         """An operator moved the group's offsets (resetOffsetByTime, skipAccumulatedMessage):
         the queues this client reads start again from there; what was pulled and not yet
         consumed is not committed over the reset."""
+        assert self._rebalance_lock is not None  # asked only while running
         async with self._rebalance_lock:
             for mq, offset in table.items():
                 old = self.queues.get(mq)
@@ -238,11 +240,13 @@ class PushConsumer(QueueRebalance, ConsumerBase):
             else:
                 for i in range(0, len(result.messages), self.consume_batch_size):
                     batch = result.messages[i:i + self.consume_batch_size]
+                    assert self._sem is not None  # made in start()
                     await self._sem.acquire()
                     asyncio.create_task(self._consume_concurrently(state, batch))
 
     async def _call_listener(self, msgs: list[MessageExt]) -> bool:
         try:
+            assert self.listener is not None  # start() requires one
             if inspect.iscoroutinefunction(self.listener):
                 outcome = await self.listener(msgs)
             else:
@@ -264,6 +268,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
                     failed = [m for m in failed if not await self._send_back(m, 0)]
             self._done(state, msgs)
         finally:
+            assert self._sem is not None
             self._sem.release()
 
     async def _consume_orderly(self, state: AssignedQueue, msgs: list[MessageExt]) -> None:

@@ -12,11 +12,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import TYPE_CHECKING, cast
 
 from ..remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..remoting.codes import RETRY_PREFIX
-from .instance import MQClientError
+from .instance import ClientInstance, MQClientError
 from .message import MessageExt, MessageQueue
+
+if TYPE_CHECKING:
+    from .offsets import LocalOffsetStore, RemoteOffsetStore
+    from .pull import MessageSelector
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +37,7 @@ class AssignedQueue:
         self.consumed_to = offset  # everything below is done
         self.committed = -1
         self.dropped = False
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         self.lock = asyncio.Lock()  # orderly: one batch at a time
 
     def progress(self) -> int:
@@ -44,6 +49,26 @@ class QueueRebalance:
     """Mixed into PushConsumer."""
 
     queues: dict[MessageQueue, AssignedQueue]
+    # set by PushConsumer (and ConsumerBase)
+    instance: ClientInstance
+    group: str
+    running: bool
+    orderly: bool
+    consume_from: str
+    consume_timestamp_ms: int
+    subscriptions: dict[str, MessageSelector]
+    offset_store: RemoteOffsetStore | LocalOffsetStore
+    _rebalance_lock: asyncio.Lock | None  # made in start()
+
+    if TYPE_CHECKING:  # PushConsumer's and ConsumerBase's
+        @property
+        def clustering(self) -> bool: ...
+        async def _pull_loop(self, state: AssignedQueue) -> None: ...
+        async def _commit_state(self, state: AssignedQueue) -> None: ...
+        async def _broker_for(self, mq: MessageQueue) -> str: ...
+        async def min_offset(self, mq: MessageQueue) -> int: ...
+        async def max_offset(self, mq: MessageQueue) -> int: ...
+        async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int: ...
 
     # ---- assignment -----------------------------------------------------------------
     async def _consumer_ids(self, topic: str) -> list[str]:
@@ -58,7 +83,7 @@ class QueueRebalance:
             except RemotingError:
                 continue
             if resp.code == ResponseCode.SUCCESS:
-                return sorted(json.loads(resp.body).get("consumerIdList", []))
+                return sorted(json.loads(cast(bytes, resp.body)).get("consumerIdList", []))
         return []
 
     async def rebalance(self) -> None:
@@ -66,6 +91,7 @@ class QueueRebalance:
         near-equal slice of the sorted queues (RocketMQ's average allocation)."""
         if not self.running:
             return
+        assert self._rebalance_lock is not None  # running: start() made it
         async with self._rebalance_lock:
             wanted: set[MessageQueue] = set()
             for topic in self.subscriptions:
@@ -121,7 +147,7 @@ class QueueRebalance:
                 addr = await self._broker_for(qs[0])
                 resp = await self.instance.broker_request(addr, RemotingCommand(code, body=body))
                 if code == RequestCode.LOCK_BATCH_MQ:
-                    got = json.loads(resp.body or b"{}").get("lockOKMQSet", [])
+                    got = json.loads(cast(bytes, resp.body) or b"{}").get("lockOKMQSet", [])
                     ok &= len(got) == len(qs)
             except RemotingError:
                 ok = False

@@ -9,7 +9,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from ..remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ..wire.message import (
@@ -38,7 +38,8 @@ LocalTransaction = Callable[[Message, Any], "LocalTransactionState | Awaitable[L
 CheckListener = Callable[[StoredMessage], "LocalTransactionState | Awaitable[LocalTransactionState]"]
 
 
-async def _call(fn, *args) -> LocalTransactionState:
+async def _call(fn: Callable[..., LocalTransactionState | Awaitable[LocalTransactionState]],
+                *args: Any) -> LocalTransactionState:
     out = fn(*args)
     if asyncio.iscoroutine(out) or isinstance(out, asyncio.Future):
         out = await out
@@ -50,12 +51,12 @@ class TransactionProducer(Producer):
     gets the half message (its `uniq_key` is the transaction id) and returns the state."""
 
     def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", *,
-                 check: CheckListener | None = None, **kw):
+                 check: CheckListener | None = None, **kw: Any) -> None:
         instance = kw.pop("instance", None) or ClientInstance(
             namesrv, on_request=self._on_broker_request, tls=kw.get("tls"))
         super().__init__(group, namesrv, instance=instance, **kw)
         self.check = check
-        self._checks: set[asyncio.Task] = set()
+        self._checks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> "TransactionProducer":
         await super().start()
@@ -105,7 +106,7 @@ class TransactionProducer(Producer):
             log.warning("END_TRANSACTION of %s to %s failed: %s", uniq, addr, e)
 
     # ---- the broker's check-back ----------------------------------------------------
-    def _on_broker_request(self, cmd: RemotingCommand, conn: Connection):
+    def _on_broker_request(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
             t = asyncio.get_running_loop().create_task(self._answer_check(cmd, conn))
             self._checks.add(t)
@@ -119,7 +120,7 @@ class TransactionProducer(Producer):
     async def _answer_check(self, cmd: RemotingCommand, conn: Connection) -> None:
         ext = cmd.ext
         try:
-            msg = decode_message(cmd.body)
+            msg = decode_message(cast(bytes, cmd.body))  # a received body is bytes
         except Exception as e:  # noqa: BLE001 - a bad check is logged, not fatal
             log.warning("a transaction check from %s carried no readable message: %s",
                         conn.peer, e)
