@@ -19,7 +19,7 @@ run: install
 test: install typecheck
 	$(PY) -m pytest -q
 
-# mypy --strict on the replication cores, the wire formats and the broker ([tool.mypy])
+# mypy --strict on the replication cores, the wire formats, the broker and the client ([tool.mypy])
 typecheck: install
 	$(PY) -m mypy
 
