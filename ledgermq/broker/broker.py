@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Callable, cast
+from typing import TYPE_CHECKING, Awaitable, cast
 
 from .. import __version__
 from ..metrics.serving import port_of, serve as serve_metrics
@@ -37,7 +37,7 @@ from .meta.subgroups import SubscriptionGroups
 from .meta.topic_table import TopicTable
 from .meta.topics import Topics
 from .metrics import BrokerStats, registry_for
-from .modes import ModeHost, ReplicationMode, mode_class
+from .modes import ReplicationMode, mode_class
 from .name_server_link import NameServerLink
 from .pop.service import PopService
 from .processors import PROCESSORS
@@ -74,9 +74,7 @@ class Broker:
         # the cluster secret: what this broker proves to its peers and asks of them
         self.peer_auth = PeerAuth(config.cluster_secret)
         self.peer_gate = PeerGate(self.peer_auth, "broker")
-        # (mode_class gives the Protocol's type: each mode class is made with its host)
-        make_mode = cast("Callable[[ModeHost], ReplicationMode]", mode_class(config, standalone))
-        self.mode: ReplicationMode = make_mode(self)
+        self.mode: ReplicationMode = mode_class(config, standalone)(self)
         root = store_config.root / "config"
         self.namesrv = NameServerLink(self)
         self.topics = Topics(TopicTable(root / "topics.json", config.defaultTopicQueueNums,

@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from ..config import BrokerConfig, BrokerRole
 from .base import Later, ModeHost, Pending, StandaloneMode, not_in_mode
 from .checkpoint import CheckpointMode
@@ -20,7 +22,8 @@ MODES: tuple[type[ReplicationMode], ...] = (
     StandaloneMode, ClassicHAMode, CheckpointMode, DLedgerMode, ControllerMode)
 
 
-def mode_class(config: BrokerConfig, standalone: bool = False) -> type[ReplicationMode]:
+def mode_class(config: BrokerConfig, standalone: bool = False
+               ) -> Callable[[ModeHost], ReplicationMode]:
     if config.enableDLegerCommitLog:
         return DLedgerMode
     if config.enableConsistentCheckpoint:
