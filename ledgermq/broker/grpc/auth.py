@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Awaitable, Callable, Protocol, TypeVar
 from ...apis import definition_pb2 as pb
 from ...remoting import RequestCode
 from ..access.accounts import Account
+from ..refusals import Kind, Refused
+from .convert import GRPC_CODES
 
 if TYPE_CHECKING:
     import grpc
@@ -68,15 +70,40 @@ def consume_refusal(broker: Broker, context: grpc.aio.ServicerContext, group: st
                    {"topic": topic, "consumerGroup": group})
 
 
+def check_consume(broker: Broker, context: grpc.aio.ServicerContext, group: str,
+                  topic: str) -> None:
+    """consume_refusal, raised: Refused (UNAUTHORIZED)."""
+    why = consume_refusal(broker, context, group, topic)
+    if why is not None:
+        raise Refused(Kind.UNAUTHORIZED, why)
+
+
+def answers_refusals(response_cls: Callable[..., _R]
+                     ) -> Callable[[Unary[_S, _Q, _R]], Unary[_S, _Q, _R]]:
+    """A unary handler whose Refused is answered with its kind's status."""
+    def wrap(handler: Unary[_S, _Q, _R]) -> Unary[_S, _Q, _R]:
+        @functools.wraps(handler)
+        async def answering(self: _S, request: _Q, context: grpc.aio.ServicerContext) -> _R:
+            try:
+                return await handler(self, request, context)
+            except Refused as e:
+                return response_cls(status=pb.Status(code=GRPC_CODES[e.kind], message=str(e)))
+        return answering
+    return wrap
+
+
 def authenticated(response_cls: Callable[..., _R]
                   ) -> Callable[[Unary[_S, _Q, _R]], Unary[_S, _Q, _R]]:
-    """A unary handler that answers UNAUTHORIZED to a caller the ACL refuses."""
+    """A unary handler that answers UNAUTHORIZED to a caller the ACL refuses (and its
+    Refused with its kind's status)."""
     def wrap(handler: Unary[_S, _Q, _R]) -> Unary[_S, _Q, _R]:
+        answering = answers_refusals(response_cls)(handler)
+
         @functools.wraps(handler)
         async def guarded(self: _S, request: _Q, context: grpc.aio.ServicerContext) -> _R:
             why = refusal(self.broker, context)
             if why is not None:
                 return response_cls(status=pb.Status(code=pb.UNAUTHORIZED, message=why))
-            return await handler(self, request, context)
+            return await answering(self, request, context)
         return guarded
     return wrap

@@ -34,6 +34,8 @@ MAX_PROPERTY_BYTES = 16 * 1024  # RocketMQ's limit on a message's properties
 # the API's status for each kind of refusal (see broker/refusals.py)
 GRPC_CODES: dict[Kind, pb.Code] = {
     Kind.BAD_REQUEST: pb.BAD_REQUEST,
+    Kind.UNAUTHORIZED: pb.UNAUTHORIZED,
+    Kind.CLIENT_ID_REQUIRED: pb.CLIENT_ID_REQUIRED,
     Kind.TOPIC_NOT_FOUND: pb.TOPIC_NOT_FOUND,
     Kind.TOO_MANY: pb.TOO_MANY_REQUESTS,
     Kind.RECEIPT_HANDLE: pb.INVALID_RECEIPT_HANDLE,

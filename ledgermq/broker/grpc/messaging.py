@@ -24,8 +24,10 @@ from ...wire.message import (
     encode_properties,
 )
 from ..meta.consumers import parse_subscription
-from ..refusals import Refused
-from .auth import authenticated, caller, consume_refusal, refusal
+from ..refusals import Kind, Refused
+from .auth import (
+    answers_refusals, authenticated, caller, check_consume, consume_refusal, refusal,
+)
 from .channel import CallOf, ClientChannel, call
 from .convert import (
     GRPC_CODES, PROPERTY_MESSAGE_GROUP, duration, properties_of, timestamp, to_grpc,
@@ -74,6 +76,13 @@ class MessagingService(OffsetCalls):
         self._sends = itertools.count()  # spreads sends over the queues
 
     # ---- clients --------------------------------------------------------------------
+    def _caller(self, context: grpc.aio.ServicerContext) -> CallOf:
+        """The calling client's channel; Refused (CLIENT_ID_REQUIRED) for a call naming none."""
+        c = self._client(context)
+        if c is None:
+            raise Refused(Kind.CLIENT_ID_REQUIRED, NO_CLIENT_ID.message)
+        return c
+
     def _client(self, context: grpc.aio.ServicerContext) -> CallOf | None:
         """The calling client's channel (made at its first call) as this call sees it."""
         meta = dict(context.invocation_metadata() or ())
@@ -200,8 +209,7 @@ class MessagingService(OffsetCalls):
     @authenticated(svc.HeartbeatResponse)
     async def Heartbeat(self, request: svc.HeartbeatRequest,
                         context: grpc.aio.ServicerContext) -> svc.HeartbeatResponse:
-        if self._client(context) is None:
-            return svc.HeartbeatResponse(status=NO_CLIENT_ID)
+        self._caller(context)
         return svc.HeartbeatResponse(status=status(pb.OK))
 
     @authenticated(svc.NotifyClientTerminationResponse)
@@ -260,9 +268,7 @@ class MessagingService(OffsetCalls):
     @authenticated(svc.SendMessageResponse)
     async def SendMessage(self, request: svc.SendMessageRequest,
                           context: grpc.aio.ServicerContext) -> svc.SendMessageResponse:
-        ch = self._client(context)
-        if ch is None:
-            return svc.SendMessageResponse(status=NO_CLIENT_ID)
+        ch = self._caller(context)
         if not request.messages:
             return svc.SendMessageResponse(status=status(pb.BAD_REQUEST, "no message to send"))
         entries = [await self._send_one(m, ch) for m in request.messages]
@@ -332,9 +338,7 @@ class MessagingService(OffsetCalls):
     @authenticated(svc.EndTransactionResponse)
     async def EndTransaction(self, request: svc.EndTransactionRequest,
                              context: grpc.aio.ServicerContext) -> svc.EndTransactionResponse:
-        ch = self._client(context)
-        if ch is None:
-            return svc.EndTransactionResponse(status=NO_CLIENT_ID)
+        ch = self._caller(context)
         if not request.transaction_id.isdigit():
             return svc.EndTransactionResponse(status=status(
                 pb.INVALID_TRANSACTION_ID, f"transaction id {request.transaction_id!r} was "
@@ -428,11 +432,10 @@ class MessagingService(OffsetCalls):
                 invisible_ms=p.invisible_ms))
         yield svc.ReceiveMessageResponse(status=status(pb.OK))
 
+    @answers_refusals(svc.AckMessageResponse)
     async def AckMessage(self, request: svc.AckMessageRequest,
                          context: grpc.aio.ServicerContext) -> svc.AckMessageResponse:
-        why = consume_refusal(self.broker, context, request.group.name, request.topic.name)
-        if why is not None:
-            return svc.AckMessageResponse(status=status(pb.UNAUTHORIZED, why))
+        check_consume(self.broker, context, request.group.name, request.topic.name)
         out = svc.AckMessageResponse()
         acks = []
         for e in request.entries:
@@ -453,32 +456,22 @@ class MessagingService(OffsetCalls):
                             status(pb.MULTIPLE_RESULTS, "see each entry"))
         return out
 
+    @answers_refusals(svc.ChangeInvisibleDurationResponse)
     async def ChangeInvisibleDuration(self, request: svc.ChangeInvisibleDurationRequest,
                                       context: grpc.aio.ServicerContext
                                       ) -> svc.ChangeInvisibleDurationResponse:
-        why = consume_refusal(self.broker, context, request.group.name, request.topic.name)
-        if why is not None:
-            return svc.ChangeInvisibleDurationResponse(status=status(pb.UNAUTHORIZED, why))
-        try:
-            h = self.broker.pop.change_invisible(
-                request.group.name, request.receipt_handle,
-                ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS), request.topic.name)
-        except Refused as e:
-            return svc.ChangeInvisibleDurationResponse(status=status(GRPC_CODES[e.kind], str(e)))
+        check_consume(self.broker, context, request.group.name, request.topic.name)
+        h = self.broker.pop.change_invisible(
+            request.group.name, request.receipt_handle,
+            ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS), request.topic.name)
         return svc.ChangeInvisibleDurationResponse(status=status(pb.OK),
                                                    receipt_handle=h.encode())
 
+    @answers_refusals(svc.ForwardMessageToDeadLetterQueueResponse)
     async def ForwardMessageToDeadLetterQueue(
             self, request: svc.ForwardMessageToDeadLetterQueueRequest,
             context: grpc.aio.ServicerContext) -> svc.ForwardMessageToDeadLetterQueueResponse:
-        why = consume_refusal(self.broker, context, request.group.name, request.topic.name)
-        if why is not None:
-            return svc.ForwardMessageToDeadLetterQueueResponse(status=status(pb.UNAUTHORIZED,
-                                                                             why))
-        try:
-            self.broker.pop.dead_letter(request.group.name, request.receipt_handle,
-                                        request.topic.name)
-        except Refused as e:
-            return svc.ForwardMessageToDeadLetterQueueResponse(
-                status=status(GRPC_CODES[e.kind], str(e)))
+        check_consume(self.broker, context, request.group.name, request.topic.name)
+        self.broker.pop.dead_letter(request.group.name, request.receipt_handle,
+                                    request.topic.name)
         return svc.ForwardMessageToDeadLetterQueueResponse(status=status(pb.OK))

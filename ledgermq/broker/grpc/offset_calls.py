@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, cast
 from ...apis import definition_pb2 as pb
 from ...apis import service_pb2 as svc
 from ...remoting import RequestCode
+from ..refusals import Kind, Refused
 from .auth import authenticated, consume_refusal, refusal
 from .convert import to_ms
 
@@ -26,35 +27,33 @@ class OffsetCalls:
 
     broker: Broker
 
-    def _queue_of(self, mq: pb.MessageQueue) -> tuple[str, int] | pb.Status:
+    def _queue_of(self, mq: pb.MessageQueue) -> tuple[str, int]:
         tc = self.broker.topics.for_pull(mq.topic.name)
         if tc is None:
-            return status(pb.TOPIC_NOT_FOUND, f"topic {mq.topic.name} does not exist on "
+            raise Refused(Kind.TOPIC_NOT_FOUND, f"topic {mq.topic.name} does not exist on "
                           f"{self.broker.config.brokerName}")
         if not 0 <= mq.id < max(tc.readQueueNums, tc.writeQueueNums):
-            return status(pb.BAD_REQUEST, f"queue {mq.id} is not a queue of {mq.topic.name} "
+            raise Refused(Kind.BAD_REQUEST, f"queue {mq.id} is not a queue of {mq.topic.name} "
                           f"({tc.readQueueNums} read queues)")
         return mq.topic.name, mq.id
 
     def _checked_queue(self, request: svc.GetOffsetRequest | svc.QueryOffsetRequest
                        | svc.UpdateOffsetRequest, context: grpc.aio.ServicerContext,
-                       group: bool) -> tuple[str, int] | pb.Status:
+                       group: bool) -> tuple[str, int]:
         """The request's queue, once the caller may read its topic (and, with `group`,
-        act for its group); else the status saying why not."""
+        act for its group); Refused saying why not."""
         topic = request.message_queue.topic.name
         named = cast("svc.GetOffsetRequest | svc.UpdateOffsetRequest", request)  # with `group`
         why = consume_refusal(self.broker, context, named.group.name, topic) if group \
             else refusal(self.broker, context, RequestCode.GET_MAX_OFFSET, {"topic": topic})
         if why is not None:
-            return status(pb.UNAUTHORIZED, why)
+            raise Refused(Kind.UNAUTHORIZED, why)
         return self._queue_of(request.message_queue)
 
     @authenticated(svc.GetOffsetResponse)
     async def GetOffset(self, request: svc.GetOffsetRequest,
                         context: grpc.aio.ServicerContext) -> svc.GetOffsetResponse:
         q = self._checked_queue(request, context, group=True)
-        if isinstance(q, pb.Status):
-            return svc.GetOffsetResponse(status=q)
         offset = self.broker.offsets.query(q[0], request.group.name, q[1])
         if offset is None or offset < 0:
             return svc.GetOffsetResponse(status=status(
@@ -66,8 +65,6 @@ class OffsetCalls:
     async def QueryOffset(self, request: svc.QueryOffsetRequest,
                           context: grpc.aio.ServicerContext) -> svc.QueryOffsetResponse:
         q = self._checked_queue(request, context, group=False)
-        if isinstance(q, pb.Status):
-            return svc.QueryOffsetResponse(status=q)
         store = self.broker.store
         if request.query_offset_policy == pb.BEGINNING:
             offset = store.min_offset_in_queue(*q)
@@ -81,8 +78,6 @@ class OffsetCalls:
     async def UpdateOffset(self, request: svc.UpdateOffsetRequest,
                            context: grpc.aio.ServicerContext) -> svc.UpdateOffsetResponse:
         q = self._checked_queue(request, context, group=True)
-        if isinstance(q, pb.Status):
-            return svc.UpdateOffsetResponse(status=q)
         if request.offset < 0:
             return svc.UpdateOffsetResponse(status=status(pb.ILLEGAL_OFFSET,
                                                           f"offset {request.offset} < 0"))
