@@ -42,19 +42,17 @@ class BrokerStats:
         self.out_bytes: dict[tuple[str, str], int] = defaultdict(int)
         self.acl_denied: dict[int | str, int] = defaultdict(int)  # by request code
         # by protocol, then by request_timing.rpc_key(request code, response code)
-        # (histogram.py's Histogram is not annotated: its calls are ignored below)
-        self.rpc = {"remoting": Histogram(RPC_LATENCY_MS),  # type: ignore[no-untyped-call]
-                    "grpc": Histogram(RPC_LATENCY_MS)}  # type: ignore[no-untyped-call]
+        self.rpc = {"remoting": Histogram(RPC_LATENCY_MS), "grpc": Histogram(RPC_LATENCY_MS)}
         # by topic: each message's stored size (a batch's at their mean); its count and sum
         # are also the messages and bytes written
         self.sizes: Histogram | None = \
-            Histogram(MESSAGE_SIZE_BYTES) if histograms else None  # type: ignore[no-untyped-call]
+            Histogram(MESSAGE_SIZE_BYTES) if histograms else None
 
     def put(self, topic: str, count: int, size: int) -> None:
         sizes = self.sizes
         if sizes is not None and count:
             # (observe, inlined; histogram.py says its keys are tuples: these are topics)
-            s = sizes.series.get(topic) or sizes.new(topic)  # type: ignore[call-overload]
+            s = sizes.series.get(topic) or sizes.new(topic)
             s[bisect_left(sizes.bounds, size / count)] += count
             s[-1] += size
 

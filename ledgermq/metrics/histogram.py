@@ -12,6 +12,7 @@ one observation's count without its sum, never a torn number.
 from __future__ import annotations
 
 from bisect import bisect_left
+from typing import Hashable, Iterable
 
 # RocketMQ 5's buckets for rocketmq_rpc_latency (ms) and rocketmq_message_size (bytes)
 RPC_LATENCY_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
@@ -26,16 +27,16 @@ class Histogram:
 
     __slots__ = ("bounds", "series")
 
-    def __init__(self, bounds):
+    def __init__(self, bounds: Iterable[float]) -> None:
         self.bounds = tuple(bounds)
-        self.series: dict[tuple, list] = {}
+        self.series: dict[Hashable, list[float]] = {}
 
-    def observe(self, key, value: float, count: int = 1) -> None:
+    def observe(self, key: Hashable, value: float, count: int = 1) -> None:
         s = self.series.get(key) or self.new(key)
         s[bisect_left(self.bounds, value)] += count
         s[-1] += value * count
 
-    def new(self, key) -> list:
+    def new(self, key: Hashable) -> list[float]:
         """The (zeroed) counts of `key`: for callers that inline `observe` on a hot path."""
         s = self.series[key] = [0] * (len(self.bounds) + 1) + [0.0]
         return s
