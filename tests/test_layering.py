@@ -44,6 +44,16 @@ def _type_checking_only(node: ast.If) -> bool:
         (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
 
 
+def parse(path: Path) -> ast.Module:
+    """ast.parse, once more on CPython 3.11's SystemError "AST constructor recursion depth
+    mismatch" (gh-106905: the AST builder's depth count is shared between threads, so a
+    traceback formatted meanwhile in another thread, which parses with `ast`, upsets it)."""
+    try:
+        return ast.parse(path.read_text(), str(path))
+    except SystemError:
+        return ast.parse(path.read_text(), str(path))
+
+
 def imports_of(path: Path, name: str | None = None) -> set[str]:
     """Absolute names of every module `path` (module `name`) imports, at any depth."""
     name = name or module_name(path)
@@ -71,7 +81,7 @@ def imports_of(path: Path, name: str | None = None) -> set[str]:
         for child in ast.iter_child_nodes(node):
             visit(child)
 
-    visit(ast.parse(path.read_text(), str(path)))
+    visit(parse(path))
     return out
 
 

@@ -13,8 +13,12 @@ from .conftest import small_config
 
 
 def crash(store: MessageStore) -> None:
-    """Leave the store as a kill -9 would: its files unclosed, the abort mark in place."""
+    """Leave the store as a kill -9 would: its files unclosed, the abort mark in place, no
+    thread of it left running (a cleaner outliving its test logs a traceback every round
+    once the directory is gone; CPython 3.11 formats it with `ast`, not thread-safe)."""
     store._flusher.stop()
+    store._cleaner_stop.set()
+    store._cleaner.join(timeout=30)
     store._dir_lock.release()
 
 
