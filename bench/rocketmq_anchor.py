@@ -1,28 +1,39 @@
-"""Apache RocketMQ itself as the anchor (#29): its name server and broker from Maven
-Central (bench/anchors/rocketmq/pom.xml), started with `java -cp` beside ledgermq on
-127.0.0.1, and RocketMQ's own benchmark Producer driving either side.
+"""Apache RocketMQ itself as the anchor (#29): its name server, controllers and brokers from
+Maven Central (bench/anchors/rocketmq/pom.xml), started with `java -cp` beside ledgermq on
+127.0.0.1, in the layouts ledgermq runs (bench/rocketmq_layouts.py), and RocketMQ's own Java
+client driving either side: the official benchmark Producer and BenchDriver.java.
 
 The classpath is resolved once by Maven into .cache/rocketmq-anchor/ and reused. Every
 process started here is stopped by the PID it got; each one logs into its own directory.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
+import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.rocketmq_layouts import LAYOUTS, Node
+from ledgermq.client.admin import Admin
 from ledgermq.localcluster.cluster import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 POM_DIR = ROOT / "bench" / "anchors" / "rocketmq"
 CACHE = ROOT / ".cache" / "rocketmq-anchor"
-# RocketMQ's own fast-try scripts: 512 MB for a name server, 1 GB for a broker
-NAMESRV_HEAP, BROKER_HEAP = "512m", "1g"
+DRIVER = POM_DIR / "BenchDriver.java"
+# RocketMQ's own fast-try scripts: 512 MB for a name server (and a controller), 1 GB for a broker
+HEAPS = {"namesrv": "512m", "controller": "512m", "broker": "1g"}
+MAINS = {"namesrv": "org.apache.rocketmq.namesrv.NamesrvStartup",
+         "controller": "org.apache.rocketmq.controller.ControllerStartup",
+         "broker": "org.apache.rocketmq.broker.BrokerStartup"}
 # JDK 17 closes what RocketMQ's broker (and controller mode) reflect on
 OPENS = ["--add-opens", "java.base/java.lang=ALL-UNNAMED",
          "--add-opens", "java.base/java.nio=ALL-UNNAMED",
@@ -43,7 +54,7 @@ class AnchorUnavailable(RuntimeError):
 
 def missing_tools() -> str | None:
     """Why the anchor cannot run on this machine, or None."""
-    for tool in ("java", "mvn"):
+    for tool in ("java", "javac", "mvn"):
         if shutil.which(tool) is None:
             return f"{tool} is not on this machine's PATH"
     return None
@@ -67,6 +78,19 @@ def classpath() -> str:
     return out.read_text().strip()
 
 
+def compile_java(source: Path, into: Path) -> str:
+    """`source`'s classes, compiled against RocketMQ's classpath once per version of the
+    source (into/<hash>/), as a classpath entry."""
+    out = into / hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    if not (out / f"{source.stem}.class").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run(["javac", "-cp", classpath(), "-d", str(out), str(source)],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise AnchorUnavailable(f"javac {source.name}: {r.stderr[-3000:]}")
+    return str(out)
+
+
 def _wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> None:
     """Until `text` appears in `path` (a process's stdout), or fail saying why."""
     end = time.monotonic() + timeout
@@ -74,21 +98,45 @@ def _wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> 
         if path.exists() and text in path.read_text(errors="replace"):
             return
         if proc.poll() is not None:
-            raise AnchorUnavailable(f"{proc.args[-1]} exited ({proc.returncode}): "
+            raise AnchorUnavailable(f"{proc.args[-3]} exited ({proc.returncode}): "
                                     f"{path.read_text(errors='replace')[-800:]}")
         time.sleep(0.2)  # polling the process's output file, with a deadline
     raise AnchorUnavailable(f"no '{text}' in {path} within {timeout:.0f} s")
 
 
-@dataclass
-class SingleBroker:
-    """A RocketMQ name server and one ASYNC_MASTER broker, as `with SingleBroker(dir)`."""
-    workdir: Path
-    namesrv: str = ""
-    broker: str = ""
-    procs: list[subprocess.Popen] = field(default_factory=list)
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
 
-    def __enter__(self) -> "SingleBroker":
+
+def broker_ports(n: int) -> list[int]:
+    """`n` listen ports whose neighbours are free too: a RocketMQ broker also binds
+    port-2 (its second, "fast" channel) and, unless told otherwise, port+1 (HA)."""
+    out: list[int] = []
+    for _ in range(200):
+        if len(out) == n:
+            return out
+        (p,) = free_ports(1)
+        if p not in out and all(_free(q) and q not in out for q in (p - 2, p + 1)):
+            out.append(p)
+    raise AnchorUnavailable(f"no {n} free broker ports with free neighbours")
+
+
+@dataclass
+class RocketMQ:
+    """One of LAYOUTS (single, sync, dledger, controller) of Apache RocketMQ, as
+    `with RocketMQ(dir, layout) as rmq`; `rmq.namesrv` is its name server's address."""
+    workdir: Path
+    layout: str = "single"
+    namesrv: str = ""
+    nodes: list[Node] = field(default_factory=list)
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def __enter__(self) -> "RocketMQ":
         try:
             self._start()
         except BaseException:
@@ -99,44 +147,63 @@ class SingleBroker:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _java(self, name: str, heap: str, main: str, conf: Path, cp: str) -> subprocess.Popen:
-        d = self.workdir / name
+    def _start(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"no layout {self.layout} (have: {', '.join(LAYOUTS)})")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.nodes = LAYOUTS[self.layout](self.workdir, free_ports, broker_ports)
+        self.namesrv = next(n.addr for n in self.nodes if n.kind == "namesrv")
+        for node in self.nodes:  # name server, controllers, then brokers
+            self.start_node(node)
+        asyncio.run(self.master())
+
+    def start_node(self, node: Node) -> None:
+        d = self.workdir / node.name
         d.mkdir(parents=True, exist_ok=True)
         (d / "logback.xml").write_text(LOGBACK)
+        conf = d / f"{node.kind}.conf"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in node.conf.items()))
+        heap = HEAPS[node.kind]
         argv = ["java", f"-Xms{heap}", f"-Xmx{heap}", *OPENS,
                 f"-Drocketmq.home.dir={d}", f"-Drmq.logback.configurationFile={d / 'logback.xml'}",
-                f"-Drmqlog={d / 'rocketmq.log'}", "-cp", cp, main, "-c", str(conf)]
+                f"-Drmqlog={d / 'rocketmq.log'}", "-cp", classpath(), MAINS[node.kind],
+                "-c", str(conf)]
         with open(d / "stdout.log", "wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=d,
                                     env={"ROCKETMQ_HOME": str(d), "PATH": "/usr/bin:/bin"})
-        self.procs.append(proc)
-        return proc
+        self.procs[node.name] = proc
+        if node.kind != "controller":  # a controller says nothing until its group elects
+            _wait_for(d / "stdout.log", "boot success", proc, 120)
 
-    def _start(self) -> None:
-        cp = classpath()
-        ns_port, broker_port = free_ports(2)  # the broker also takes port+1 (HA) and -2 (VIP)
-        self.namesrv, self.broker = f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}"
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        ns_conf = self.workdir / "namesrv.conf"
-        ns_conf.write_text(f"listenPort={ns_port}\n")
-        ns = self._java("namesrv", NAMESRV_HEAP, "org.apache.rocketmq.namesrv.NamesrvStartup",
-                        ns_conf, cp)
-        _wait_for(self.workdir / "namesrv" / "stdout.log", "boot success", ns, 60)
-        store = self.workdir / "broker" / "store"
-        b_conf = self.workdir / "broker.conf"
-        b_conf.write_text("\n".join([
-            "brokerClusterName=AnchorCluster", "brokerName=anchor-a", "brokerId=0",
-            f"listenPort={broker_port}", f"namesrvAddr={self.namesrv}",
-            "brokerIP1=127.0.0.1", "brokerIP2=127.0.0.1",
-            f"storePathRootDir={store}", f"storePathCommitLog={store / 'commitlog'}",
-            f"mappedFileSizeCommitLog={64 << 20}", "autoCreateTopicEnable=true",
-            "brokerRole=ASYNC_MASTER", "flushDiskType=ASYNC_FLUSH", ""]))
-        broker = self._java("broker", BROKER_HEAP, "org.apache.rocketmq.broker.BrokerStartup",
-                            b_conf, cp)
-        _wait_for(self.workdir / "broker" / "stdout.log", "boot success", broker, 120)
+    async def master(self, timeout: float = 60.0, not_at: str = "") -> str:
+        """The group's master (or DLedger leader) address, once the name server has one
+        (other than `not_at`)."""
+        end = time.monotonic() + timeout
+        async with Admin(self.namesrv) as admin:
+            while time.monotonic() < end:
+                try:
+                    addrs = await admin.master_addrs()
+                except Exception:  # the name server is up but knows no broker yet
+                    addrs = {}
+                if addrs and list(addrs.values())[0] != not_at:
+                    return list(addrs.values())[0]
+                await asyncio.sleep(0.2)
+        raise AnchorUnavailable(f"no master registered within {timeout:.0f} s")
+
+    def node_at(self, addr: str) -> Node:
+        return next(n for n in self.nodes if n.addr == addr)
+
+    def pids(self) -> dict[str, int]:
+        return {name: p.pid for name, p in self.procs.items() if p.poll() is None}
+
+    def kill(self, name: str) -> None:
+        """kill -9 of one process, by the PID it got."""
+        proc = self.procs[name]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
+        for proc in reversed(list(self.procs.values())):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 try:
@@ -170,3 +237,17 @@ def benchmark_producer(namesrv: str, *, topic: str = "BenchmarkTest", threads: i
     return [{"tps": int(m[1]), "max_rt_ms": int(m[2]), "avg_rt_ms": float(m[3]),
              "send_failed": int(m[4]), "response_failed": int(m[5])}
             for m in REPORT.finditer(text)]
+
+
+def driver_argv(*args: object) -> list[str]:
+    """The java command line running BenchDriver.java's `args` (compiled once)."""
+    cp = compile_java(DRIVER, CACHE / "driver") + os.pathsep + classpath()
+    return ["java", "-Xmx512m", "-cp", cp, "BenchDriver", *map(str, args)]
+
+
+def bench_driver(*args: object, timeout: float = 600) -> list[dict]:
+    """Run one BenchDriver command to its end: the JSON lines it printed."""
+    r = subprocess.run(driver_argv(*args), capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"BenchDriver {args[0]} failed: {(r.stdout + r.stderr)[-2000:]}")
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]

@@ -5,7 +5,6 @@ runs tests/compat/java/JavaClient.java. Sync and batch sends with JSON and with 
 each comes back through the group's %RETRY% topic. Skips, saying why, only where Java or
 Maven is missing. The consumer tests run in `make compat` (marked compat)."""
 import asyncio
-import hashlib
 import json
 import os
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.rocketmq_anchor import classpath, missing_tools
+from bench.rocketmq_anchor import classpath, compile_java, missing_tools
 
 from ..dev_process import DevProcess
 from ..integration.load import read_all
@@ -28,14 +27,7 @@ CACHE = Path(__file__).parents[2] / ".cache" / "java-compat"
 
 def compiled() -> str:
     """The driver's classes, compiled once per version of its source into .cache/."""
-    src = DRIVER.read_bytes()
-    out = CACHE / hashlib.sha256(src).hexdigest()[:12]
-    if not (out / "JavaClient.class").exists():
-        out.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(["javac", "-cp", classpath(), "-d", str(out), str(DRIVER)],
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr[-3000:]
-    return str(out)
+    return compile_java(DRIVER, CACHE)
 
 
 def java(*args, serialize="JSON", timeout=120) -> list[dict]:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from bench.rocketmq_anchor import SingleBroker, benchmark_producer, missing_tools
+from bench.rocketmq_anchor import RocketMQ, benchmark_producer, missing_tools
 from ..dev_process import DevProcess
 from ..integration.load import read_all
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(missing_tools() is not None,
 def test_the_official_benchmark_producer_sends_to_rocketmq_and_to_ledgermq(tmp_path):
     ours = DevProcess(tmp_path / "ledgermq").start()
     try:
-        with SingleBroker(tmp_path / "rocketmq") as theirs:
+        with RocketMQ(tmp_path / "rocketmq", "single") as theirs:
             for namesrv in (theirs.namesrv, ours.namesrv):
                 rows = benchmark_producer(namesrv, topic="AnchorSmoke", threads=2,
                                           quantity=100, seconds=120)
