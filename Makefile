@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test typecheck test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-tls proto \
+.PHONY: install run test typecheck test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-rocketmq bench-tls proto \
 	clean fuzz sanitize bench-native soak compat
 
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard ledgermq/wire/_native*.[ch])
@@ -98,6 +98,11 @@ bench-native: install
 # RocketMQ 5's gRPC endpoint next to remoting (sync send, pipelined, consume everything)
 bench-grpc: install
 	$(PY) bench/grpc_bench.py
+
+# ledgermq beside Apache RocketMQ 5 (from Maven Central) in every layout, both driven by
+# RocketMQ's Java client: latency, throughput, CPU per message, RSS, failover and loss
+bench-rocketmq: install
+	$(PY) bench/rocketmq_bench.py
 
 # the cost of TLS on a single node: sync send p50, pipelined throughput, a new connection
 bench-tls: install

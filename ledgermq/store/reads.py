@@ -27,6 +27,7 @@ class StoreReads:
 
     commitlog: CommitLog
     queues: dict[tuple[str, int], ConsumeQueue]
+    _next_queue_offset: dict[tuple[str, int], int]
     index: IndexService | None
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
@@ -112,10 +113,16 @@ class StoreReads:
         return cq.min_offset if cq else 0
 
     def queue_ids(self, topic: str) -> list[int]:
-        return sorted(q for (t, q) in self.queues if t == topic)
+        """Every queue of `topic` the log holds, including those whose messages are not yet
+        visible (past the dispatch bound): a new master serves them all."""
+        return sorted(q for (t, q) in self._known_queues() if t == topic)
 
     def topics(self) -> list[str]:
-        return sorted({t for (t, _) in self.queues})
+        return sorted({t for (t, _) in self._known_queues()})
+
+    def _known_queues(self) -> set[tuple[str, int]]:
+        # (list() of a dict is one step under the GIL: the dispatch thread may add keys)
+        return set(list(self.queues)) | set(list(self._next_queue_offset))
 
     def message_at(self, phys: int) -> StoredMessage:
         size = self.commitlog.size_at(phys)

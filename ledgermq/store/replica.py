@@ -63,6 +63,9 @@ class ReplicaWrites:
         with self._lock:
             self.commitlog.truncate(offset)
             self._flusher.lower_to(offset)
+            # the next queue offsets, again from what is left: a queue whose every entry
+            # was cut before it was dispatched starts again at 0
+            self._next_queue_offset.clear()
             for cq in self.queues.values():
                 cq.truncate_from_phys(offset)
                 self._next_queue_offset[(cq.topic, cq.queue_id)] = cq.max_offset

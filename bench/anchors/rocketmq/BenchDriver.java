@@ -5,9 +5,14 @@
 //
 //   sync     NAMESRV TOPIC COUNT SIZE              one thread, one message a request: p50/p99
 //   batch    NAMESRV TOPIC COUNT SIZE BATCH THREADS  THREADS threads sending batches of BATCH
-//   consume  NAMESRV TOPIC GROUP COUNT             a lite pull consumer reads COUNT from the start
-//   failover NAMESRV TOPIC SECONDS                 sync sends in a loop; a line on stdin marks a
-//                                                  kill: prints the time to the next SEND_OK
+//   consume  NAMESRV TOPIC GROUP COUNT [OUT]       a lite pull consumer reads COUNT from the start
+//                                                  (OUT: writes each body's text, a line each)
+//   failover NAMESRV TOPIC OUT                     sync sends of numbered bodies in a loop; each
+//                                                  line on stdin marks a kill and gets the time
+//                                                  to the next SEND_OK; at stdin's end, writes
+//                                                  the numbers acknowledged to OUT
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -22,6 +27,12 @@ import org.apache.rocketmq.common.message.MessageExt;
 
 public class BenchDriver {
     static final int WARMUP = 500;
+
+    // the caller samples the brokers' CPU time here and at the result line
+    static void timed() {
+        System.out.println("{\"timed\":true}");
+        System.out.flush();
+    }
 
     static DefaultMQProducer producer(String namesrv, String group) throws Exception {
         DefaultMQProducer p = new DefaultMQProducer(group);
@@ -45,6 +56,7 @@ public class BenchDriver {
         byte[] body = new byte[Integer.parseInt(a[4])];
         try {
             for (int i = 0; i < WARMUP; i++) p.send(new Message(a[2], body));
+            timed();
             long[] lat = new long[n];
             long t0 = System.nanoTime();
             for (int i = 0; i < n; i++) {
@@ -69,7 +81,8 @@ public class BenchDriver {
         try {
             List<Message> warm = new ArrayList<>();
             for (int i = 0; i < per; i++) warm.add(new Message(a[2], body));
-            p.send(warm);
+            for (int i = 0; i < WARMUP / per + 1; i++) p.send(warm);
+            timed();
             AtomicLong left = new AtomicLong(n / per);
             Thread[] ts = new Thread[threads];
             long t0 = System.nanoTime();
@@ -91,8 +104,8 @@ public class BenchDriver {
             for (Thread t : ts) t.join();
             double secs = (System.nanoTime() - t0) / 1e9;
             long sent = (long) (n / per) * per;
-            System.out.printf("{\"workload\":\"batch\",\"msgs\":%d,\"secs\":%.3f,\"msgs_per_s\":%.1f}%n",
-                sent, secs, sent / secs);
+            System.out.printf("{\"workload\":\"batch\",\"msgs\":%d,\"secs\":%.3f,\"msgs_per_s\":%.1f,"
+                + "\"warmup_msgs\":%d}%n", sent, secs, sent / secs, (WARMUP / per + 1) * per);
         } finally {
             p.shutdown();
         }
@@ -105,15 +118,25 @@ public class BenchDriver {
         c.setPullBatchSize(32);
         c.subscribe(a[2], "*");
         c.start();
-        long want = Long.parseLong(a[4]), got = 0, t0 = 0;
+        long want = Long.parseLong(a[4]), got = 0, t0 = 0, last = 0;
         long deadline = System.nanoTime() + 300_000_000_000L;
+        PrintWriter out = a.length > 5 ? new PrintWriter(a[5], StandardCharsets.UTF_8) : null;
+        timed();
         try {
-            while (got < want && System.nanoTime() < deadline) {
+            // past COUNT, on to the first empty poll: duplicates must not hide a missing one
+            while (System.nanoTime() < deadline) {
                 List<MessageExt> ms = c.poll(1000);
-                if (!ms.isEmpty() && t0 == 0) t0 = System.nanoTime();
+                if (ms.isEmpty() && got >= want) break;
+                if (ms.isEmpty()) continue;
+                if (t0 == 0) t0 = System.nanoTime();
+                last = System.nanoTime();
                 got += ms.size();
+                if (out != null) {
+                    for (MessageExt m : ms) out.println(new String(m.getBody(), StandardCharsets.UTF_8).trim());
+                }
             }
-            double secs = (System.nanoTime() - t0) / 1e9;
+            if (out != null) out.close();
+            double secs = (last - t0) / 1e9;
             System.out.printf("{\"workload\":\"consume\",\"msgs\":%d,\"secs\":%.3f,\"msgs_per_s\":%.1f}%n",
                 got, secs, got / secs);
         } finally {
@@ -124,28 +147,35 @@ public class BenchDriver {
     static void failover(String[] a) throws Exception {
         DefaultMQProducer p = producer(a[1], "bench-failover");
         p.setSendMsgTimeout(1000);
-        byte[] body = new byte[100];
         AtomicLong mark = new AtomicLong(0);
+        java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
         Thread reader = new Thread(() -> {
             try {
-                while (System.in.read() >= 0) mark.set(System.nanoTime());
+                int ch;
+                while ((ch = System.in.read()) >= 0) {
+                    if (ch == '\n') mark.set(System.nanoTime());
+                }
             } catch (java.io.IOException e) {
-                // stdin closed: no more marks
+                // stdin broken: as closed
             }
+            done.set(true);
         });
         reader.setDaemon(true);
         reader.start();
-        long end = System.nanoTime() + (long) (Double.parseDouble(a[3]) * 1e9);
+        List<Long> acked = new ArrayList<>();
         boolean ready = false;
         try {
-            while (System.nanoTime() < end) {
+            for (long seq = 0; !done.get(); seq++) {
                 long start = System.nanoTime();
+                // a numbered body, padded to 100 bytes
+                byte[] body = String.format("%-100d", seq).getBytes(StandardCharsets.UTF_8);
                 boolean ok;
                 try {
                     ok = p.send(new Message(a[2], body)).getSendStatus() == SendStatus.SEND_OK;
                 } catch (Exception e) {
                     ok = false;
                 }
+                if (ok) acked.add(seq);
                 if (ok && !ready) {
                     ready = true;
                     System.out.println("{\"ready\":true}");
@@ -162,6 +192,10 @@ public class BenchDriver {
         } finally {
             p.shutdown();
         }
+        try (PrintWriter out = new PrintWriter(a[3], StandardCharsets.UTF_8)) {
+            for (long seq : acked) out.println(seq);
+        }
+        System.out.printf("{\"acked\":%d}%n", acked.size());
     }
 
     public static void main(String[] a) throws Exception {

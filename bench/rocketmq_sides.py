@@ -1,0 +1,137 @@
+"""The two systems of the side-by-side benchmark (#29), each in one of the layouts, behind one
+face: its name server's address, its server processes' PIDs, and for failover rows a kill -9
+of the group's master (or leader), its restart, and a wait until the group is whole again.
+
+ledgermq runs as `ledgermq dev` (single) or `ledgermq cluster up` (sync, dledger,
+controller); Apache RocketMQ as bench/rocketmq_layouts.py writes it.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Iterator, Protocol
+
+from bench.rocketmq_anchor import RocketMQ
+from bench.rocketmq_layouts import GROUP
+from ledgermq.client.admin import Admin
+from ledgermq.localcluster.cluster import MASTER_ROLES, down, health, lag, restart, status, up
+from tests.dev_process import DevProcess
+
+SEGMENT = str(64 << 20)
+CAUGHT_UP = 1 << 20  # bytes behind the master that count as caught up  # commit-log segments, as the RocketMQ layouts have them
+# the ledgermq mode and replica count that match each RocketMQ layout
+LEDGERMQ_LAYOUTS = {"sync": ("sync", 2), "dledger": ("dledger", 3),
+                    "controller": ("controller", 3), "controller-tight": ("controller", 3)}
+
+
+class Side(Protocol):
+    system: str
+    namesrv: str
+
+    def pids(self) -> dict[str, int]: ...
+    def kill_master(self) -> str: ...
+    def restart(self, name: str) -> None: ...
+    def wait_whole(self, timeout: float = 120.0) -> None: ...
+
+
+def _poll(check, what: str, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return
+        time.sleep(0.2)  # polling the cluster's state, with a deadline
+    raise RuntimeError(f"{what}: not within {timeout:.0f} s")
+
+
+class LedgermqSide:
+    system = "ledgermq"
+
+    def __init__(self, layout: str, d: Path) -> None:
+        self.layout, self.d, self.dev = layout, d, None
+        if layout == "single":
+            self.dev = DevProcess(d, {"mappedFileSizeCommitLog": SEGMENT}).start()
+            self.namesrv = self.dev.namesrv
+        else:
+            mode, replicas = LEDGERMQ_LAYOUTS[layout]
+            state = up(mode, replicas, d, {"mappedFileSizeCommitLog": SEGMENT},
+                       controllers=3 if mode == "controller" else 1)
+            self.namesrv = state["namesrv"]
+            try:
+                self.wait_whole()
+            except BaseException:
+                down(d)
+                raise
+
+    def pids(self) -> dict[str, int]:
+        if self.dev:
+            return {"dev": self.dev.proc.pid}
+        return {p["name"]: p["pid"] for p in status(self.d)["processes"] if p["alive"]}
+
+    def kill_master(self) -> str:
+        master = next(p for p in status(self.d)["processes"]
+                      if p["alive"] and p.get("role") in MASTER_ROLES)
+        os.kill(master["pid"], signal.SIGKILL)
+        return master["name"]
+
+    def restart(self, name: str) -> None:
+        restart(self.d, name)
+
+    def wait_whole(self, timeout: float = 120.0) -> None:
+        def whole() -> bool:  # (under load a follower is always a few messages behind)
+            state = status(self.d)
+            return health(state)[0] and all(
+                (lag(state, p) or 0) < CAUGHT_UP for p in state["processes"] if "replPort" in p)
+        _poll(whole, "ledgermq's group whole and caught up", timeout)
+
+    def close(self) -> None:
+        if self.dev:
+            self.dev.stop()
+        else:
+            down(self.d)
+
+
+class RocketMQSide:
+    system = "rocketmq"
+
+    def __init__(self, layout: str, d: Path) -> None:
+        self.rmq = RocketMQ(d, layout).__enter__()
+        self.namesrv = self.rmq.namesrv
+
+    def pids(self) -> dict[str, int]:
+        return self.rmq.pids()
+
+    def kill_master(self) -> str:
+        node = self.rmq.node_at(asyncio.run(self.rmq.master()))
+        self.rmq.kill(node.name)
+        return node.name
+
+    def restart(self, name: str) -> None:
+        self.rmq.start_node(next(n for n in self.rmq.nodes if n.name == name))
+
+    def wait_whole(self, timeout: float = 120.0) -> None:
+        brokers = sum(n.kind == "broker" for n in self.rmq.nodes)
+
+        async def registered() -> int:
+            async with Admin(self.namesrv) as admin:
+                table = (await admin.cluster_list())["brokerAddrTable"]
+                addrs = table.get(GROUP, {}).get("brokerAddrs", {})
+                return len(addrs) if "0" in addrs else 0
+        _poll(lambda: asyncio.run(registered()) == brokers,
+              "RocketMQ's group whole (every broker registered, one master)", timeout)
+
+    def close(self) -> None:
+        self.rmq.stop()
+
+
+@contextlib.contextmanager
+def side(system: str, layout: str, d: Path) -> Iterator[Side]:
+    s: LedgermqSide | RocketMQSide = (LedgermqSide if system == "ledgermq" else
+                                      RocketMQSide)(layout, d)
+    try:
+        yield s
+    finally:
+        s.close()
