@@ -1,13 +1,14 @@
 """The anchor of #29, smoke-tested: Apache RocketMQ's own name server and broker (from
 Maven Central, bench/rocketmq_anchor.py) start here, and RocketMQ's official benchmark
 Producer (its Java client, one message a request) sends 100 messages to RocketMQ and 100
-to `ledgermq dev`; ledgermq's client then reads all 100 back from each side. Skips, saying
+to `ledgermq dev`; ledgermq's client then reads all 100 back from each side, and the
+benchmark's own driver (BenchDriver.java) times sync sends on both. Skips, saying
 why, only where Java or Maven is missing."""
 import asyncio
 
 import pytest
 
-from bench.rocketmq_anchor import RocketMQ, benchmark_producer, missing_tools
+from bench.rocketmq_anchor import RocketMQ, bench_driver, benchmark_producer, missing_tools
 from ..dev_process import DevProcess
 from ..integration.load import read_all
 
@@ -30,5 +31,9 @@ def test_the_official_benchmark_producer_sends_to_rocketmq_and_to_ledgermq(tmp_p
                 queues = asyncio.run(read_all(namesrv, 30.0, topic="AnchorSmoke"))
                 got = [b for q in queues.values() for b in q]
                 assert len(got) == 100 and {len(b) for b in got} == {100}, (namesrv, len(got))
+                # the bench's own driver (RocketMQ's Java client) times sync sends on both
+                (row,) = [r for r in bench_driver("sync", namesrv, "AnchorSync", 50, 100)
+                          if "workload" in r]
+                assert row["msgs"] == 50 and 0 < row["p50_ms"] <= row["p99_ms"], row
     finally:
         ours.stop()

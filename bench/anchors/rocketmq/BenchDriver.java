@@ -44,6 +44,20 @@ public class BenchDriver {
         return p;
     }
 
+    // a group that has just elected its leader may time the first sends out: retried for
+    // up to a minute (not counted: these are sent before the timed part)
+    static void firstOk(DefaultMQProducer p, Message m) throws Exception {
+        long end = System.nanoTime() + 60_000_000_000L;
+        while (true) {
+            try {
+                if (p.send(m).getSendStatus() == SendStatus.SEND_OK) return;
+            } catch (Exception e) {
+                if (System.nanoTime() > end) throw e;
+            }
+            Thread.sleep(100);
+        }
+    }
+
     static double pct(long[] nanos, int n, double p) {
         long[] s = Arrays.copyOf(nanos, n);
         Arrays.sort(s);
@@ -55,6 +69,7 @@ public class BenchDriver {
         int n = Integer.parseInt(a[3]);
         byte[] body = new byte[Integer.parseInt(a[4])];
         try {
+            firstOk(p, new Message(a[2], body));
             for (int i = 0; i < WARMUP; i++) p.send(new Message(a[2], body));
             timed();
             long[] lat = new long[n];
@@ -81,6 +96,7 @@ public class BenchDriver {
         try {
             List<Message> warm = new ArrayList<>();
             for (int i = 0; i < per; i++) warm.add(new Message(a[2], body));
+            firstOk(p, new Message(a[2], body));
             for (int i = 0; i < WARMUP / per + 1; i++) p.send(warm);
             timed();
             AtomicLong left = new AtomicLong(n / per);
@@ -105,7 +121,7 @@ public class BenchDriver {
             double secs = (System.nanoTime() - t0) / 1e9;
             long sent = (long) (n / per) * per;
             System.out.printf("{\"workload\":\"batch\",\"msgs\":%d,\"secs\":%.3f,\"msgs_per_s\":%.1f,"
-                + "\"warmup_msgs\":%d}%n", sent, secs, sent / secs, (WARMUP / per + 1) * per);
+                + "\"warmup_msgs\":%d}%n", sent, secs, sent / secs, (WARMUP / per + 1) * per + 1);
         } finally {
             p.shutdown();
         }
