@@ -216,6 +216,8 @@ class RocketMQ:
 
 REPORT = re.compile(r"(?:Send Total: (\d+) \| )?Send TPS: (\d+) \| Max RT\(ms\): (\d+) \| "
                     r"Average RT\(ms\):\s+([\d.]+) \| Send Failed: (\d+) \| Response Failed: (\d+)")
+SHORT_COMPLETE = re.compile(r"\[Complete\] Send Total: (\d+) Send Failed: (\d+) "
+                            r"Response Failed: (\d+)")
 
 
 def producer_argv(namesrv: str, *, topic: str = "BenchmarkTest", threads: int = 4,
@@ -230,11 +232,14 @@ def producer_argv(namesrv: str, *, topic: str = "BenchmarkTest", threads: int = 
 
 
 def producer_rows(text: str) -> list[dict]:
-    """The report rows (TPS, RT, failures) in the benchmark Producer's output."""
+    """The report rows (TPS, RT, failures) in the benchmark Producer's output; a run that
+    ended before its first report interval prints only its totals (no TPS or RT)."""
     return [{"tps": int(m[2]), "max_rt_ms": int(m[3]), "avg_rt_ms": float(m[4]),
              "send_failed": int(m[5]), "response_failed": int(m[6]),
              **({"total": int(m[1])} if m[1] else {})}
-            for m in REPORT.finditer(text)]
+            for m in REPORT.finditer(text)] + \
+        [{"total": int(m[1]), "send_failed": int(m[2]), "response_failed": int(m[3])}
+         for m in SHORT_COMPLETE.finditer(text)]
 
 
 def benchmark_producer(namesrv: str, *, topic: str = "BenchmarkTest", threads: int = 4,
