@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -216,7 +215,7 @@ class RocketMQ:
 
 
 REPORT = re.compile(r"(?:Send Total: (\d+) \| )?Send TPS: (\d+) \| Max RT\(ms\): (\d+) \| "
-                    r"Average RT\(ms\):\s+([\d.]+) \| Send Failed: (\d+) \| Response Failed: (\d+)")
+                    r"Average RT\(ms\):\s+([\d.]+|NaN) \| Send Failed: (\d+) \| Response Failed: (\d+)")
 SHORT_COMPLETE = re.compile(r"\[Complete\] Send Total: (\d+) Send Failed: (\d+) "
                             r"Response Failed: (\d+)")
 
@@ -234,7 +233,8 @@ def producer_argv(namesrv: str, *, topic: str = "BenchmarkTest", threads: int = 
 
 def producer_rows(text: str) -> list[dict]:
     """The report rows (TPS, RT, failures) in the benchmark Producer's output; a run that
-    ended before its first report interval prints only its totals (no TPS or RT)."""
+    ended before its first report interval prints only its totals (no TPS or RT), one whose
+    snapshots saw no send complete prints an average RT of NaN."""
     return [{"tps": int(m[2]), "max_rt_ms": int(m[3]), "avg_rt_ms": float(m[4]),
              "send_failed": int(m[5]), "response_failed": int(m[6]),
              **({"total": int(m[1])} if m[1] else {})}
@@ -250,9 +250,9 @@ def benchmark_producer(namesrv: str, *, topic: str = "BenchmarkTest", threads: i
                                      quantity=quantity),
                        capture_output=True, text=True, timeout=seconds)
     rows = producer_rows(r.stdout + r.stderr)
-    if not rows:  # seen once in a full test run, not reproduced: say what it printed
-        warnings.warn(f"the benchmark Producer printed no report (exit {r.returncode}): "
-                      f"{(r.stdout + r.stderr)[-3000:]}")
+    if not rows:
+        raise RuntimeError(f"the benchmark Producer printed no report (exit {r.returncode}): "
+                           f"{(r.stdout + r.stderr)[-3000:]}")
     return rows
 
 
