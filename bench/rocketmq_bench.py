@@ -209,13 +209,15 @@ def rows(layout: str, figs: dict[str, dict]) -> list[dict]:
                            "lower"))
     out.append(compare(layout, "idle", "cpu_cores", a["idle"]["cpu_cores"],
                        b["idle"]["cpu_cores"], "lower"))
-    if "failover" in a:
-        for f in ("p50_s", "max_s", "lost"):
-            row = compare(layout, "failover", f, a["failover"][f], b["failover"][f], "lower")
-            out.append(row)
-        out.append({"bench": "rocketmq side by side", "layout": layout, "workload": "failover",
-                    "ledgermq": a["failover"], "rocketmq": b["failover"]})
     return out
+
+
+def failover_rows(layout: str, figs: dict[str, dict]) -> list[dict]:
+    a, b = figs["ledgermq"].get("failover"), figs["rocketmq"].get("failover")
+    if not (a and b):
+        return []
+    return [compare(layout, "failover", f, a[f], b[f], "lower")
+            for f in ("p50_s", "max_s", "lost")]
 
 
 def main() -> None:
@@ -237,13 +239,9 @@ def main() -> None:
                         figs[system]["failover"] = failover(s, args.trials, Path(tmp))
                 print(json.dumps({"bench": "rocketmq side by side", "layout": layout,
                                   "system": system, **figs[system]}), flush=True)
-        if layout != "controller-tight":
-            for r in rows(layout, figs):
-                print(json.dumps(r), flush=True)
-        elif "failover" in figs["ledgermq"]:
-            for f in ("p50_s", "max_s", "lost"):
-                print(json.dumps(compare(layout, "failover", f, figs["ledgermq"]["failover"][f],
-                                         figs["rocketmq"]["failover"][f], "lower")), flush=True)
+        for r in (rows(layout, figs) if figs["ledgermq"].get("sync") else []) + \
+                failover_rows(layout, figs):
+            print(json.dumps(r), flush=True)
 
 
 if __name__ == "__main__":
