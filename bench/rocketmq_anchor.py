@@ -29,11 +29,19 @@ ROOT = Path(__file__).resolve().parents[1]
 POM_DIR = ROOT / "bench" / "anchors" / "rocketmq"
 CACHE = ROOT / ".cache" / "rocketmq-anchor"
 DRIVER = POM_DIR / "BenchDriver.java"
+# RocketMQ 5's gRPC client for Java shades its own gRPC: a classpath of its own
+GRPC_CLIENT_POM_DIR = POM_DIR / "grpc-client"
+GRPC_DRIVER = POM_DIR / "GrpcDriver.java"
 # RocketMQ's own fast-try scripts: 512 MB for a name server (and a controller), 1 GB for a broker
-HEAPS = {"namesrv": "512m", "controller": "512m", "broker": "1g"}
+# (a proxy in local mode holds its broker: the broker's heap)
+HEAPS = {"namesrv": "512m", "controller": "512m", "broker": "1g", "proxy": "1g"}
 MAINS = {"namesrv": "org.apache.rocketmq.namesrv.NamesrvStartup",
          "controller": "org.apache.rocketmq.controller.ControllerStartup",
-         "broker": "org.apache.rocketmq.broker.BrokerStartup"}
+         "broker": "org.apache.rocketmq.broker.BrokerStartup",
+         "proxy": "org.apache.rocketmq.proxy.ProxyStartup"}
+# what each kind prints once it serves (a controller says nothing until its group elects)
+READY = {"namesrv": "boot success", "broker": "boot success",
+         "proxy": "rocketmq-proxy startup successfully"}
 # JDK 17 closes what RocketMQ's broker (and controller mode) reflect on
 OPENS = ["--add-opens", "java.base/java.lang=ALL-UNNAMED",
          "--add-opens", "java.base/java.nio=ALL-UNNAMED",
@@ -60,16 +68,17 @@ def missing_tools() -> str | None:
     return None
 
 
-def classpath() -> str:
-    """RocketMQ's classpath, resolved by Maven once (cached beside the pom's hash)."""
+def classpath(pom_dir: Path = POM_DIR) -> str:
+    """The classpath of a pom's artifacts (RocketMQ's by default), resolved by Maven once
+    (cached beside the pom's hash)."""
     why = missing_tools()
     if why:
         raise AnchorUnavailable(why)
-    pom = (POM_DIR / "pom.xml").read_bytes()
+    pom = (pom_dir / "pom.xml").read_bytes()
     out = CACHE / f"classpath-{hashlib.sha256(pom).hexdigest()[:12]}.txt"
     if not out.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(["mvn", "-q", "-B", "-f", str(POM_DIR / "pom.xml"),
+        r = subprocess.run(["mvn", "-q", "-B", "-f", str(pom_dir / "pom.xml"),
                             "dependency:build-classpath", f"-Dmdep.outputFile={out}"],
                            capture_output=True, text=True, timeout=900)
         if r.returncode != 0 or not out.exists():
@@ -78,13 +87,13 @@ def classpath() -> str:
     return out.read_text().strip()
 
 
-def compile_java(source: Path, into: Path) -> str:
-    """`source`'s classes, compiled against RocketMQ's classpath once per version of the
-    source (into/<hash>/), as a classpath entry."""
+def compile_java(source: Path, into: Path, cp: str = "") -> str:
+    """`source`'s classes, compiled against `cp` (RocketMQ's classpath by default) once per
+    version of the source (into/<hash>/), as a classpath entry."""
     out = into / hashlib.sha256(source.read_bytes()).hexdigest()[:12]
     if not (out / f"{source.stem}.class").exists():
         out.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(["javac", "-cp", classpath(), "-d", str(out), str(source)],
+        r = subprocess.run(["javac", "-cp", cp or classpath(), "-d", str(out), str(source)],
                            capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
             raise AnchorUnavailable(f"javac {source.name}: {r.stderr[-3000:]}")
@@ -166,14 +175,18 @@ class RocketMQ:
         heap = HEAPS[node.kind]
         argv = ["java", f"-Xms{heap}", f"-Xmx{heap}", *OPENS,
                 f"-Drocketmq.home.dir={d}", f"-Drmq.logback.configurationFile={d / 'logback.xml'}",
-                f"-Drmqlog={d / 'rocketmq.log'}", "-cp", classpath(), MAINS[node.kind],
-                "-c", str(conf)]
+                f"-Drmqlog={d / 'rocketmq.log'}", "-cp", classpath(), MAINS[node.kind]]
+        if node.kind == "proxy":  # local mode: the broker runs inside the proxy's process
+            (d / "proxy.json").write_text(json.dumps(node.proxy))
+            argv += ["-pm", "local", "-bc", str(conf), "-pc", str(d / "proxy.json")]
+        else:
+            argv += ["-c", str(conf)]
         with open(d / "stdout.log", "wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=d,
                                     env={"ROCKETMQ_HOME": str(d), "PATH": "/usr/bin:/bin"})
         self.procs[node.name] = proc
-        if node.kind != "controller":  # a controller says nothing until its group elects
-            _wait_for(d / "stdout.log", "boot success", proc, 120)
+        if node.kind in READY:
+            _wait_for(d / "stdout.log", READY[node.kind], proc, 120)
 
     async def master(self, timeout: float = 60.0, not_at: str = "") -> str:
         """The group's master (or DLedger leader) address, once the name server has one
@@ -260,6 +273,15 @@ def driver_argv(*args: object) -> list[str]:
     """The java command line running BenchDriver.java's `args` (compiled once)."""
     cp = compile_java(DRIVER, CACHE / "driver") + os.pathsep + classpath()
     return ["java", "-Xmx512m", "-cp", cp, "BenchDriver", *map(str, args)]
+
+
+def grpc_driver_argv(*args: object) -> list[str]:
+    """The java command line running GrpcDriver.java's `args` on RocketMQ 5's gRPC client
+    for Java (compiled once against that client's classpath)."""
+    cp = classpath(GRPC_CLIENT_POM_DIR)
+    return ["java", "-Xmx512m", f"-Drocketmq.log.root={CACHE / 'client-logs'}", "-cp",
+            compile_java(GRPC_DRIVER, CACHE / "grpc-driver", cp) + os.pathsep + cp,
+            "GrpcDriver", *map(str, args)]
 
 
 def bench_driver(*args: object, timeout: float = 600) -> list[dict]:

@@ -4,13 +4,16 @@ ratio (ledgermq / RocketMQ; `better` says which way wins), with every server pro
 time per message and the layout's RSS.
 
     python bench/rocketmq_bench.py [--quick] [--layouts single,sync,dledger,controller]
-                                   [--trials 10] [--no-failover]
+                                   [--trials 10] [--no-failover | --only-failover]
 
 Workloads, 100-byte messages, one system at a time on the same 2 cores:
   sync      one thread, one message a request (BenchDriver.java): p50 and p99
   threads   RocketMQ's benchmark Producer, 64 threads, one message a request
   batch     batches of 100 from 4 threads (BenchDriver.java)
   consume   a lite pull consumer reads everything `batch` wrote
+  gRPC      (layout proxy: ledgermq's gRPC endpoint against RocketMQ's proxy in local mode)
+            RocketMQ 5's Java gRPC client (GrpcDriver.java): sync p50/p99, 64 sending
+            threads, a SimpleConsumer (receive 32, ack each) and a PushConsumer
   failover  (dledger, controller) kill -9 of the master or leader under a sync sender, to its
             next SEND_OK, `--trials` times; then every acknowledged message is read back
 """
@@ -31,10 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.rocketmq_anchor import (driver_argv, producer_argv,  # noqa: E402
-                                   producer_rows)
+from bench.rocketmq_anchor import (driver_argv, grpc_driver_argv,  # noqa: E402
+                                   producer_argv, producer_rows)
 from bench.rocketmq_sides import Side, side  # noqa: E402
-from tests.integration.load import read_all  # noqa: E402
+from ledgermq.client.admin import Admin  # noqa: E402
+from ledgermq import PullConsumer, PullStatus  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 FAILOVER_LAYOUTS = ("dledger", "controller", "controller-tight")
@@ -98,9 +102,11 @@ def per_message(fig: dict, cpu: dict[str, float]) -> dict:
     return {**fig, "cpu_us_per_msg": per, "cpu_us_per_msg_total": round(sum(per.values()), 1)}
 
 
-def driven(s: Side, *args: object) -> dict:
-    """One BenchDriver.java command, timed from its warm-up's end to its result."""
-    line, cpu = timed_run(s, driver_argv(*args), '"timed"', '"workload"')
+def driven(s: Side, *args: object, grpc: bool = False) -> dict:
+    """One BenchDriver.java (or GrpcDriver.java) command, timed from its warm-up's end to
+    its result."""
+    argv = grpc_driver_argv(*args) if grpc else driver_argv(*args)
+    line, cpu = timed_run(s, argv, '"timed"', '"workload"')
     return per_message(json.loads(line), cpu)
 
 
@@ -127,6 +133,28 @@ def workloads(s: Side, quick: bool) -> dict[str, dict]:
     out["batch"] = driven(s, "batch", ns, "BenchBatch", n_batch, 100, 100, 4)
     written = out["batch"]["msgs"] + out["batch"]["warmup_msgs"]
     out["consume"] = driven(s, "consume", ns, "BenchBatch", "bench-consume", written)
+    out["load"] = {"rss_mb": rss_mb(s.pids(), "VmHWM")}
+    return out
+
+
+def grpc_workloads(s: Side, quick: bool) -> dict[str, dict]:
+    """RocketMQ 5's Java gRPC client against ledgermq's endpoint or RocketMQ's proxy: sync
+    sends, 64 sending threads, then a SimpleConsumer (receive 32, ack each) and a
+    PushConsumer each reading everything the threads wrote."""
+    n_sync, n_threads = (2000, 20_000) if quick else (10_000, 100_000)
+
+    async def create() -> None:  # a gRPC producer needs its topic to exist
+        async with Admin(s.namesrv) as admin:
+            for topic in ("GrpcWarmup", "GrpcSync", "GrpcThreads"):
+                await admin.update_topic(topic, read_queues=4, write_queues=4)
+    asyncio.run(create())
+    driven(s, "threads", s.grpc, "GrpcWarmup", 5000, 100, 16, grpc=True)
+    out = {"idle": {"rss_mb": rss_mb(s.pids(), "VmRSS"), "cpu_cores": idle_cores(s, 5.0)}}
+    out["sync"] = driven(s, "sync", s.grpc, "GrpcSync", n_sync, 100, grpc=True)
+    out["threads"] = driven(s, "threads", s.grpc, "GrpcThreads", n_threads, 100, 64, grpc=True)
+    written = n_threads + 501  # (with the driver's first send and its warm-up)
+    for way in ("receive", "push"):
+        out[way] = driven(s, way, s.grpc, "GrpcThreads", f"grpc-{way}", written, grpc=True)
     out["load"] = {"rss_mb": rss_mb(s.pids(), "VmHWM")}
     return out
 
@@ -165,23 +193,48 @@ def failover(s: Side, trials: int, work: Path) -> dict:
             sender.kill()
             sender.wait()
     acked = set(acked_file.read_text().split())
-    read = read_back(s.namesrv, acked)
+    read, passed = read_back(s.namesrv, acked)
+    lost = sorted(acked - read, key=int)
     return {"trials": len(times), "p50_s": round(statistics.median(times), 3),
             "max_s": round(max(times), 3), "all_s": times, "killed": killed,
-            "acked": len(acked), "lost": len(acked - read)}
+            "acked": len(acked), "lost": len(lost), "lost_first": lost[:20],
+            "offsets_without_message": passed}
 
 
-def read_back(namesrv: str, acked: set[str], patience: float = 60.0) -> set[str]:
-    """The numbered bodies in every queue the route names, read from offset 0 to its end
-    (what any consumer can read), until every acknowledged one is there or `patience` ran
-    out: a new leader may still be building its consume queues from its log."""
+def read_back(namesrv: str, acked: set[str], patience: float = 60.0) -> tuple[set[str], int]:
+    """The numbered bodies in every queue the route names, read from offset 0 to its end as
+    a consumer reads (past an answer without messages whose next offset moves on), until
+    every acknowledged one is there or `patience` ran out: a new leader may still be
+    building its consume queues from its log. Also: how many queue offsets were passed
+    over without a message."""
     end = time.monotonic() + patience
     while True:
-        queues = asyncio.run(read_all(namesrv, 30.0, topic="BenchFailover"))
-        read = {body.decode().strip() for q in queues.values() for body in q}
+        try:
+            read, passed = asyncio.run(read_topic(namesrv, "BenchFailover"))
+        except Exception:  # no route yet, or the master moved while reading: again
+            if time.monotonic() > end:
+                raise
+            read, passed = set(), 0
         if acked <= read or time.monotonic() > end:
-            return read
+            return read, passed
         time.sleep(1)  # polling with a deadline
+
+
+async def read_topic(namesrv: str, topic: str) -> tuple[set[str], int]:
+    async with PullConsumer("bench-reader", namesrv) as c:
+        read, passed = set(), 0
+        for q in await c.fetch_queues(topic):
+            offset = 0
+            for _ in range(1_000_000):
+                r = await c.pull(q, offset, 32)
+                if r.status is PullStatus.FOUND:
+                    read |= {m.body.decode().strip() for m in r.messages}
+                elif r.next_begin_offset > offset and offset < r.max_offset:
+                    passed += r.next_begin_offset - offset
+                else:
+                    break
+                offset = r.next_begin_offset
+        return read, passed
 
 
 def compare(layout: str, workload: str, figure: str, ours, theirs, better: str) -> dict:
@@ -195,10 +248,11 @@ def rows(layout: str, figs: dict[str, dict]) -> list[dict]:
     a, b = figs["ledgermq"], figs["rocketmq"]
     out = [compare(layout, "sync", f, a["sync"][f], b["sync"][f], "lower")
            for f in ("p50_ms", "p99_ms")]
-    for w in ("threads", "batch", "consume"):
+    moved = [w for w in ("threads", "batch", "consume", "receive", "push") if w in a]
+    for w in moved:
         out.append(compare(layout, w, "msgs_per_s", a[w]["msgs_per_s"], b[w]["msgs_per_s"],
                            "higher"))
-    for w in ("sync", "threads", "batch", "consume"):
+    for w in ("sync", *moved):
         row = compare(layout, w, "cpu_us_per_msg_total", a[w]["cpu_us_per_msg_total"],
                       b[w]["cpu_us_per_msg_total"], "lower")
         row["per_process"] = {"ledgermq": a[w]["cpu_us_per_msg"],
@@ -223,9 +277,12 @@ def failover_rows(layout: str, figs: dict[str, dict]) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--layouts", default="single,sync,dledger,controller,controller-tight")
+    ap.add_argument("--layouts",
+                    default="single,proxy,sync,dledger,controller,controller-tight")
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--no-failover", action="store_true")
+    ap.add_argument("--only-failover", action="store_true",
+                    help="the failover rows alone (the other workloads are skipped)")
     args = ap.parse_args()
     for layout in args.layouts.split(","):
         figs: dict[str, dict] = {}
@@ -233,8 +290,9 @@ def main() -> None:
             for system in ("ledgermq", "rocketmq"):
                 # (controller-tight: failover rows only; ledgermq has one setting, run again)
                 with side(system, layout, Path(tmp) / system) as s:
-                    figs[system] = {} if layout == "controller-tight" else \
-                        workloads(s, args.quick)
+                    figs[system] = {} if layout == "controller-tight" or \
+                        args.only_failover else grpc_workloads(s, args.quick) \
+                        if layout == "proxy" else workloads(s, args.quick)
                     if layout in FAILOVER_LAYOUTS and not args.no_failover:
                         figs[system]["failover"] = failover(s, args.trials, Path(tmp))
                 print(json.dumps({"bench": "rocketmq side by side", "layout": layout,

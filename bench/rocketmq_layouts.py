@@ -2,6 +2,7 @@
 layout is the list of processes to start, in order, with the keys of their .conf files.
 
 - single: one ASYNC_MASTER broker;
+- proxy: the same broker inside RocketMQ 5's gRPC proxy (local mode), for the gRPC rows;
 - sync: a SYNC_MASTER and its SLAVE (classic HA);
 - dledger: three brokers whose commit log is a DLedger group;
 - controller: three brokers and three controllers (DLedger-replicated), with
@@ -28,6 +29,7 @@ class Node:
     kind: str  # namesrv, controller or broker
     addr: str  # 127.0.0.1:port it serves clients (or brokers, for a controller) on
     conf: dict[str, object]
+    proxy: dict[str, object] | None = None  # a proxy's own keys (rmq-proxy.json)
 
 
 def _namesrv(free: Ports) -> Node:
@@ -51,6 +53,18 @@ def single(d: Path, free: Ports, broker_ports: Ports) -> list[Node]:
     ns = _namesrv(free)
     (port,) = broker_ports(1)
     return [ns, _broker(d, "broker-n0", port, ns, brokerId=0, brokerRole="ASYNC_MASTER")]
+
+
+def proxy(d: Path, free: Ports, broker_ports: Ports) -> list[Node]:
+    """The single broker behind RocketMQ 5's gRPC proxy in local mode (one process: the
+    proxy starts the broker inside itself). Its gRPC port binds every address; there is
+    no key to narrow it."""
+    ns = _namesrv(free)
+    (port,), (grpc, remoting) = broker_ports(1), free(2)
+    broker = _broker(d, "proxy-n0", port, ns, brokerId=0, brokerRole="ASYNC_MASTER")
+    return [ns, Node("proxy-n0", "proxy", broker.addr, broker.conf, {
+        "rocketMQClusterName": CLUSTER, "namesrvAddr": ns.addr, "grpcServerPort": grpc,
+        "remotingListenPort": remoting, "proxyMode": "local"})]
 
 
 def sync(d: Path, free: Ports, broker_ports: Ports) -> list[Node]:
@@ -99,5 +113,5 @@ def controller(d: Path, free: Ports, broker_ports: Ports, tight: bool = False) -
 
 
 LAYOUTS: dict[str, Callable[[Path, Ports, Ports], list[Node]]] = {
-    "single": single, "sync": sync, "dledger": dledger, "controller": controller,
+    "single": single, "proxy": proxy, "sync": sync, "dledger": dledger, "controller": controller,
     "controller-tight": lambda d, free, ports: controller(d, free, ports, tight=True)}

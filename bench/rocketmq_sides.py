@@ -31,6 +31,7 @@ LEDGERMQ_LAYOUTS = {"sync": ("sync", 2), "dledger": ("dledger", 3),
 class Side(Protocol):
     system: str
     namesrv: str
+    grpc: str  # the gRPC endpoint (the proxy layout), or ""
 
     def pids(self) -> dict[str, int]: ...
     def kill_master(self) -> str: ...
@@ -51,10 +52,11 @@ class LedgermqSide:
     system = "ledgermq"
 
     def __init__(self, layout: str, d: Path) -> None:
-        self.layout, self.d, self.dev = layout, d, None
-        if layout == "single":
-            self.dev = DevProcess(d, {"mappedFileSizeCommitLog": SEGMENT}).start()
-            self.namesrv = self.dev.namesrv
+        self.layout, self.d, self.dev, self.grpc = layout, d, None, ""
+        if layout in ("single", "proxy"):  # (ledgermq's broker serves gRPC itself)
+            grpc = {"grpcServerPort": "0"} if layout == "proxy" else {}
+            self.dev = DevProcess(d, {"mappedFileSizeCommitLog": SEGMENT, **grpc}).start()
+            self.namesrv, self.grpc = self.dev.namesrv, self.dev.ready.get("grpc") or ""
         else:
             mode, replicas = LEDGERMQ_LAYOUTS[layout]
             state = up(mode, replicas, d, {"mappedFileSizeCommitLog": SEGMENT},
@@ -100,6 +102,8 @@ class RocketMQSide:
     def __init__(self, layout: str, d: Path) -> None:
         self.rmq = RocketMQ(d, layout).__enter__()
         self.namesrv = self.rmq.namesrv
+        self.grpc = next((f"127.0.0.1:{n.proxy['grpcServerPort']}" for n in self.rmq.nodes
+                          if n.proxy), "")
 
     def pids(self) -> dict[str, int]:
         return self.rmq.pids()
@@ -113,7 +117,7 @@ class RocketMQSide:
         self.rmq.start_node(next(n for n in self.rmq.nodes if n.name == name))
 
     def wait_whole(self, timeout: float = 120.0) -> None:
-        brokers = sum(n.kind == "broker" for n in self.rmq.nodes)
+        brokers = sum(n.kind in ("broker", "proxy") for n in self.rmq.nodes)
 
         async def registered() -> int:
             async with Admin(self.namesrv) as admin:
