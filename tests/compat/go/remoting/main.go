@@ -1,0 +1,294 @@
+// RocketMQ's Go remoting client (github.com/apache/rocketmq-client-go/v2) against a broker,
+// for tests/compat/test_go_client.py (#30). One command a run; JSON lines out.
+//
+//	create   NAMESRV BROKER TOPIC QUEUES         admin.CreateTopic, then the route's queues
+//	produce  NAMESRV TOPIC COUNT WAY             WAY: sync async oneway batch orderly delay tag
+//	tx       NAMESRV TOPIC                       commit, rollback, and one left to check-back
+//	push     NAMESRV GROUP TOPIC EXPR COUNT SECS [retry|broadcast]
+//	pull     NAMESRV GROUP TOPIC COUNT SECS      a pull consumer reads every queue from 0
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+)
+
+func out(v map[string]any) {
+	b, _ := json.Marshal(v)
+	fmt.Println(string(b))
+}
+
+func must(err error, what string) {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
+		os.Exit(1)
+	}
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	must(err, "number "+s)
+	return n
+}
+
+func create(a []string) {
+	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{a[0]})))
+	must(err, "admin")
+	defer adm.Close()
+	ctx := context.Background()
+	q := atoi(a[3])
+	must(adm.CreateTopic(ctx, admin.WithTopicCreate(a[2]), admin.WithBrokerAddrCreate(a[1]),
+		admin.WithReadQueueNums(q), admin.WithWriteQueueNums(q)), "CreateTopic")
+	// the route comes from the name server once the broker registered the topic again
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mqs, err := adm.FetchPublishMessageQueues(ctx, a[2])
+		if err == nil && len(mqs) == q {
+			out(map[string]any{"created": a[2], "queues": len(mqs)})
+			return
+		}
+		if time.Now().After(deadline) {
+			must(fmt.Errorf("%d queues, %v", len(mqs), err), "route of "+a[2])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func message(topic string, i int) *primitive.Message {
+	m := primitive.NewMessage(topic, []byte(fmt.Sprintf("go-%d", i)))
+	m.WithKeys([]string{fmt.Sprintf("gokey-%d", i)})
+	return m
+}
+
+func produce(a []string) {
+	topic, n, way := a[1], atoi(a[2]), a[3]
+	opts := []producer.Option{producer.WithNameServer([]string{a[0]}), producer.WithRetry(2),
+		producer.WithGroupName("go-producer-" + way)}
+	if way == "orderly" {
+		opts = append(opts, producer.WithQueueSelector(producer.NewHashQueueSelector()))
+	}
+	p, err := rocketmq.NewProducer(opts...)
+	must(err, "producer")
+	must(p.Start(), "producer start")
+	defer p.Shutdown()
+	ctx := context.Background()
+	sent := []map[string]any{}
+	record := func(r *primitive.SendResult) {
+		sent = append(sent, map[string]any{"status": int(r.Status), "id": r.MsgID,
+			"offset_id": r.OffsetMsgID,
+			"queue": r.MessageQueue.QueueId, "offset": r.QueueOffset})
+	}
+	switch way {
+	case "batch":
+		msgs := []*primitive.Message{}
+		for i := 0; i < n; i++ {
+			msgs = append(msgs, message(topic, i))
+		}
+		r, err := p.SendSync(ctx, msgs...)
+		must(err, "batch send")
+		record(r)
+	case "async":
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var failed error
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			must(p.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed = err
+				} else {
+					record(r)
+				}
+				wg.Done()
+			}, message(topic, i)), "async send")
+		}
+		wg.Wait()
+		must(failed, "async result")
+	case "oneway":
+		for i := 0; i < n; i++ {
+			must(p.SendOneWay(ctx, message(topic, i)), "oneway send")
+		}
+	default:
+		for i := 0; i < n; i++ {
+			m := message(topic, i)
+			switch way {
+			case "orderly":
+				m.WithShardingKey(fmt.Sprintf("order-%d", i%3))
+			case "delay":
+				m.WithDelayTimeLevel(2)
+			case "tag":
+				m.WithTag([]string{"TagA", "TagB"}[i%2])
+			}
+			r, err := p.SendSync(ctx, m)
+			must(err, way+" send")
+			record(r)
+		}
+	}
+	out(map[string]any{"way": way, "sent": sent})
+}
+
+// commits "tx-commit", rolls back "tx-rollback", leaves "tx-check" unknown: the broker asks
+// back and the answer is commit
+type txListener struct {
+	mu      sync.Mutex
+	checked []string
+}
+
+func (l *txListener) ExecuteLocalTransaction(m *primitive.Message) primitive.LocalTransactionState {
+	switch string(m.Body) {
+	case "tx-commit":
+		return primitive.CommitMessageState
+	case "tx-rollback":
+		return primitive.RollbackMessageState
+	}
+	return primitive.UnknowState
+}
+
+func (l *txListener) CheckLocalTransaction(m *primitive.MessageExt) primitive.LocalTransactionState {
+	l.mu.Lock()
+	l.checked = append(l.checked, string(m.Body))
+	l.mu.Unlock()
+	return primitive.CommitMessageState
+}
+
+func tx(a []string) {
+	l := &txListener{}
+	p, err := rocketmq.NewTransactionProducer(l, producer.WithNameServer([]string{a[0]}),
+		producer.WithGroupName("go-tx-producer"))
+	must(err, "transaction producer")
+	must(p.Start(), "transaction producer start")
+	defer p.Shutdown()
+	states := map[string]int{}
+	for _, body := range []string{"tx-commit", "tx-rollback", "tx-check"} {
+		r, err := p.SendMessageInTransaction(context.Background(),
+			primitive.NewMessage(a[1], []byte(body)))
+		must(err, "transaction send "+body)
+		states[body] = int(r.State)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		n := len(l.checked)
+		l.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out(map[string]any{"states": states, "checked": l.checked})
+}
+
+// collects COUNT bodies (or what came within SECS); "retry" fails each message's first
+// delivery so it comes back through the group's retry topic
+func push(a []string) {
+	group, topic, expr, n, secs := a[1], a[2], a[3], atoi(a[4]), atoi(a[5])
+	mode := ""
+	if len(a) > 6 {
+		mode = a[6]
+	}
+	opts := []consumer.Option{consumer.WithNameServer([]string{a[0]}), consumer.WithGroupName(group),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset)}
+	if mode == "broadcast" {
+		opts = append(opts, consumer.WithConsumerModel(consumer.BroadCasting))
+	}
+	c, err := rocketmq.NewPushConsumer(opts...)
+	must(err, "push consumer")
+	var mu sync.Mutex
+	bodies, attempts := []string{}, map[string]int32{}
+	done := make(chan struct{})
+	must(c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: expr},
+		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range msgs {
+				if mode == "retry" && m.ReconsumeTimes == 0 {
+					return consumer.ConsumeRetryLater, nil
+				}
+			}
+			for _, m := range msgs {
+				bodies = append(bodies, string(m.Body))
+				attempts[string(m.Body)] = m.ReconsumeTimes
+				if len(bodies) == n {
+					close(done)
+				}
+			}
+			return consumer.ConsumeSuccess, nil
+		}), "subscribe")
+	must(c.Start(), "push consumer start")
+	select {
+	case <-done:
+	case <-time.After(time.Duration(secs) * time.Second):
+	}
+	mu.Lock()
+	sort.Strings(bodies)
+	out(map[string]any{"bodies": bodies, "reconsume_times": attempts})
+	mu.Unlock()
+	c.Shutdown()
+}
+
+func pull(a []string) {
+	group, topic, n, secs := a[1], a[2], atoi(a[3]), atoi(a[4])
+	c, err := rocketmq.NewPullConsumer(consumer.WithNameServer([]string{a[0]}),
+		consumer.WithGroupName(group))
+	must(err, "pull consumer")
+	must(c.Subscribe(topic, consumer.MessageSelector{}), "subscribe")
+	must(c.Start(), "pull consumer start")
+	defer c.Shutdown()
+	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{a[0]})))
+	must(err, "admin")
+	defer adm.Close()
+	ctx := context.Background()
+	mqs, err := adm.FetchPublishMessageQueues(ctx, topic)
+	must(err, "queues")
+	bodies := []string{}
+	deadline := time.Now().Add(time.Duration(secs) * time.Second)
+	for _, mq := range mqs {
+		offset := int64(0)
+		for len(bodies) < n && time.Now().Before(deadline) {
+			r, err := c.PullFrom(ctx, mq, offset, 32)
+			must(err, "pull")
+			if r.Status != primitive.PullFound {
+				break
+			}
+			for _, m := range r.GetMessageExts() {
+				bodies = append(bodies, string(m.Body))
+			}
+			offset = r.NextBeginOffset
+			if offset >= r.MaxOffset { // (a pull past the end waits for new messages)
+				break
+			}
+		}
+	}
+	sort.Strings(bodies)
+	out(map[string]any{"bodies": bodies, "queues": len(mqs)})
+}
+
+func main() {
+	rlog.SetLogLevel("error")
+	a := os.Args[1:]
+	commands := map[string]func([]string){"create": create, "produce": produce, "tx": tx,
+		"push": push, "pull": pull}
+	run, ok := commands[a[0]]
+	if !ok {
+		must(fmt.Errorf("no command %q (have create produce tx push pull)", a[0]), strings.Join(a, " "))
+	}
+	run(a[1:])
+}
