@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.rocketmq_anchor import classpath, compile_java, missing_tools
+from ledgermq.client.admin import Admin
 
 from ..dev_process import DevProcess
 from ..integration.load import read_all
@@ -106,3 +107,35 @@ def test_a_lite_pull_consumer_reads_what_was_sent(dev):
     got = java("lite", dev.namesrv, "java-lite", "JavaLite", 6, 60)
     assert sorted(g["read"] for g in got) == sorted(
         [f"sync-{i}" for i in range(3)] + [f"batch-{i}" for i in range(3)]), got
+
+
+def test_acl_signatures_of_the_java_client(tmp_path, monkeypatch):
+    """aclEnable: the Java client signing with AclClientRPCHook sends with the right key;
+    a wrong secret, no credentials and a topic the account may only read are refused, each
+    with the broker's reason in the client's exception."""
+    from .test_cpp_client import ACL
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL)
+    d = DevProcess(tmp_path / "dev", {"aclEnable": "true", "aclFile": str(acl)}).start()
+    try:
+        monkeypatch.setenv("LEDGERMQ_ACCESS_KEY", "admin-key")
+        monkeypatch.setenv("LEDGERMQ_SECRET_KEY", "admin-secret-1")
+
+        async def topics():
+            async with Admin(d.namesrv) as a:
+                for t in ("AclTopic", "ReadOnlyTopic"):
+                    await a.update_topic(t, read_queues=1, write_queues=1)
+        asyncio.run(topics())
+        (ok,) = java("acl", d.namesrv, "AclTopic", "app-key", "app-secret-1")
+        assert ok == {"ok": "true", "status": "SEND_OK"}
+        for args, reason in [(("AclTopic", "app-key", "not-the-secret"),
+                              "wrong signature for account app-key"),
+                             (("AclTopic", "-", "-"), "no AccessKey"),
+                             (("ReadOnlyTopic", "app-key", "app-secret-1"),
+                              "may not publish to topic ReadOnlyTopic")]:
+            (refused,) = java("acl", d.namesrv, *args)
+            assert refused["ok"] == "false" and reason in refused["error"], refused
+        stored = asyncio.run(read_all(d.namesrv, 0, "AclTopic"))
+        assert sum(map(len, stored.values())) == 1  # only the signed send got in
+    finally:
+        d.stop()

@@ -202,6 +202,28 @@ public class JavaClient {
         c.shutdown();
     }
 
+    // acl NAMESRV TOPIC ACCESS_KEY SECRET_KEY: one sync send signed by AclClientRPCHook
+    // (ACCESS_KEY "-": unsigned); the outcome, and the broker's reason when refused
+    static void acl(String[] a) throws Exception {
+        org.apache.rocketmq.remoting.RPCHook hook = a[3].equals("-") ? null :
+            new org.apache.rocketmq.acl.common.AclClientRPCHook(
+                new org.apache.rocketmq.acl.common.SessionCredentials(a[3], a[4]));
+        DefaultMQProducer p = new DefaultMQProducer("java-acl-producer", hook);
+        p.setNamesrvAddr(a[1]);
+        p.setRetryTimesWhenSendFailed(0);
+        p.start();
+        try {
+            SendResult r = p.send(new Message(a[2], "acl".getBytes(StandardCharsets.UTF_8)), 10_000);
+            System.out.println(json("ok", "true", "status", r.getSendStatus().name()));
+        } catch (Exception e) {
+            StringBuilder why = new StringBuilder();  // the broker's remark is in a cause
+            for (Throwable t = e; t != null; t = t.getCause()) why.append(t.getMessage()).append(" | ");
+            System.out.println(json("ok", "false", "error", why.toString()));
+        } finally {
+            p.shutdown();
+        }
+    }
+
     public static void main(String[] a) throws Exception {
         switch (a[0]) {
             case "produce": produce(a); break;
@@ -209,6 +231,7 @@ public class JavaClient {
             case "admin": admin(a); break;
             case "kinds": kinds(a); break;
             case "lite": lite(a); break;
+            case "acl": acl(a); break;
             default: throw new IllegalArgumentException("unknown command " + a[0]);
         }
         System.exit(0);
