@@ -40,7 +40,7 @@ def read_properties(path: str | Path) -> dict[str, str]:
     return out
 
 
-def _convert(key: str, raw: Any, typ: Any) -> Any:
+def convert(key: str, raw: Any, typ: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     try:
@@ -78,7 +78,7 @@ def build(cls: type[T], values: dict[str, Any], *, strict: bool = False) -> tupl
         if key not in fields:
             unknown.append(key)
             continue
-        kwargs[key] = _convert(key, raw, hints[key])
+        kwargs[key] = convert(key, raw, hints[key])
     if unknown and strict:
         raise ConfigError(f"unknown config keys: {', '.join(sorted(unknown))}")
     obj = cls(**kwargs)

@@ -4,6 +4,9 @@ from rocketmq-tools on Maven Central, through the anchor's pom), against `ledger
 does not serve gets a clear error naming the request code, not a hang. The commands of a
 test run in one JVM (JavaClient.java's `admin`). Skips, saying why, only where Java or
 Maven is missing."""
+import asyncio
+import re
+
 import pytest
 
 from bench.rocketmq_anchor import missing_tools
@@ -41,7 +44,8 @@ def test_topics_cluster_and_brokers(dev):
         ["updateTopic", *ns, "-c", "DefaultCluster", "-t", "AdminTopic", "-r", "4", "-w", "4"],
         ["topicList", *ns], ["topicRoute", *ns, "-t", "AdminTopic"],
         ["topicStatus", *ns, "-t", "AdminTopic"], ["clusterList", *ns],
-        ["brokerStatus", *ns, "-b", dev.broker], ["getBrokerConfig", *ns, "-b", dev.broker])
+        ["brokerStatus", *ns, "-b", dev.broker],
+        ["producerConnection", *ns, "-g", "admin-producer", "-t", "AdminTopic"])
     assert f"create topic to {dev.broker} success" in created, created
     assert "AdminTopic" in listed.split()
     assert '"brokerName":"broker-a"' in route.replace(" ", "").replace("\t", "")
@@ -49,7 +53,7 @@ def test_topics_cluster_and_brokers(dev):
     assert rows(cluster)[0][:4] == ["DefaultCluster", "broker-a", "0", dev.broker]
     assert "brokerName" in broker and "broker-a" in broker
     # a command ledgermq does not serve: a clear error naming the request, not a hang
-    assert "request code 26 is not supported by this broker" in unserved, unserved
+    assert "request code 204 is not supported by this broker" in unserved, unserved
 
 
 def test_consumer_progress_and_a_message_by_key(dev):
@@ -64,3 +68,50 @@ def test_consumer_progress_and_a_message_by_key(dev):
     assert all(r[3] == r[4] and r[5] == "0" and r[6] == "0" for r in table), table
     assert "@AdminProgress@K@key-1@" in found, found
 
+
+
+def test_reset_offsets_by_time_and_read_by_offset(dev):
+    """resetOffsetByTime reads the broker's answer (before: a list where mqadmin reads
+    RocketMQ's map keyed by queues, and the command failed); queryMsgByOffset prints the
+    message and which groups consume its topic (QUERY_TOPIC_CONSUME_BY_WHO)."""
+    ns = ["-n", dev.namesrv]
+    java("produce", dev.namesrv, "AdminReset", 2, "TagA")  # 4 messages
+    java("push", dev.namesrv, "admin-reset", "AdminReset", "*", 4, 60, "false")
+    reset, by_offset, progress = mqadmin(
+        ["resetOffsetByTime", *ns, "-g", "admin-reset", "-t", "AdminReset", "-s", "0"],
+        ["queryMsgByOffset", *ns, "-t", "AdminReset", "-b", "broker-a", "-i", "0", "-o", "0"],
+        ["consumerProgress", *ns, "-g", "admin-reset"])
+    table = rows(reset)
+    assert sorted(r[1] for r in table) == ["0", "1", "2", "3"], reset
+    assert {r[0] for r in table} == {"broker-a"} and {r[2] for r in table} == {"0"}, reset
+    # back to the start: everything is to be consumed again
+    left = [r for r in rows(progress) if r and r[0] == "AdminReset"]
+    assert sum(int(r[3]) - int(r[4]) for r in left) == 4, progress
+    assert re.search(r"Topic:\s+AdminReset", by_offset), by_offset
+    assert "admin-reset" in by_offset and "Exception" not in by_offset, by_offset
+
+
+def test_broker_config_read_and_changed_live(dev):
+    """getBrokerConfig lists broker.conf's keys (no secret among them); updateBrokerConfig
+    changes a key the broker reads at each use, at once, and refuses one read at start."""
+    ns = ["-n", dev.namesrv, "-b", dev.broker]
+    before, changed, refused, after = mqadmin(
+        ["getBrokerConfig", *ns], ["updateBrokerConfig", *ns, "-k", "maxMessageSize",
+                                   "-v", "65536"],
+        ["updateBrokerConfig", *ns, "-k", "brokerName", "-v", "other"], ["getBrokerConfig", *ns])
+    config = dict(line.split("=", 1) for line in before.splitlines() if "=" in line
+                  and not line.startswith("="))
+    config = {k.strip(): v.strip() for k, v in config.items()}
+    assert config["brokerName"] == "broker-a" and config["maxMessageSize"] == str(4 << 20)
+    assert "clusterSecret" not in config
+    assert "update broker config success" in changed, changed
+    assert "brokerName is read when the broker starts" in refused, refused
+    assert "maxMessageSize                                    =  65536" in after, after
+
+    from ledgermq import Message, Producer
+
+    async def big():
+        async with Producer("admin-big", dev.namesrv) as p:
+            return await p.send(Message("AdminBig", b"x" * 100_000))
+    with pytest.raises(Exception, match="maxMessageSize"):
+        asyncio.run(big())

@@ -180,12 +180,15 @@ RULES: dict[int, Rule] = {
     C.GET_EARLIEST_MSG_STORETIME: Rule("SUB on the topic", _topic_sub),
     C.GET_TOPIC_STATS_INFO: Rule("SUB on the topic", _topic_sub),
     C.GET_TOPIC_CONFIG: Rule("SUB on the topic", _topic_sub),
+    C.QUERY_TOPIC_CONSUME_BY_WHO: Rule("SUB on the topic", _topic_sub),
     C.GET_ROUTEINFO_BY_TOPIC: ANYONE,  # (gRPC QueryRoute: routes are the name server's)
     # the broker's configuration and every group's state
     C.UPDATE_AND_CREATE_TOPIC: ADMIN,
     C.DELETE_TOPIC_IN_BROKER: ADMIN,
     C.GET_ALL_TOPIC_CONFIG: MASTER_SYNC,
     C.GET_BROKER_RUNTIME_INFO: ADMIN,
+    C.GET_BROKER_CONFIG: ADMIN,
+    C.UPDATE_BROKER_CONFIG: ADMIN,
     C.GET_ALL_CONSUMER_OFFSET: MASTER_SYNC,
     C.GET_ALL_DELAY_OFFSET: MASTER_SYNC,
     C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: ADMIN,

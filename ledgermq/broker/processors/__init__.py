@@ -1,6 +1,7 @@
 """Request processors by concern, as RocketMQ's broker cuts them: each offers a table of
 request code -> handler, and the broker merges the tables."""
 from .admin import AdminProcessor
+from .broker_config import BrokerConfigProcessor
 from .consumer_manage import ConsumerManageProcessor
 from .groups import GroupAdminProcessor
 from .pull import PullProcessor
@@ -9,7 +10,7 @@ from .send import SendProcessor
 from .transaction import TransactionProcessor
 
 PROCESSORS = (SendProcessor, PullProcessor, ConsumerManageProcessor, QueryProcessor,
-              AdminProcessor, TransactionProcessor, GroupAdminProcessor)
+              AdminProcessor, TransactionProcessor, GroupAdminProcessor, BrokerConfigProcessor)
 
-__all__ = ["PROCESSORS", "AdminProcessor", "ConsumerManageProcessor", "GroupAdminProcessor", "PullProcessor",
+__all__ = ["PROCESSORS", "AdminProcessor", "BrokerConfigProcessor", "ConsumerManageProcessor", "GroupAdminProcessor", "PullProcessor",
            "QueryProcessor", "SendProcessor", "TransactionProcessor"]

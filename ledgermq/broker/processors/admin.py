@@ -35,6 +35,7 @@ class AdminProcessor:
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
             RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
             # served by the mode that has them (the mode's handlers replace these)
@@ -113,6 +114,14 @@ class AdminProcessor:
                  "lastUpdateTimestamp": 0}
                 for q in range(tc.writeQueueNums)]
         return cmd.response(ResponseCode.SUCCESS, None, None, queue_table(rows, cmd.language))
+
+    def consumed_by(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The groups with offsets in the topic here or a consumer online subscribing it."""
+        topic = cmd.ext["topic"]
+        online = {g.name for g in self.broker.consumers.groups.values()
+                  if g.clients and topic in g.subscriptions}
+        groups = sorted(online | set(self.offsets.groups_of(topic)))
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"groupList": groups}))
 
     def all_consumer_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"offsetTable": {

@@ -91,7 +91,8 @@ class GroupAdminProcessor:
                           "offset": offset})
         b.offsets.save()
         self._tell_consumers(group, topic, ts, force, table)
-        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"offsetTable": table}))
+        # (as the caller's language reads it: RocketMQ's Java tools want a map keyed by queue)
+        return cmd.response(ResponseCode.SUCCESS, None, None, queue_table(table, cmd.language))
 
     def _tell_consumers(self, group: str, topic: str, ts: int, force: bool,
                         table: list[dict[str, Any]]) -> None:
