@@ -38,7 +38,8 @@ public class GrpcDriver {
     }
 
     static ClientConfiguration config(String endpoint) {
-        return ClientConfiguration.newBuilder().setEndpoints(endpoint).enableSsl(false)
+        return ClientConfiguration.newBuilder().setEndpoints(endpoint)
+            .enableSsl(Boolean.getBoolean("grpc.driver.ssl"))
             .setRequestTimeout(Duration.ofSeconds(10)).build();
     }
 

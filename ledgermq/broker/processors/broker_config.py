@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import TYPE_CHECKING, Any, cast, get_type_hints
 
 from ...remoting import Connection, RemotingCommand, ResponseCode
 from ...remoting.codes import RequestCode
@@ -93,7 +93,7 @@ class BrokerConfigProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, None, text.encode())
 
     def update(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        body = cmd.body or b""
+        body = bytes(cast(bytes, cmd.body or b""))
         if len(body) > MAX_BODY:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
                                 f"a config update of {len(body)} bytes: at most {MAX_BODY}")
