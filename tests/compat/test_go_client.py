@@ -121,6 +121,15 @@ def test_push_consumers_filter_by_tag_retry_and_broadcast(dev):
         assert out["bodies"] == [f"go-{i}" for i in range(6)]
 
 
+def test_a_message_failed_past_max_reconsume_times_lands_in_the_dlq(dev):
+    go("remoting", "create", dev.namesrv, dev.broker, "GoDlq", 1)
+    go("remoting", "create", dev.namesrv, dev.broker, "%RETRY%go-dlq", 1)  # (see above)
+    go("remoting", "produce", dev.namesrv, "GoDlq", 2, "sync")
+    go("remoting", "push", dev.namesrv, "go-dlq", "GoDlq", "*", 99, 3, "dlq")
+    # delivered, failed, retried once (maxReconsumeTimes=1), failed: the group's %DLQ%
+    assert bodies(dev.namesrv, "%DLQ%go-dlq", 2) == ["go-0", "go-1"]
+
+
 def test_a_pull_consumer_reads_every_queue(dev):
     go("remoting", "create", dev.namesrv, dev.broker, "GoPull", 2)
     go("remoting", "produce", dev.namesrv, "GoPull", 7, "sync")

@@ -4,7 +4,7 @@
 //	create   NAMESRV BROKER TOPIC QUEUES         admin.CreateTopic, then the route's queues
 //	produce  NAMESRV TOPIC COUNT WAY             WAY: sync async oneway batch orderly delay tag
 //	tx       NAMESRV TOPIC                       commit, rollback, and one left to check-back
-//	push     NAMESRV GROUP TOPIC EXPR COUNT SECS [retry|broadcast]
+//	push     NAMESRV GROUP TOPIC EXPR COUNT SECS [retry|broadcast|dlq]
 //	pull     NAMESRV GROUP TOPIC COUNT SECS      a pull consumer reads every queue from 0
 package main
 
@@ -209,6 +209,9 @@ func push(a []string) {
 	if mode == "broadcast" {
 		opts = append(opts, consumer.WithConsumerModel(consumer.BroadCasting))
 	}
+	if mode == "dlq" { // every delivery fails: after one retry the broker dead-letters it
+		opts = append(opts, consumer.WithMaxReconsumeTimes(1))
+	}
 	c, err := rocketmq.NewPushConsumer(opts...)
 	must(err, "push consumer")
 	var mu sync.Mutex
@@ -219,7 +222,8 @@ func push(a []string) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, m := range msgs {
-				if mode == "retry" && m.ReconsumeTimes == 0 {
+				if mode == "dlq" || mode == "retry" && m.ReconsumeTimes == 0 {
+					attempts[string(m.Body)] = m.ReconsumeTimes
 					return consumer.ConsumeRetryLater, nil
 				}
 			}
