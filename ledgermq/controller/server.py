@@ -114,7 +114,13 @@ class ControllerServer(RaftDriver):
         if screened is not None:
             return screened
         if cmd.code == RequestCode.CONTROLLER_GET_METADATA_INFO:
-            return cmd.response(ResponseCode.SUCCESS, body=_json(self.metadata_info()))
+            m = self.metadata_info()
+            # (RocketMQ's tools read GetMetaDataResponseHeader: the leader they ask next)
+            header = {"group": m["group"], "controllerLeaderId": m["leaderId"] or "",
+                      "controllerLeaderAddress": m["leaderAddress"] or "",
+                      "isLeader": str(m["isLeader"]).lower(),
+                      "peers": ";".join(f"{k}-{v}" for k, v in sorted(m["peers"].items()))}
+            return cmd.response(ResponseCode.SUCCESS, ext=header, body=_json(m))
         if cmd.code == RequestCode.GET_CONTROLLER_CONFIG:
             shown = dataclasses.asdict(self.config)
             if shown["clusterSecret"]:
@@ -195,6 +201,8 @@ class ControllerServer(RaftDriver):
             v["liveness"] = {str(b): r.view() for b in v["alive"]
                              if (r := self.core.reports.get((name, b))) is not None}
             out[name] = v
+        if cmd.language == "JAVA":  # RocketMQ's tools read BrokerReplicasInfo
+            out = {"replicasInfoTable": {name: replicas_info(v) for name, v in out.items()}}
         return cmd.response(ResponseCode.SUCCESS, body=_json(out))
 
     async def _answer(self, cmd, fut, heard: str | None = None):
@@ -245,6 +253,18 @@ class ControllerServer(RaftDriver):
                 "leaderAddress": self.peers.get(r.leader) if r.leader else None,
                 "isLeader": self.is_leader, "role": r.role.value, "term": r.term,
                 "commitIndex": r.commit, "appliedIndex": self.core.applied}
+
+
+def replicas_info(view: dict) -> dict:
+    """One group's SyncStateSet as RocketMQ's ReplicasInfo."""
+    def replica(b: str) -> dict:
+        return {"brokerName": view["group"], "brokerId": int(b),
+                "brokerAddress": view["brokers"][b], "alive": int(b) in view["alive"]}
+    in_set = {str(b) for b in view["syncStateSet"]}
+    return {"masterBrokerId": view["masterBrokerId"], "masterAddress": view["masterAddress"],
+            "masterEpoch": view["masterEpoch"], "syncStateSetEpoch": view["syncStateSetEpoch"],
+            "inSyncReplicas": [replica(b) for b in view["brokers"] if b in in_set],
+            "notInSyncReplicas": [replica(b) for b in view["brokers"] if b not in in_set]}
 
 
 class _Collector:

@@ -115,3 +115,37 @@ def test_broker_config_read_and_changed_live(dev):
             return await p.send(Message("AdminBig", b"x" * 100_000))
     with pytest.raises(Exception, match="maxMessageSize"):
         asyncio.run(big())
+
+
+def test_controller_mode_commands(tmp_path):
+    """getControllerMetaData, getSyncStateSet (found through the metadata's leader) and
+    getBrokerEpoch against a ledgermq controller-mode group; electMaster is refused with
+    the reason (the group has a cluster secret, which mqadmin cannot prove)."""
+    from ledgermq.localcluster.cluster import down, up
+    from ..integration.test_controller_mode import full_set, master_name, procs
+
+    d = tmp_path / "ctl"
+    state = up("controller", 3, d, controllers=3)
+    try:
+        full_set(state)
+        controller = f"127.0.0.1:{procs(d)['c0']['port']}"
+        master = procs(d)[master_name(d)]
+        meta, sync_set, epochs = mqadmin(
+            ["getControllerMetaData", "-a", controller],
+            ["getSyncStateSet", "-a", controller, "-b", "broker-a"],
+            ["getBrokerEpoch", "-n", state["namesrv"], "-b", "broker-a"])
+        leader = re.search(r"#ControllerLeaderAddress\s+(\S+)", meta)
+        assert leader and leader[1] in state["controllerAddr"].split(";"), meta
+        assert re.search(r"#ControllerGroup\s+\S+", meta) and "null" not in meta, meta
+        assert f"#MasterAddr\t127.0.0.1:{master['port']}" in sync_set.replace(" ", ""), sync_set
+        assert sync_set.count("InSyncReplica:") == 3 and "alive=true" in sync_set, sync_set
+        assert "#clusterName\tDefaultCluster" in epochs and "#Epoch" in epochs, epochs
+        assert "Exception" not in sync_set + epochs, sync_set + epochs
+        # handing the master role over needs the cluster secret, which mqadmin cannot show:
+        # refused, saying so (`ledgermq admin electMaster` does it)
+        (elected,) = mqadmin(["electMaster", "-a", controller, "-c", "DefaultCluster",
+                              "-bn", "broker-a", "-b", "2"])
+        assert "without authenticating (this controller requires the cluster secret)" \
+            in elected, elected
+    finally:
+        down(d)

@@ -115,7 +115,12 @@ class ControllerMode(HAPortMode):
             "brokerName": self.group, "brokerId": self.controller_id, "role": self.role,
             "masterEpoch": self.master_epoch, "maxOffset": self.store.commitlog.max_offset,
             "confirmOffset": self.store.dispatch_bound,
-            "epochs": [{"epoch": e, "startOffset": s} for e, s in self.epochs.entries]},
+            "epochs": [{"epoch": e, "startOffset": s} for e, s in self.epochs.entries],
+            # (RocketMQ's EpochEntryCache, for its tools: each epoch ends where the next starts)
+            "clusterName": self.config.brokerClusterName, "epochList": [
+                {"epoch": e, "startOffset": s, "endOffset": end} for (e, s), end in zip(
+                    self.epochs.entries, [s for _, s in self.epochs.entries[1:]]
+                    + [self.store.commitlog.max_offset])]},
             separators=(",", ":")).encode())
 
     def metrics(self) -> list[Metric]:
