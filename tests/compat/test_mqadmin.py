@@ -45,7 +45,7 @@ def test_topics_cluster_and_brokers(dev):
         ["topicList", *ns], ["topicRoute", *ns, "-t", "AdminTopic"],
         ["topicStatus", *ns, "-t", "AdminTopic"], ["clusterList", *ns],
         ["brokerStatus", *ns, "-b", dev.broker],
-        ["producerConnection", *ns, "-g", "admin-producer", "-t", "AdminTopic"])
+        ["cleanExpiredCQ", *ns, "-b", dev.broker])
     assert f"create topic to {dev.broker} success" in created, created
     assert "AdminTopic" in listed.split()
     assert '"brokerName":"broker-a"' in route.replace(" ", "").replace("\t", "")
@@ -53,7 +53,7 @@ def test_topics_cluster_and_brokers(dev):
     assert rows(cluster)[0][:4] == ["DefaultCluster", "broker-a", "0", dev.broker]
     assert "brokerName" in broker and "broker-a" in broker
     # a command ledgermq does not serve: a clear error naming the request, not a hang
-    assert "request code 204 is not supported by this broker" in unserved, unserved
+    assert "is not supported by this broker" in unserved, unserved
 
 
 def test_consumer_progress_and_a_message_by_key(dev):
@@ -149,3 +149,21 @@ def test_controller_mode_commands(tmp_path):
             in elected, elected
     finally:
         down(d)
+
+
+def test_producer_connections_of_an_online_group(dev):
+    """producerConnection lists the connections whose heartbeats named the group."""
+    from ledgermq import Message, Producer
+
+    async def with_producer_online():
+        async with Producer("admin-producer", dev.namesrv) as p:
+            await p.send(Message("AdminProducer", b"x"))
+            await p._heartbeat()  # (its periodic one came before it knew the broker)
+            return await asyncio.to_thread(mqadmin, [
+                "producerConnection", "-n", dev.namesrv, "-g", "admin-producer",
+                "-t", "AdminProducer"], ["producerConnection", "-n", dev.namesrv, "-g",
+                                         "nobody-here", "-t", "AdminProducer"])
+    online, absent = asyncio.run(with_producer_online())
+    (row,) = [line.split() for line in online.splitlines() if line.strip()]
+    assert row[0] == "0001" and row[3] == "PYTHON", online  # index, id, address, language
+    assert "the producer group[nobody-here] not exist" in absent, absent

@@ -16,6 +16,8 @@ from ..name_server_link import json_body
 from ..refusals import Refused
 from .refusal_codes import REMOTING_CODES
 
+MAX_PRODUCER_GROUPS_PER_CONNECTION = 64  # what one client's heartbeats may name
+
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..meta.topic_table import TopicConfig
@@ -35,6 +37,7 @@ class ConsumerManageProcessor:
             RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
             RequestCode.QUERY_CONSUMER_OFFSET: self.query_offset,
             RequestCode.UPDATE_CONSUMER_OFFSET: self.update_offset,
             RequestCode.LOCK_BATCH_MQ: self.lock_batch,
@@ -75,6 +78,7 @@ class ConsumerManageProcessor:
         client_id = str(data.get("clientID") or conn.peer)
         conn.attrs["client_id"] = client_id
         conn.attrs["language"] = cmd.language  # how it reads what the broker sends it
+        conn.attrs["version"] = cmd.version
         for consumer in consumers:
             group = consumer["groupName"]
             try:  # its retry topic is named after it: it must make a topic's name
@@ -99,8 +103,10 @@ class ConsumerManageProcessor:
                     return cmd.response(REMOTING_CODES[e.kind], str(e))
                 if tc:
                     retry_topics.append(tc)
+        mine = conn.attrs.setdefault("producer_groups", set())
         for producer in producers:
-            conn.attrs.setdefault("producer_groups", set()).add(str(producer.get("groupName")))
+            if len(mine) < MAX_PRODUCER_GROUPS_PER_CONNECTION:  # (a client's, capped)
+                mine.add(str(producer.get("groupName")))
         if retry_topics:  # the topic table saved off the event loop, then answered
             return self._create_then_answer(cmd, retry_topics)
         return cmd.response(ResponseCode.SUCCESS)
@@ -140,6 +146,20 @@ class ConsumerManageProcessor:
             "subscriptionTable": group.subscriptions, "consumeType": group.consume_type,
             "messageModel": group.message_model,
             "consumeFromWhere": group.consume_from_where}))
+
+    def producer_connections(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The connections whose heartbeats named the producer group (mqadmin
+        producerConnection)."""
+        group = cmd.ext["producerGroup"]
+        conns = [c for c in self.broker.client_connections()
+                 if c.is_open and group in c.attrs.get("producer_groups", ())]
+        if not conns:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"the producer group[{group}] not exist")
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body({"connectionSet": [
+            {"clientId": c.attrs.get("client_id", c.peer), "clientAddr": c.peer,
+             "language": c.attrs.get("language", "JAVA"), "version": c.attrs.get("version", 0)}
+            for c in conns]}))
 
     def query_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         ext = cmd.ext
