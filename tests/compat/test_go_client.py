@@ -5,7 +5,8 @@ tests/compat/go/go.mod (versions pinned there) once into .cache/go-compat/:
   tag filter, with retry through %RETRY%, and broadcasting; a pull consumer;
 - gRPC (github.com/apache/rocketmq-clients/golang/v5), which always speaks TLS: producer
   (normal, FIFO, delay, transactions) and SimpleConsumer against a TLS endpoint.
-Skips, saying why, only where `go` is missing."""
+Skips, saying why, only where `go` is missing. The gRPC client's tests run in `make compat`
+(its first build alone takes about 80 s)."""
 import asyncio
 import hashlib
 import json
@@ -161,6 +162,7 @@ def create(d: DevProcess, topic: str) -> str:
     return d.ready["grpc"]
 
 
+@pytest.mark.compat  # (make compat: the gRPC client's first build takes ~80 s)
 def test_grpc_producer_and_simple_consumer(tls_dev):
     ep = create(tls_dev, "GoV5")
     sent = go("grpc", "produce", ep, "GoV5", 5, "normal")
@@ -171,6 +173,7 @@ def test_grpc_producer_and_simple_consumer(tls_dev):
     assert (one["tag"], one["keys"], one["attempt"]) == ("TagGo", ["key-2"], 1)
 
 
+@pytest.mark.compat
 def test_grpc_fifo_delay_and_transactions(tls_dev):
     ep = create(tls_dev, "GoV5Kinds")
     go("grpc", "produce", ep, "GoV5Kinds", 4, "fifo")

@@ -126,7 +126,8 @@ def test_a_lite_pull_consumer_reads_what_was_sent(dev, client):
         [f"sync-{i}" for i in range(3)] + [f"batch-{i}" for i in range(3)]), got
 
 
-@pytest.mark.parametrize("client", POMS)
+# (the 5.5.0 client's refused sends take ~6 s each: that one in make compat)
+@pytest.mark.parametrize("client", [pytest.param("5.5.0", marks=pytest.mark.compat), "4.9.8"])
 def test_acl_signatures_of_the_java_client(tmp_path, monkeypatch, client):
     """aclEnable: the Java client signing with AclClientRPCHook sends with the right key;
     a wrong secret, no credentials and a topic the account may only read are refused, each
@@ -157,3 +158,17 @@ def test_acl_signatures_of_the_java_client(tmp_path, monkeypatch, client):
         assert sum(map(len, stored.values())) == 1  # only the signed send got in
     finally:
         d.stop()
+
+
+@pytest.mark.compat  # (make compat: a 3-broker group, a kill and a catch-up, ~40 s)
+@pytest.mark.parametrize("mode", ["dledger", "controller"])
+def test_a_java_sender_across_a_kill_of_the_leader(tmp_path, mode):
+    """The Java client sending one message at a time while the group's leader (master)
+    is killed -9: its sends succeed again within seconds, and every message it was
+    acknowledged is read back from the queues the route names."""
+    from bench.rocketmq_bench import failover
+    from bench.rocketmq_sides import side
+    with side("ledgermq", mode, tmp_path / "group") as s:
+        out = failover(s, 1, tmp_path)
+    assert out["acked"] > 0 and out["lost"] == 0, out
+    assert out["max_s"] < 10, out

@@ -63,6 +63,7 @@ def test_producer_and_simple_consumer(dev):
     assert java("receive", ep, "java-v5", "JavaV5", 1, 3)["messages"] == []
 
 
+@pytest.mark.compat  # (make compat: five client JVMs)
 def test_fifo_delay_and_transactions(dev):
     ep = create(dev, "JavaV5Kinds")
     java("produce", ep, "JavaV5Kinds", 4, "fifo")

@@ -117,6 +117,7 @@ def test_broker_config_read_and_changed_live(dev):
         asyncio.run(big())
 
 
+@pytest.mark.compat  # (make compat: a controller-mode group of 3 + 3)
 def test_controller_mode_commands(tmp_path):
     """getControllerMetaData, getSyncStateSet (found through the metadata's leader) and
     getBrokerEpoch against a ledgermq controller-mode group; electMaster is refused with
