@@ -22,8 +22,7 @@ from ledgermq.localcluster.certs import CertAuthority
 from ledgermq.remoting.tls import client_context
 
 from ..dev_process import DevProcess
-from ..integration.load import read_all
-from ..wait import wait_until
+from ..integration.load import until_read
 
 pytestmark = pytest.mark.skipif(shutil.which("go") is None,
                                 reason="RocketMQ's Go clients need Go: `go` is not on PATH")
@@ -33,7 +32,8 @@ CACHE = Path(__file__).parents[2] / ".cache" / "go-compat"
 
 def binary(name: str) -> Path:
     """tests/compat/go/<name> built once per version of the module's files."""
-    files = [MODULE / "go.mod", MODULE / "go.sum", *sorted((MODULE / name).glob("*.go"))]
+    files = [MODULE / "go.mod", MODULE / "go.sum", *sorted((MODULE / name).glob("*.go")),
+             *sorted((MODULE / "cli").glob("*.go"))]
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
     out = CACHE / digest / name
     if not out.exists():
@@ -50,15 +50,6 @@ def go(name: str, *args, timeout=120, home: Path | None = None) -> dict:
                        timeout=timeout, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return json.loads([line for line in r.stdout.splitlines() if line.startswith("{")][-1])
-
-
-def bodies(namesrv: str, topic: str, n: int) -> list[str]:
-    """The topic's bodies, once it holds `n` (a delayed one comes after its delay)."""
-    def read():
-        got = sorted(b.decode() for q in asyncio.run(read_all(namesrv, topic=topic)).values()
-                     for b in q)
-        return got if len(got) >= n else None
-    return wait_until(read, f"{n} messages in {topic}", timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +72,7 @@ def test_admin_creates_a_topic_and_every_way_of_sending_lands(dev):
     (batch,) = sent["batch"]
     # the broker's ids, one a message (the client's own id of a batch is empty)
     assert batch["status"] == 0 and len(batch["offset_id"].split(",")) == 4, batch
-    assert bodies(dev.namesrv, "GoWays", 20) == sorted(f"go-{i}" for i in range(4) for _ in range(5))
+    assert until_read(dev.namesrv, "GoWays", 20) == sorted(f"go-{i}" for i in range(4) for _ in range(5))
 
 
 def test_orderly_sends_keep_each_key_on_one_queue_in_order(dev):
@@ -95,11 +86,11 @@ def test_orderly_sends_keep_each_key_on_one_queue_in_order(dev):
 
 def test_delayed_and_transactional_sends(dev):
     go("remoting", "produce", dev.namesrv, "GoDelay", 2, "delay")
-    assert bodies(dev.namesrv, "GoDelay", 2) == ["go-0", "go-1"]
+    assert until_read(dev.namesrv, "GoDelay", 2) == ["go-0", "go-1"]
     out = go("remoting", "tx", dev.namesrv, "GoTx")
     assert out["states"] == {"tx-commit": 1, "tx-rollback": 2, "tx-check": 3}  # as sent
     assert out["checked"][:1] == ["tx-check"]  # the broker asked back about the open one
-    assert bodies(dev.namesrv, "GoTx", 2) == ["tx-check", "tx-commit"]  # never the rollback
+    assert until_read(dev.namesrv, "GoTx", 2) == ["tx-check", "tx-commit"]  # never the rollback
 
 
 def test_push_consumers_filter_by_tag_retry_and_broadcast(dev):
@@ -128,7 +119,7 @@ def test_a_message_failed_past_max_reconsume_times_lands_in_the_dlq(dev):
     go("remoting", "produce", dev.namesrv, "GoDlq", 2, "sync")
     go("remoting", "push", dev.namesrv, "go-dlq", "GoDlq", "*", 99, 3, "dlq")
     # delivered, failed, retried once (maxReconsumeTimes=1), failed: the group's %DLQ%
-    assert bodies(dev.namesrv, "%DLQ%go-dlq", 2) == ["go-0", "go-1"]
+    assert until_read(dev.namesrv, "%DLQ%go-dlq", 2) == ["go-0", "go-1"]
 
 
 def test_a_pull_consumer_reads_every_queue(dev):

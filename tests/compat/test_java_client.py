@@ -17,8 +17,7 @@ from bench.rocketmq_anchor import classpath, compile_java, missing_tools
 from ledgermq.client.admin import Admin
 
 from ..dev_process import DevProcess
-from ..integration.load import read_all
-from ..wait import wait_until
+from ..integration.load import read_all, until_read
 
 pytestmark = pytest.mark.skipif(missing_tools() is not None,
                                 reason=f"RocketMQ's Java client needs Java and Maven: "
@@ -48,15 +47,6 @@ def java(*args, serialize="JSON", timeout=120, client="5.5.0") -> list[dict]:
                        capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-
-
-def until_read(namesrv: str, topic: str, n: int) -> list[str]:
-    """The topic's bodies, once it holds `n` (a delayed one comes after its delay)."""
-    def bodies():
-        got = sorted(b.decode() for q in asyncio.run(read_all(namesrv, topic=topic)).values()
-                     for b in q)
-        return got if len(got) >= n else None
-    return wait_until(bodies, f"{n} messages in {topic}", timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ledgermq import Message, MQClientError, Producer, PullConsumer, PullStatus
 from ledgermq.remoting import RemotingError
 
-from ..wait import until
+from ..wait import until, wait_until
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,16 @@ async def read_all(namesrv, settle_s=10.0, topic="Replicated", by_broker=False):
                 offset = r.next_begin_offset
             out[(q.broker_name, q.queue_id) if by_broker else q.queue_id] = got
         return out
+
+
+def until_read(namesrv: str, topic: str, n: int, timeout: float = 30.0) -> list[str]:
+    """The topic's bodies as text, sorted, once it holds `n` (a delayed one comes after its
+    delay)."""
+    def bodies():
+        got = sorted(b.decode() for q in asyncio.run(read_all(namesrv, topic=topic)).values()
+                     for b in q)
+        return got if len(got) >= n else None
+    return wait_until(bodies, f"{n} messages in {topic}", timeout=timeout)
 
 
 def check_nothing_lost(acked, stored):

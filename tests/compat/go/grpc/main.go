@@ -8,34 +8,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+
+	"ledgermq/compat/cli"
 )
-
-func out(v map[string]any) {
-	b, _ := json.Marshal(v)
-	fmt.Println(string(b))
-}
-
-func must(err error, what string) {
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
-		os.Exit(1)
-	}
-}
-
-func atoi(s string) int {
-	n, err := strconv.Atoi(s)
-	must(err, "number "+s)
-	return n
-}
 
 func config(endpoint, group string) *rmq.Config {
 	return &rmq.Config{Endpoint: endpoint, ConsumerGroup: group,
@@ -43,7 +25,7 @@ func config(endpoint, group string) *rmq.Config {
 }
 
 func produce(a []string) {
-	topic, n, way := a[1], atoi(a[2]), a[3]
+	topic, n, way := a[1], cli.Atoi(a[2]), a[3]
 	var mu sync.Mutex
 	checked := []string{}
 	p, err := rmq.NewProducer(config(a[0], ""), rmq.WithTopics(topic),
@@ -54,8 +36,8 @@ func produce(a []string) {
 				mu.Unlock()
 				return rmq.COMMIT
 			}}))
-	must(err, "producer")
-	must(p.Start(), "producer start")
+	cli.Must(err, "producer")
+	cli.Must(p.Start(), "producer start")
 	defer p.GracefulStop()
 	ctx := context.Background()
 	ids := []string{}
@@ -73,16 +55,16 @@ func produce(a []string) {
 		if way == "tx-commit" || way == "tx-rollback" || way == "tx-check" {
 			tx := p.BeginTransaction()
 			receipts, err = p.SendWithTransaction(ctx, m, tx)
-			must(err, way+" send")
+			cli.Must(err, way+" send")
 			switch way {
 			case "tx-commit":
-				must(tx.Commit(), "commit")
+				cli.Must(tx.Commit(), "commit")
 			case "tx-rollback":
-				must(tx.RollBack(), "rollback")
+				cli.Must(tx.RollBack(), "rollback")
 			}
 		} else {
 			receipts, err = p.Send(ctx, m)
-			must(err, way+" send")
+			cli.Must(err, way+" send")
 		}
 		ids = append(ids, receipts[0].MessageID)
 	}
@@ -100,15 +82,15 @@ func produce(a []string) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	out(map[string]any{"way": way, "ids": ids, "checked": checked})
+	cli.Out(map[string]any{"way": way, "ids": ids, "checked": checked})
 }
 
 func consume(a []string) {
-	group, topic, n, secs := a[1], a[2], atoi(a[3]), atoi(a[4])
+	group, topic, n, secs := a[1], a[2], cli.Atoi(a[3]), cli.Atoi(a[4])
 	c, err := rmq.NewSimpleConsumer(config(a[0], group), rmq.WithAwaitDuration(2*time.Second),
 		rmq.WithSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	must(err, "simple consumer")
-	must(c.Start(), "simple consumer start")
+	cli.Must(err, "simple consumer")
+	cli.Must(c.Start(), "simple consumer start")
 	defer c.GracefulStop()
 	ctx := context.Background()
 	got := []map[string]any{}
@@ -119,7 +101,7 @@ func consume(a []string) {
 			continue
 		}
 		for _, mv := range mvs {
-			must(c.Ack(ctx, mv), "ack")
+			cli.Must(c.Ack(ctx, mv), "ack")
 			tag := ""
 			if mv.GetTag() != nil {
 				tag = *mv.GetTag()
@@ -133,7 +115,7 @@ func consume(a []string) {
 				"attempt": mv.GetDeliveryAttempt(), "at": float64(time.Now().UnixMilli()) / 1000})
 		}
 	}
-	out(map[string]any{"messages": got})
+	cli.Out(map[string]any{"messages": got})
 }
 
 func main() {
@@ -145,6 +127,6 @@ func main() {
 	case "consume":
 		consume(a[1:])
 	default:
-		must(fmt.Errorf("no command %q (have produce consume)", a[0]), "usage")
+		cli.Must(fmt.Errorf("no command %q (have produce consume)", a[0]), "usage")
 	}
 }

@@ -10,11 +10,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,44 +23,28 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"ledgermq/compat/cli"
 )
-
-func out(v map[string]any) {
-	b, _ := json.Marshal(v)
-	fmt.Println(string(b))
-}
-
-func must(err error, what string) {
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
-		os.Exit(1)
-	}
-}
-
-func atoi(s string) int {
-	n, err := strconv.Atoi(s)
-	must(err, "number "+s)
-	return n
-}
 
 func create(a []string) {
 	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{a[0]})))
-	must(err, "admin")
+	cli.Must(err, "admin")
 	defer adm.Close()
 	ctx := context.Background()
-	q := atoi(a[3])
-	must(adm.CreateTopic(ctx, admin.WithTopicCreate(a[2]), admin.WithBrokerAddrCreate(a[1]),
+	q := cli.Atoi(a[3])
+	cli.Must(adm.CreateTopic(ctx, admin.WithTopicCreate(a[2]), admin.WithBrokerAddrCreate(a[1]),
 		admin.WithReadQueueNums(q), admin.WithWriteQueueNums(q)), "CreateTopic")
 	// the route comes from the name server once the broker registered the topic again
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		mqs, err := adm.FetchPublishMessageQueues(ctx, a[2])
 		if err == nil && len(mqs) == q {
-			out(map[string]any{"created": a[2], "queues": len(mqs)})
+			cli.Out(map[string]any{"created": a[2], "queues": len(mqs)})
 			return
 		}
 		if time.Now().After(deadline) {
-			must(fmt.Errorf("%d queues, %v", len(mqs), err), "route of "+a[2])
+			cli.Must(fmt.Errorf("%d queues, %v", len(mqs), err), "route of "+a[2])
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -75,22 +57,22 @@ func message(topic string, i int) *primitive.Message {
 }
 
 func produce(a []string) {
-	topic, n, way := a[1], atoi(a[2]), a[3]
+	topic, n, way := a[1], cli.Atoi(a[2]), a[3]
 	opts := []producer.Option{producer.WithNameServer([]string{a[0]}), producer.WithRetry(2),
 		producer.WithGroupName("go-producer-" + way)}
 	if way == "orderly" {
 		opts = append(opts, producer.WithQueueSelector(producer.NewHashQueueSelector()))
 	}
 	p, err := rocketmq.NewProducer(opts...)
-	must(err, "producer")
-	must(p.Start(), "producer start")
+	cli.Must(err, "producer")
+	cli.Must(p.Start(), "producer start")
 	defer p.Shutdown()
 	ctx := context.Background()
 	sent := []map[string]any{}
 	record := func(r *primitive.SendResult) {
 		sent = append(sent, map[string]any{"status": int(r.Status), "id": r.MsgID,
 			"offset_id": r.OffsetMsgID,
-			"queue": r.MessageQueue.QueueId, "offset": r.QueueOffset})
+			"queue":     r.MessageQueue.QueueId, "offset": r.QueueOffset})
 	}
 	switch way {
 	case "batch":
@@ -99,7 +81,7 @@ func produce(a []string) {
 			msgs = append(msgs, message(topic, i))
 		}
 		r, err := p.SendSync(ctx, msgs...)
-		must(err, "batch send")
+		cli.Must(err, "batch send")
 		record(r)
 	case "async":
 		var wg sync.WaitGroup
@@ -107,7 +89,7 @@ func produce(a []string) {
 		var failed error
 		for i := 0; i < n; i++ {
 			wg.Add(1)
-			must(p.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
+			cli.Must(p.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -119,10 +101,10 @@ func produce(a []string) {
 			}, message(topic, i)), "async send")
 		}
 		wg.Wait()
-		must(failed, "async result")
+		cli.Must(failed, "async result")
 	case "oneway":
 		for i := 0; i < n; i++ {
-			must(p.SendOneWay(ctx, message(topic, i)), "oneway send")
+			cli.Must(p.SendOneWay(ctx, message(topic, i)), "oneway send")
 		}
 	default:
 		for i := 0; i < n; i++ {
@@ -136,11 +118,11 @@ func produce(a []string) {
 				m.WithTag([]string{"TagA", "TagB"}[i%2])
 			}
 			r, err := p.SendSync(ctx, m)
-			must(err, way+" send")
+			cli.Must(err, way+" send")
 			record(r)
 		}
 	}
-	out(map[string]any{"way": way, "sent": sent})
+	cli.Out(map[string]any{"way": way, "sent": sent})
 }
 
 // commits "tx-commit", rolls back "tx-rollback", leaves "tx-check" unknown: the broker asks
@@ -171,14 +153,14 @@ func tx(a []string) {
 	l := &txListener{}
 	p, err := rocketmq.NewTransactionProducer(l, producer.WithNameServer([]string{a[0]}),
 		producer.WithGroupName("go-tx-producer"))
-	must(err, "transaction producer")
-	must(p.Start(), "transaction producer start")
+	cli.Must(err, "transaction producer")
+	cli.Must(p.Start(), "transaction producer start")
 	defer p.Shutdown()
 	states := map[string]int{}
 	for _, body := range []string{"tx-commit", "tx-rollback", "tx-check"} {
 		r, err := p.SendMessageInTransaction(context.Background(),
 			primitive.NewMessage(a[1], []byte(body)))
-		must(err, "transaction send "+body)
+		cli.Must(err, "transaction send "+body)
 		states[body] = int(r.State)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -193,13 +175,13 @@ func tx(a []string) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out(map[string]any{"states": states, "checked": l.checked})
+	cli.Out(map[string]any{"states": states, "checked": l.checked})
 }
 
 // collects COUNT bodies (or what came within SECS); "retry" fails each message's first
 // delivery so it comes back through the group's retry topic
 func push(a []string) {
-	group, topic, expr, n, secs := a[1], a[2], a[3], atoi(a[4]), atoi(a[5])
+	group, topic, expr, n, secs := a[1], a[2], a[3], cli.Atoi(a[4]), cli.Atoi(a[5])
 	mode := ""
 	if len(a) > 6 {
 		mode = a[6]
@@ -213,11 +195,11 @@ func push(a []string) {
 		opts = append(opts, consumer.WithMaxReconsumeTimes(1))
 	}
 	c, err := rocketmq.NewPushConsumer(opts...)
-	must(err, "push consumer")
+	cli.Must(err, "push consumer")
 	var mu sync.Mutex
 	bodies, attempts := []string{}, map[string]int32{}
 	done := make(chan struct{})
-	must(c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: expr},
+	cli.Must(c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: expr},
 		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -236,39 +218,39 @@ func push(a []string) {
 			}
 			return consumer.ConsumeSuccess, nil
 		}), "subscribe")
-	must(c.Start(), "push consumer start")
+	cli.Must(c.Start(), "push consumer start")
 	select {
 	case <-done:
 	case <-time.After(time.Duration(secs) * time.Second):
 	}
 	mu.Lock()
 	sort.Strings(bodies)
-	out(map[string]any{"bodies": bodies, "reconsume_times": attempts})
+	cli.Out(map[string]any{"bodies": bodies, "reconsume_times": attempts})
 	mu.Unlock()
 	c.Shutdown()
 }
 
 func pull(a []string) {
-	group, topic, n, secs := a[1], a[2], atoi(a[3]), atoi(a[4])
+	group, topic, n, secs := a[1], a[2], cli.Atoi(a[3]), cli.Atoi(a[4])
 	c, err := rocketmq.NewPullConsumer(consumer.WithNameServer([]string{a[0]}),
 		consumer.WithGroupName(group))
-	must(err, "pull consumer")
-	must(c.Subscribe(topic, consumer.MessageSelector{}), "subscribe")
-	must(c.Start(), "pull consumer start")
+	cli.Must(err, "pull consumer")
+	cli.Must(c.Subscribe(topic, consumer.MessageSelector{}), "subscribe")
+	cli.Must(c.Start(), "pull consumer start")
 	defer c.Shutdown()
 	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{a[0]})))
-	must(err, "admin")
+	cli.Must(err, "admin")
 	defer adm.Close()
 	ctx := context.Background()
 	mqs, err := adm.FetchPublishMessageQueues(ctx, topic)
-	must(err, "queues")
+	cli.Must(err, "queues")
 	bodies := []string{}
 	deadline := time.Now().Add(time.Duration(secs) * time.Second)
 	for _, mq := range mqs {
 		offset := int64(0)
 		for len(bodies) < n && time.Now().Before(deadline) {
 			r, err := c.PullFrom(ctx, mq, offset, 32)
-			must(err, "pull")
+			cli.Must(err, "pull")
 			if r.Status != primitive.PullFound {
 				break
 			}
@@ -282,7 +264,7 @@ func pull(a []string) {
 		}
 	}
 	sort.Strings(bodies)
-	out(map[string]any{"bodies": bodies, "queues": len(mqs)})
+	cli.Out(map[string]any{"bodies": bodies, "queues": len(mqs)})
 }
 
 func main() {
@@ -292,7 +274,7 @@ func main() {
 		"push": push, "pull": pull}
 	run, ok := commands[a[0]]
 	if !ok {
-		must(fmt.Errorf("no command %q (have create produce tx push pull)", a[0]), strings.Join(a, " "))
+		cli.Must(fmt.Errorf("no command %q (have create produce tx push pull)", a[0]), strings.Join(a, " "))
 	}
 	run(a[1:])
 }
