@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -143,16 +144,18 @@ def grpc_workloads(s: Side, quick: bool) -> dict[str, dict]:
     PushConsumer each reading everything the threads wrote."""
     n_sync, n_threads = (2000, 20_000) if quick else (10_000, 100_000)
 
-    async def create() -> None:  # a gRPC producer needs its topic to exist
-        async with Admin(s.namesrv) as admin:
+    async def create() -> None:  # gRPC producers need their topic, consumers their group
+        async with Admin(s.namesrv) as admin:  # (RocketMQ's proxy makes neither)
             for topic in ("GrpcWarmup", "GrpcSync", "GrpcThreads"):
                 await admin.update_topic(topic, read_queues=4, write_queues=4)
+            for way in ("receive", "push"):
+                await admin.update_sub_group({"groupName": f"grpc-{way}"})
     asyncio.run(create())
     driven(s, "threads", s.grpc, "GrpcWarmup", 5000, 100, 16, grpc=True)
     out = {"idle": {"rss_mb": rss_mb(s.pids(), "VmRSS"), "cpu_cores": idle_cores(s, 5.0)}}
     out["sync"] = driven(s, "sync", s.grpc, "GrpcSync", n_sync, 100, grpc=True)
     out["threads"] = driven(s, "threads", s.grpc, "GrpcThreads", n_threads, 100, 64, grpc=True)
-    written = n_threads + 501  # (with the driver's first send and its warm-up)
+    written = n_threads + out["threads"]["warmup_msgs"]
     for way in ("receive", "push"):
         out[way] = driven(s, way, s.grpc, "GrpcThreads", f"grpc-{way}", written, grpc=True)
     out["load"] = {"rss_mb": rss_mb(s.pids(), "VmHWM")}
@@ -168,11 +171,17 @@ def line_within(proc: subprocess.Popen, seconds: float) -> str:
     return proc.stdout.readline()
 
 
-def failover(s: Side, trials: int, work: Path) -> dict:
-    """kill -9 of the master `trials` times under one sync sender; the seconds from each
-    kill to the sender's next SEND_OK; then the acknowledged messages read back."""
+def java_sender(namesrv: str, topic: str, acked_file: Path) -> list[str]:
+    return driver_argv("failover", namesrv, topic, acked_file)
+
+
+def failover(s: Side, trials: int, work: Path,
+             sender_argv: Callable[[str, str, Path], list[str]] = java_sender) -> dict:
+    """kill -9 of the master `trials` times under one sync sender (`sender_argv`: the
+    command line of a client speaking BenchDriver.java's failover protocol); the seconds
+    from each kill to the sender's next SEND_OK; then the acknowledged messages read back."""
     acked_file = work / f"{s.system}-acked.txt"
-    sender = subprocess.Popen(driver_argv("failover", s.namesrv, "BenchFailover", acked_file),
+    sender = subprocess.Popen(sender_argv(s.namesrv, "BenchFailover", acked_file),
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     times, killed = [], []
     try:

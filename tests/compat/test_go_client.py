@@ -178,3 +178,17 @@ def test_grpc_fifo_delay_and_transactions(tls_dev):
         [f"fifo-{i}" for i in range(4)] + ["delay-0", "tx-commit-0", "tx-check-0"])
     assert {m["group"] for m in got if m["body"].startswith("fifo")} == {"group-0", "group-1"}
     assert delayed["ids"] and any(m["id"] == delayed["ids"][0] for m in got)
+
+
+@pytest.mark.compat  # (make compat: a 3-broker group, a kill and a catch-up)
+def test_a_go_sender_across_a_kill_of_the_dledger_leader(tmp_path):
+    """The Go client sending one message at a time while the DLedger leader is killed -9:
+    it sends again once its route names the new leader (the client reads routes every
+    30 s, and on a failed send), and every message it was acknowledged is read back."""
+    from bench.rocketmq_bench import failover
+    from bench.rocketmq_sides import side
+    with side("ledgermq", "dledger", tmp_path / "group") as s:
+        out = failover(s, 1, tmp_path, lambda ns, topic, acked: [
+            str(binary("remoting")), "failover", ns, topic, str(acked)])
+    assert out["acked"] > 0 and out["lost"] == 0, out
+    assert out["max_s"] < 40, out

@@ -6,6 +6,7 @@
 //	tx       NAMESRV TOPIC                       commit, rollback, and one left to check-back
 //	push     NAMESRV GROUP TOPIC EXPR COUNT SECS [retry|broadcast|dlq]
 //	pull     NAMESRV GROUP TOPIC COUNT SECS      a pull consumer reads every queue from 0
+//	failover NAMESRV TOPIC OUT                   BenchDriver.java's failover, on this client
 package main
 
 import (
@@ -13,8 +14,10 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2"
@@ -267,14 +270,60 @@ func pull(a []string) {
 	cli.Out(map[string]any{"bodies": bodies, "queues": len(mqs)})
 }
 
+// sync sends of numbered bodies in a loop; each line on stdin marks a kill and gets the
+// seconds to the next SEND_OK; at stdin's end, the numbers acknowledged go to OUT (as
+// bench/anchors/rocketmq/BenchDriver.java's failover, for the same harness)
+func failover(a []string) {
+	p, err := rocketmq.NewProducer(producer.WithNameServer([]string{a[0]}), producer.WithRetry(0),
+		producer.WithSendMsgTimeout(time.Second), producer.WithGroupName("go-failover"))
+	cli.Must(err, "producer")
+	cli.Must(p.Start(), "producer start")
+	var mark atomic.Int64
+	var done atomic.Bool
+	go func() {
+		buf := make([]byte, 1)
+		for {
+			if n, err := os.Stdin.Read(buf); err != nil {
+				done.Store(true)
+				return
+			} else if n == 1 && buf[0] == '\n' {
+				mark.Store(time.Now().UnixNano())
+			}
+		}
+	}()
+	acked, ready := []string{}, false
+	for seq := 0; !done.Load(); seq++ {
+		start := time.Now().UnixNano()
+		r, err := p.SendSync(context.Background(),
+			primitive.NewMessage(a[1], []byte(fmt.Sprintf("%-100d", seq))))
+		ok := err == nil && r.Status == primitive.SendOK
+		if ok {
+			acked = append(acked, strconv.Itoa(seq))
+			if !ready {
+				ready = true
+				cli.Out(map[string]any{"ready": true})
+			}
+			if m := mark.Load(); m != 0 && start > m {
+				cli.Out(map[string]any{"first_ok_after_mark_s": float64(time.Now().UnixNano()-m) / 1e9})
+				mark.Store(0)
+			}
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	p.Shutdown()
+	cli.Must(os.WriteFile(a[2], []byte(strings.Join(acked, "\n")+"\n"), 0o644), "acked file")
+	cli.Out(map[string]any{"acked": len(acked)})
+}
+
 func main() {
 	rlog.SetLogLevel("error")
 	a := os.Args[1:]
 	commands := map[string]func([]string){"create": create, "produce": produce, "tx": tx,
-		"push": push, "pull": pull}
+		"push": push, "pull": pull, "failover": failover}
 	run, ok := commands[a[0]]
 	if !ok {
-		cli.Must(fmt.Errorf("no command %q (have create produce tx push pull)", a[0]), strings.Join(a, " "))
+		cli.Must(fmt.Errorf("no command %q (have create produce tx push pull failover)", a[0]), strings.Join(a, " "))
 	}
 	run(a[1:])
 }
