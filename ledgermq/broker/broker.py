@@ -77,8 +77,10 @@ class Broker:
         self.mode: ReplicationMode = mode_class(config, standalone)(self)
         root = store_config.root / "config"
         self.namesrv = NameServerLink(self)
+        named = ((config.brokerClusterName, 16, config.clusterTopicEnable),
+                 (config.brokerName, 1, config.brokerTopicEnable))
         self.topics = Topics(TopicTable(root / "topics.json", config.defaultTopicQueueNums,
-                                        config.autoCreateTopicEnable),
+                                        config.autoCreateTopicEnable, named),
                              self.store, config.autoCreateTopicEnable,
                              is_slave=lambda: self.mode.is_slave, announce=self.namesrv.announce,
                              limit=CreationLimit(config.maxTopicsCreatedPerMinute, "topic",

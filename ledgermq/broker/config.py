@@ -63,6 +63,10 @@ class BrokerConfig:
     bindAddress: str = "127.0.0.1"
     autoCreateTopicEnable: bool = True
     autoCreateSubscriptionGroup: bool = True
+    # the topics named after the cluster and after the broker (RocketMQ's): their routes name
+    # the brokers, which createTopic(clusterName, ...) and sends to one broker go by
+    clusterTopicEnable: bool = True
+    brokerTopicEnable: bool = True
     defaultTopicQueueNums: int = field(default=8, metadata=check(positive))
     longPollingEnable: bool = True
     shortPollingTimeMills: int = field(default=1000, metadata=check(positive))

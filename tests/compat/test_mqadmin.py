@@ -168,3 +168,12 @@ def test_producer_connections_of_an_online_group(dev):
     (row,) = [line.split() for line in online.splitlines() if line.strip()]
     assert row[0] == "0001" and row[3] == "PYTHON", online  # index, id, address, language
     assert "the producer group[nobody-here] not exist" in absent, absent
+
+
+def test_create_a_topic_on_every_broker_of_a_cluster(dev):
+    """DefaultMQAdminExt.createTopic(clusterName, topic, n), as RocketMQ's own end-to-end
+    suite creates its topics: the cluster's name is a topic whose route names the
+    cluster's brokers (RocketMQ's clusterTopicEnable); before, it had no route and every
+    such creation failed."""
+    (out,) = java("create-topic", dev.namesrv, "DefaultCluster", "AdminByCluster", 8)
+    assert out == {"created": "AdminByCluster", "writeQueues": "8"}, out

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ...remoting.codes import PERM_READ, PERM_WRITE
+from ...remoting.codes import PERM_INHERIT, PERM_READ, PERM_WRITE
 from ...runtime.clock import wall_ms
 from ...runtime.files import read_json, write_json_atomically
 from ..access.system_topics import (
@@ -30,7 +30,11 @@ class TopicConfig:
 
 
 class TopicTable:
-    def __init__(self, path: Path, default_queue_nums: int, auto_create: bool):
+    def __init__(self, path: Path, default_queue_nums: int, auto_create: bool,
+                 named_topics: tuple[tuple[str, int, bool], ...] = ()):
+        """`named_topics`: (name, queues, writable) of the topics named after the cluster
+        and the broker, which exist whatever the table says (RocketMQ's: readable and
+        writable only when enabled)."""
         self.path = path
         self.lock = threading.Lock()
         doc = read_json(path, {})
@@ -46,6 +50,9 @@ class TopicTable:
         for name in (TRANS_HALF_TOPIC, TRANS_OP_TOPIC, TRANS_CHECK_MAX_TOPIC, TIMER_TOPIC,
                      POP_ACK_TOPIC):
             self.topics.setdefault(name, TopicConfig(name, 1, 1))
+        for name, queues, enabled in named_topics:
+            self.topics[name] = TopicConfig(name, queues, queues, PERM_INHERIT | (
+                PERM_READ | PERM_WRITE if enabled else 0))
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)

@@ -224,6 +224,35 @@ public class JavaClient {
         }
     }
 
+    // create-topic NAMESRV KEY TOPIC QUEUES: DefaultMQAdminExt.createTopic(KEY, ...), which
+    // creates TOPIC on every broker of KEY's route (a cluster's name, as RocketMQ's own
+    // end-to-end suite passes it); then the topic's route
+    static void createTopic(String[] a) throws Exception {
+        org.apache.rocketmq.tools.admin.DefaultMQAdminExt admin =
+            new org.apache.rocketmq.tools.admin.DefaultMQAdminExt();
+        admin.setNamesrvAddr(a[1]);
+        admin.start();
+        try {
+            int n = Integer.parseInt(a[4]);
+            // (4.9's createTopic(key, topic, n); 5's takes the topic's attributes too)
+            for (java.lang.reflect.Method m : admin.getClass().getMethods()) {
+                Class<?>[] p = m.getParameterTypes();
+                if (!m.getName().equals("createTopic")) continue;
+                if (p.length == 3) m.invoke(admin, a[2], a[3], n);
+                if (p.length == 4 && p[3] == java.util.Map.class) {
+                    m.invoke(admin, a[2], a[3], n, new java.util.HashMap<String, String>());
+                }
+            }
+            int queues = 0;
+            for (var q : admin.examineTopicRouteInfo(a[3]).getQueueDatas()) {
+                queues += q.getWriteQueueNums();
+            }
+            System.out.println(json("created", a[3], "writeQueues", String.valueOf(queues)));
+        } finally {
+            admin.shutdown();
+        }
+    }
+
     public static void main(String[] a) throws Exception {
         switch (a[0]) {
             case "produce": produce(a); break;
@@ -232,6 +261,7 @@ public class JavaClient {
             case "kinds": kinds(a); break;
             case "lite": lite(a); break;
             case "acl": acl(a); break;
+            case "create-topic": createTopic(a); break;
             default: throw new IllegalArgumentException("unknown command " + a[0]);
         }
         System.exit(0);
