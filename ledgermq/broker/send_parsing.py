@@ -130,8 +130,10 @@ def split_batch_body(body: bytes, extra_props: bytes = b"") -> BatchBody:
     """Messages of a SEND_BATCH_MESSAGE body (wire.batch_body.split_batch), with
     `extra_props` appended to each one's properties."""
     bodies, props, flags, tags, keys = split_batch(body)
-    if extra_props:
-        props = [bytes(x) + extra_props for x in props]
+    if extra_props:  # (a client may end a message's properties without a separator)
+        sep = PROPERTY_SEPARATOR.encode()
+        props = [bytes(x) + sep + extra_props if x and bytes(x[-1:]) != sep
+                 else bytes(x) + extra_props for x in props]
     return BatchBody(bodies, props, flags, tags, keys)
 
 

@@ -61,3 +61,16 @@ def test_property_lookalikes_inside_bodies_are_ignored():
 def test_bad_batches(raw):
     with pytest.raises(MessageFormatError):
         split_batch_body(raw)
+
+
+def test_a_batch_message_without_a_trailing_separator_keeps_its_last_property():
+    """RocketMQ's 4.9 Java client encodes a batch's inner properties without a trailing
+    separator; the request's own properties (WAIT=true) appended to them must not run
+    into the last value (a batch's tags were stored as "tagA" + "WAIT\\x01true" and every
+    consumer filtering by tag dropped the messages)."""
+    from ledgermq.wire.message import decode_properties
+    raw = encode_for_batch(b"m", "TAGS\x01tagA", 0) + encode_for_batch(b"n", "", 0)
+    got = split_batch_body(raw, b"WAIT\x01true\x02")
+    assert [decode_properties(bytes(p)) for p in got.props] == [
+        {"TAGS": "tagA", "WAIT": "true"}, {"WAIT": "true"}]
+    assert got.tags == ["tagA", None]
