@@ -16,12 +16,13 @@ LOCK_EXPIRE_S = 60.0
 
 
 def parse_subscription(expression: str | None) -> frozenset[int] | None:
-    """'*' (or nothing) -> None (everything); 'a || b' -> the tags' hash codes."""
+    """'*' (or nothing) -> None (everything); 'a || b' -> the tags' hash codes (pieces left
+    empty between bars skipped, as RocketMQ's FilterAPI does)."""
     if not expression or expression.strip() in ("*", ""):
         return None
-    tags = [t.strip() for t in expression.split("||")]
-    if any(not t for t in tags):
-        raise ValueError(f"subscription {expression!r} has an empty tag")
+    tags = [t.strip() for t in expression.split("||") if t.strip()]
+    if not tags:
+        raise ValueError(f"subscription {expression!r} has no tag")
     return frozenset(tag_hash(t) for t in tags)
 
 
