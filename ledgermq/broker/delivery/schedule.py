@@ -15,7 +15,7 @@ from ...runtime.clock import wall_ms
 from ...runtime.files import read_json, write_json_atomically
 from ...store import MessageStore
 from ...wire.message import (
-    PROPERTY_DELAY_TIME_LEVEL, MessageFormatError, StoredMessage, decode_message,
+    MessageFormatError, StoredMessage, decode_message,
 )
 from ..access.system_topics import SCHEDULE_TOPIC
 from .parked import BadParked, parked_destination
@@ -104,7 +104,8 @@ class ScheduleService:
         except BadParked as e:
             log.error("schedule message at %d: %s; dropped", msg.phys_offset, e)
             return True
-        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        # (DELAY stays, as RocketMQ 5 delivers it: appended here, not sent, it is not
+        # scheduled again)
         try:
             batch = self.store.encode_again(msg, topic, qid, props)
         except MessageFormatError as e:
