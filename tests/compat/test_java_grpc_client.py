@@ -83,6 +83,7 @@ def test_fifo_delay_and_transactions(dev):
     assert any(m["id"] == delayed["ids"][0] for m in got)
 
 
+@pytest.mark.compat  # (make compat: waits out an invisible duration)
 def test_changed_invisible_duration_redelivers_the_same_message(dev):
     ep = create(dev, "JavaV5Redeliver", 1)
     java("produce", ep, "JavaV5Redeliver", 1, "normal")

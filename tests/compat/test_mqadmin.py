@@ -70,16 +70,19 @@ def test_consumer_progress_and_a_message_by_key(dev):
 
 
 
+@pytest.mark.compat  # (make compat: a consumer JVM's start-up and rebalance)
 def test_reset_offsets_by_time_and_read_by_offset(dev):
     """resetOffsetByTime reads the broker's answer (before: a list where mqadmin reads
     RocketMQ's map keyed by queues, and the command failed); queryMsgByOffset prints the
     message and which groups consume its topic (QUERY_TOPIC_CONSUME_BY_WHO)."""
     ns = ["-n", dev.namesrv]
-    java("produce", dev.namesrv, "AdminReset", 2, "TagA")  # 4 messages
+    sent = java("produce", dev.namesrv, "AdminReset", 2, "TagA")  # 4 messages
     java("push", dev.namesrv, "admin-reset", "AdminReset", "*", 4, 60, "false")
+    first = sent[0]  # (queues are picked at random: ask where one landed)
     reset, by_offset, progress = mqadmin(
         ["resetOffsetByTime", *ns, "-g", "admin-reset", "-t", "AdminReset", "-s", "0"],
-        ["queryMsgByOffset", *ns, "-t", "AdminReset", "-b", "broker-a", "-i", "0", "-o", "0"],
+        ["queryMsgByOffset", *ns, "-t", "AdminReset", "-b", "broker-a", "-i",
+         first["queueId"], "-o", first["queueOffset"]],
         ["consumerProgress", *ns, "-g", "admin-reset"])
     table = rows(reset)
     assert sorted(r[1] for r in table) == ["0", "1", "2", "3"], reset
