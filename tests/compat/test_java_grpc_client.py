@@ -17,9 +17,11 @@ from ledgermq.client.admin import Admin
 
 from ..dev_process import DevProcess
 
-pytestmark = pytest.mark.skipif(missing_tools() is not None,
-                                reason=f"RocketMQ's Java gRPC client needs Java and Maven: "
-                                       f"{missing_tools()}")
+# (make compat, all of it: make test stays within its 20 minutes)
+pytestmark = [pytest.mark.skipif(missing_tools() is not None,
+                                 reason=f"RocketMQ's Java gRPC client needs Java and Maven: "
+                                        f"{missing_tools()}"),
+              pytest.mark.compat]
 DRIVER = Path(__file__).with_name("java") / "GrpcClient.java"
 CACHE = Path(__file__).parents[2] / ".cache" / "java-compat"
 

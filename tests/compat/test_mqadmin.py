@@ -94,6 +94,7 @@ def test_reset_offsets_by_time_and_read_by_offset(dev):
     assert "admin-reset" in by_offset and "Exception" not in by_offset, by_offset
 
 
+@pytest.mark.compat  # (make compat; tests/broker/test_broker_config_admin.py in make test)
 def test_broker_config_read_and_changed_live(dev):
     """getBrokerConfig lists broker.conf's keys (no secret among them); updateBrokerConfig
     changes a key the broker reads at each use, at once, and refuses one read at start."""
