@@ -24,18 +24,24 @@ class ConfigError(ValueError):
 
 def read_properties(path: str | Path) -> dict[str, str]:
     """Parse a Java-properties-style file (key=value or key: value, # and ! comments)."""
-    out: dict[str, str] = {}
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    return parse_properties(text, str(path))
+
+
+def parse_properties(text: str, where: str) -> dict[str, str]:
+    """key=value (or key: value) lines, # and ! comments; ConfigError naming `where` and the
+    line number for a line that is neither."""
+    out: dict[str, str] = {}
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line[0] in "#!":
             continue
         sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
         if sep <= 0:
-            raise ConfigError(f"{path}:{n}: expected key=value, got {line!r}")
+            raise ConfigError(f"{where}:{n}: expected key=value, got {line!r}")
         out[line[:sep].strip()] = line[sep + 1:].strip()
     return out
 

@@ -2,13 +2,14 @@
 (processors/broker_config.py): secrets never listed; a change is checked as broker.conf's
 keys are and applied all or none."""
 from ledgermq.broker.config import BrokerConfig
-from ledgermq.broker.processors.broker_config import apply, parse_properties, properties_text
+from ledgermq.broker.processors.broker_config import apply, properties_text
+from ledgermq.runtime.config import parse_properties
 from ledgermq.store.config import StoreConfig
 
 
 def test_the_listing_has_every_key_but_the_secrets():
     text = properties_text(BrokerConfig(clusterSecret="s3cret" * 6), StoreConfig())
-    listed = parse_properties(text)
+    listed = parse_properties(text, "the listing")
     assert listed["brokerName"] == "broker-a" and listed["flushDiskType"] == "ASYNC_FLUSH"
     assert listed["autoCreateTopicEnable"] in ("true", "false")
     assert "clusterSecret" not in listed and "s3cret" not in text

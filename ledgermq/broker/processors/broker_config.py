@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast, get_type_hints
 from ...remoting import Connection, RemotingCommand, ResponseCode
 from ...remoting.codes import RequestCode
 from ...remoting.transport import Handler
-from ...runtime.config import ConfigError, convert
+from ...runtime.config import ConfigError, convert, parse_properties
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -41,16 +41,6 @@ def properties_text(*configs: Any) -> str:
     lines = [f"{f.name}={_text(getattr(c, f.name))}" for c in configs
              for f in dataclasses.fields(c) if f.repr]
     return "".join(line.replace("\n", " ") + "\n" for line in sorted(lines))
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")) and "=" in line:
-            key, value = line.split("=", 1)
-            out[key.strip()] = value.strip()
-    return out
 
 
 def apply(changes: dict[str, str], *configs: Any) -> str | None:
@@ -97,7 +87,10 @@ class BrokerConfigProcessor:
         if len(body) > MAX_BODY:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
                                 f"a config update of {len(body)} bytes: at most {MAX_BODY}")
-        changes = parse_properties(body.decode("utf-8", "replace"))
+        try:
+            changes = parse_properties(body.decode("utf-8", "replace"), "the config update")
+        except ConfigError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"config not changed: {e}")
         if not changes:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "no key=value in the update")
         why = apply(changes, self.broker.config, self.broker.store.config)
