@@ -165,3 +165,29 @@ def test_topics_and_groups_clients_create_are_limited_per_minute(tmp_path):
     # five retry topics came with the five groups: fifteen more topics, then refused
     assert [s.code for s in sends] == [ResponseCode.SUCCESS] * 15 + [ResponseCode.SYSTEM_BUSY] * 5
     assert "[TOO_MANY_NEW_TOPICS]" in sends[-1].remark
+
+
+def test_the_producer_groups_one_client_names_are_capped(capped):
+    """A heartbeat naming 200 producer groups: the broker keeps the first 64 the
+    connection named (each listed by producerConnection), not the rest."""
+    import json
+
+    from ledgermq.broker.processors.consumer_manage import MAX_PRODUCER_GROUPS_PER_CONNECTION
+
+    async def go():
+        client = RemotingClient()
+        try:
+            beat = RemotingCommand(RequestCode.HEART_BEAT, body=json.dumps({
+                "clientID": "hostile", "consumerDataSet": [],
+                "producerDataSet": [{"groupName": f"pg-{i}"} for i in range(200)]}).encode())
+            assert (await client.invoke(capped.broker, beat, 5)).code == ResponseCode.SUCCESS
+
+            async def listed(group: str) -> bool:
+                r = await client.invoke(capped.broker, RemotingCommand(
+                    RequestCode.GET_PRODUCER_CONNECTION_LIST, ext={"producerGroup": group}), 5)
+                return r.code == ResponseCode.SUCCESS
+            return [await listed(f"pg-{i}") for i in range(200)]
+        finally:
+            await client.close()
+    kept = asyncio.run(go())
+    assert sum(kept) == MAX_PRODUCER_GROUPS_PER_CONNECTION == 64
