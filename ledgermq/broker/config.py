@@ -100,6 +100,9 @@ class BrokerConfig:
     # RocketMQ 5 clients (gRPC MessagingService) on this port: -1 off, 0 any free port
     grpcServerPort: int = field(default=-1, metadata=check(
         lambda v: None if -1 <= v < 65536 else "must be -1 (off) or a TCP port (0-65535)"))
+    # RocketMQ's proxy key: under tls.server.mode=disabled the gRPC port takes TLS as well,
+    # with a self-signed certificate (RocketMQ 5's clients default to TLS); false: plaintext
+    tlsTestModeEnable: bool = True
     # SQL92 subscriptions (MessageSelector.bySql), evaluated on the broker
     enablePropertyFilter: bool = False
     transactionTimeOut: int = field(default=6000, metadata=check(positive))

@@ -2,6 +2,7 @@
 request gets the API's status code and a reason a person can act on, and the broker keeps
 serving."""
 import asyncio
+import ssl
 import time
 import uuid
 
@@ -215,3 +216,19 @@ def test_consumers_of_one_group_never_hold_the_same_message(broker):
             for m in side]), metadata=meta, timeout=10)
         assert r.status.code == pb.OK, r.status
     assert receive(32) == []
+
+
+def test_one_port_takes_tls_and_plaintext_as_rocketmqs_proxy_does(broker):
+    """RocketMQ 5's clients default to TLS (Java's enableSsl(true); Go's always) and the
+    proxy accepts them on its one port with a self-signed certificate (tlsTestModeEnable);
+    a broker.conf without TLS settings does the same, beside plaintext."""
+    host, port = broker.ready["grpc"].rsplit(":", 1)
+    cert = ssl.get_server_certificate((host, int(port)))  # made at the broker's start
+    assert "BEGIN CERTIFICATE" in cert
+    creds = grpc.ssl_channel_credentials(root_certificates=cert.encode())
+    channel = grpc.secure_channel(broker.ready["grpc"], creds,
+                                  options=[("grpc.ssl_target_name_override", "localhost")])
+    r = rpc.Stub(channel).SendMessage(svc.SendMessageRequest(messages=[message(body=b"tls")]),
+                                      metadata=[("x-mq-client-id", "tls-client")], timeout=10)
+    assert r.status.code == pb.OK, r.status.message
+    assert send(broker, message(body=b"plain")).status.code == pb.OK  # the same port

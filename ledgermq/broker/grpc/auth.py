@@ -30,9 +30,15 @@ _R = TypeVar("_R")  # its response
 Unary = Callable[[_S, _Q, "grpc.aio.ServicerContext"], Awaitable[_R]]  # a unary handler
 
 
-def peer_ip(context: grpc.aio.ServicerContext) -> str:
-    """ "ipv4:127.0.0.1:5000" / "ipv6:[::1]:5000" -> the address."""
+def client_peer(broker: Broker, context: grpc.aio.ServicerContext) -> str:
+    """The calling client's address as grpcio writes peers ("ipv4:127.0.0.1:5000")."""
     peer = context.peer() or ""
+    return broker.grpc.client_of(peer) if broker.grpc is not None else peer
+
+
+def peer_ip(broker: Broker, context: grpc.aio.ServicerContext) -> str:
+    """ "ipv4:127.0.0.1:5000" / "ipv6:[::1]:5000" -> the address."""
+    peer = client_peer(broker, context)
     addr = peer.split(":", 1)[1] if ":" in peer else peer
     return addr.rsplit(":", 1)[0].strip("[]")
 
@@ -44,7 +50,7 @@ def caller(broker: Broker, context: grpc.aio.ServicerContext
         return None, None
     meta = dict(context.invocation_metadata() or ())
     account, why = broker.acl.current().authenticate_grpc(
-        meta.get("authorization", ""), meta.get("x-mq-date-time", ""), peer_ip(context),
+        meta.get("authorization", ""), meta.get("x-mq-date-time", ""), peer_ip(broker, context),
         window_s=broker.config.aclSignatureWindowSeconds)
     if why is not None:
         broker.stats.acl_denied["grpc"] += 1

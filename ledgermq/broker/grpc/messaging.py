@@ -26,7 +26,8 @@ from ...wire.message import (
 from ..meta.consumers import parse_subscription
 from ..refusals import Kind, Refused
 from .auth import (
-    answers_refusals, authenticated, caller, check_consume, consume_refusal, refusal,
+    answers_refusals, authenticated, caller, check_consume, client_peer, consume_refusal,
+    refusal,
 )
 from .channel import CallOf, ClientChannel, call
 from .convert import (
@@ -92,14 +93,13 @@ class MessagingService(OffsetCalls):
         ch = self.channels.get(client_id)
         if ch is None:
             self._forget_idle()
-            ch = self.channels[client_id] = ClientChannel(client_id, context.peer())
+            ch = self.channels[client_id] = ClientChannel(client_id, client_peer(self.broker, context))
         ch.last_seen = time.monotonic()
         account, _ = caller(self.broker, context)  # the broker's permission checks use it
         return CallOf(ch, account)
 
-    @staticmethod
-    def _owner(context: grpc.aio.ServicerContext, c: CallOf) -> tuple[str, str | None]:
-        return context.peer(), c.acl_account.access_key if c.acl_account else None
+    def _owner(self, context: grpc.aio.ServicerContext, c: CallOf) -> tuple[str, str | None]:
+        return client_peer(self.broker, context), c.acl_account.access_key if c.acl_account else None
 
     def _taken(self, context: grpc.aio.ServicerContext, c: CallOf) -> str | None:
         """Why this call may not act on its client id's session: another connection or

@@ -1,7 +1,9 @@
 """The gRPC server on the broker's event loop (grpc.aio): started when grpcServerPort is
-set, stopped with the broker. With tls.server.mode=enforcing it serves TLS only, with the
-broker's certificate; gRPC cannot tell TLS from plaintext on one port, so under
-permissive it stays plaintext (and says so)."""
+set, stopped with the broker. TLS as RocketMQ's proxy: enforcing serves TLS only, with the
+broker's certificate; permissive takes TLS and plaintext on the one port; disabled takes
+both too, TLS with a self-signed certificate made at start, while tlsTestModeEnable holds
+(true by default: RocketMQ 5's clients default to TLS), else plaintext only. grpcio cannot
+take both on one port: a front relays each connection to one of its two (front.py)."""
 from __future__ import annotations
 
 import logging
@@ -11,6 +13,7 @@ import grpc
 
 from ...apis import rpc
 from ...remoting.tls import ServerFiles, TlsMode
+from .front import RelayFront
 from .messaging import MessagingService
 
 if TYPE_CHECKING:
@@ -27,6 +30,7 @@ class GrpcEndpoint:
         self.service = MessagingService(broker)
         self.server: grpc.aio.Server | None = None
         self.port: int | None = None
+        self.front: RelayFront | None = None
 
     async def start(self, host: str, port: int) -> int:
         self.server = grpc.aio.server(options=[
@@ -37,24 +41,47 @@ class GrpcEndpoint:
             ("grpc.max_concurrent_streams",
              self.service.broker.config.grpcMaxConcurrentStreamsPerConnection)])
         rpc.add_to_server(self.service, self.server)
-        tls = self.service.broker.config.tls
+        config = self.service.broker.config
+        tls = config.tls
         if tls.mode is TlsMode.ENFORCING:
             assert tls.server_files is not None  # (load_tls reads them for a TLS server)
-            self.port = self.server.add_secure_port(f"{host}:{port}",
-                                                    credentials(tls.server_files))
-        else:
+            self.port = self._listen(host, port, credentials(tls.server_files))
+        elif tls.mode is TlsMode.DISABLED and not config.tlsTestModeEnable:
+            self.port = self._listen(host, port, None)
+        else:  # both on one port: grpcio on two loopback ports, the front on the public one
             if tls.mode is TlsMode.PERMISSIVE:
-                log.warning("gRPC endpoint: plaintext (tls.server.mode=permissive; gRPC "
-                            "serves TLS only under enforcing)")
-            self.port = self.server.add_insecure_port(f"{host}:{port}")
-        if not self.port:
-            raise OSError(f"gRPC endpoint: cannot listen on {host}:{port}")
+                assert tls.server_files is not None
+                secure = credentials(tls.server_files)
+            else:
+                log.info("gRPC endpoint: TLS with a self-signed certificate and plaintext "
+                         "(tlsTestModeEnable=true, as RocketMQ's proxy)")
+                secure = self_signed()
+            self.front = RelayFront(self._listen("127.0.0.1", 0, None),
+                                    self._listen("127.0.0.1", 0, secure))
         await self.server.start()
+        if self.front is not None:
+            self.port = await self.front.start(host, port)
+        assert self.port is not None
         return self.port
+
+    def _listen(self, host: str, port: int, secure: grpc.ServerCredentials | None) -> int:
+        assert self.server is not None
+        address = f"{host}:{port}"
+        bound: int = self.server.add_secure_port(address, secure) if secure is not None \
+            else self.server.add_insecure_port(address)
+        if not bound:
+            raise OSError(f"gRPC endpoint: cannot listen on {address}")
+        return bound
+
+    def client_of(self, peer: str) -> str:
+        """A call's peer as grpcio names it -> the client's address (see front.py)."""
+        return self.front.client_of(peer) if self.front is not None else peer
 
     async def stop(self) -> None:
         for ch in list(self.service.channels.values()):
             ch.close()
+        if self.front is not None:
+            await self.front.stop()
         if self.server is not None:
             await self.server.stop(GRACE_S)
 
@@ -72,3 +99,28 @@ def credentials(files: ServerFiles) -> grpc.ServerCredentials:
     return grpc.ssl_server_credentials([(key, files.cert.read_bytes())],
                                        root_certificates=trust,
                                        require_client_auth=files.client_auth == "require")
+
+
+def self_signed() -> grpc.ServerCredentials:
+    """A certificate made for this run (EC P-256, a year), as RocketMQ's proxy makes one in
+    its TLS test mode: RocketMQ 5's clients do not verify the endpoint's certificate."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ledgermq")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=365))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return grpc.ssl_server_credentials([(pem_key, cert.public_bytes(serialization.Encoding.PEM))])
