@@ -1,6 +1,6 @@
 // RocketMQ 5's official Java gRPC client (org.apache.rocketmq:rocketmq-client-java, through
 // bench/anchors/rocketmq/grpc-client/pom.xml) driven from tests/compat/test_java_grpc_client.py
-// (#30). Plain text (enableSsl false). One command a run; one JSON line out.
+// (#30). TLS, the client's default, unless -Dssl=false. One command a run; one JSON line out.
 //
 //   produce   ENDPOINT TOPIC COUNT WAY          WAY: normal fifo delay tx-commit tx-rollback tx-check
 //   receive   ENDPOINT GROUP TOPIC COUNT SECS   a SimpleConsumer receives and acks COUNT
@@ -42,7 +42,8 @@ public class GrpcClient {
     }
 
     static ClientConfiguration config(String endpoint) {
-        return ClientConfiguration.newBuilder().setEndpoints(endpoint).enableSsl(false)
+        boolean ssl = Boolean.parseBoolean(System.getProperty("ssl", "true"));
+        return ClientConfiguration.newBuilder().setEndpoints(endpoint).enableSsl(ssl)
             .setRequestTimeout(Duration.ofSeconds(10)).build();
     }
 
