@@ -103,6 +103,8 @@ class BrokerConfig:
     # RocketMQ's proxy key: under tls.server.mode=disabled the gRPC port takes TLS as well,
     # with a self-signed certificate (RocketMQ 5's clients default to TLS); false: plaintext
     tlsTestModeEnable: bool = True
+    # the furthest delivery time a gRPC message may ask for (RocketMQ's proxy key: a day)
+    maxDelayTimeMills: int = field(default=24 * 3600 * 1000, metadata=check(positive))
     # SQL92 subscriptions (MessageSelector.bySql), evaluated on the broker
     enablePropertyFilter: bool = False
     transactionTimeOut: int = field(default=6000, metadata=check(positive))

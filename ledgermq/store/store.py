@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
 CHECKPOINT_FILE = "checkpoint"
+ENCODING_ROOM = 64 * 1024  # RocketMQ's room for a stored message's header, topic, properties
 
 
 _valid_topics: set[str] = set()
@@ -189,15 +190,25 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
                index_keys=None) -> EncodedBatch:
         """Encode messages for append (see encode_batch)."""
         check_topic(topic)
+        # as RocketMQ: maxMessageSize bounds a body; the whole stored message may be
+        # ENCODING_ROOM more (topic, properties, header)
+        most = self.config.maxMessageSize
         if len(bodies) == 1 and isinstance(born_timestamp, int):  # no numpy for one
+            if len(bodies[0]) > most:
+                raise MessageFormatError(
+                    f"message 0's body is {len(bodies[0])} bytes, above maxMessageSize {most}")
             return encode_one(topic, queue_id, bodies[0], properties, tags, flag, sys_flag,
                               born_timestamp, born_host, self.store_host, reconsume_times,
-                              index_keys, self.config.maxMessageSize)
+                              index_keys, most + ENCODING_ROOM)
+        if bodies and max(map(len, bodies)) > most:
+            i = next(i for i, b in enumerate(bodies) if len(b) > most)
+            raise MessageFormatError(
+                f"message {i}'s body is {len(bodies[i])} bytes, above maxMessageSize {most}")
         return encode_batch(topic, queue_id, bodies, properties, tags, flag=flag,
                             sys_flag=sys_flag, born_timestamp=born_timestamp,
                             born_host=born_host, store_host=self.store_host,
                             reconsume_times=reconsume_times, index_keys=index_keys,
-                            max_message_size=self.config.maxMessageSize)
+                            max_message_size=most + ENCODING_ROOM)
 
     def encode_again(self, msg: StoredMessage, topic: str, queue_id: int,
                      properties: dict[str, str], *, sys_flag: int | None = None,

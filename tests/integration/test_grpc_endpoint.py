@@ -85,6 +85,52 @@ def test_bad_sends_get_the_apis_codes_and_reasons(broker):
     assert ok.status.code == pb.OK and ok.entries[0].offset >= 0
 
 
+def with_properties(n: int = 0, size: int = 0, **sysprops) -> pb.Message:
+    m = message("GrpcLimits", **sysprops)
+    for i in range(n):
+        m.user_properties[f"k{i}"] = "v"
+    if size:
+        m.user_properties["big"] = "x" * (size - 3)
+    return m
+
+
+def test_rocketmqs_proxy_limits_hold_at_their_edges(broker):
+    """What RocketMQ's proxy allows (and its e2e suite checks): a 4 MiB body with 16 KiB of
+    user properties (the body alone counts against maxMessageSize), 128 properties, 16 KiB
+    of properties, tag and keys; one byte or one property more, a control character, a
+    64-byte message group or a delivery time past a day is refused with the API's code."""
+    day_after = {"seconds": int(time.time()) + 24 * 3600 + 60}
+
+    async def topic():  # (its 4 MiB message stays out of the other tests' receives)
+        async with Admin(broker.namesrv) as a:
+            await a.update_topic("GrpcLimits", read_queues=1, write_queues=1)
+    asyncio.run(topic())
+    accepted = [
+        with_properties(size=16 * 1024, body=b"b" * (4 * 1024 * 1024)),
+        with_properties(128),
+        with_properties(size=8 * 1024, tag="t" * (4 * 1024), keys=["k" * (4 * 1024)]),
+        message("GrpcLimits", message_group="g" * 63),
+    ]
+    for msg in accepted:
+        r = send(broker, msg)
+        assert r.status.code == pb.OK, r.status
+    refused = [
+        (with_properties(129), pb.MESSAGE_PROPERTIES_TOO_LARGE, "at most 128"),
+        (with_properties(size=16 * 1024 + 1), pb.MESSAGE_PROPERTIES_TOO_LARGE, "at most 16384"),
+        (with_properties(size=16 * 1024, tag="t"), pb.MESSAGE_PROPERTIES_TOO_LARGE, "16385 B"),
+        (message(tag="tag\x01"), pb.ILLEGAL_MESSAGE_TAG, "control character"),
+        (message(keys=["key\x7f"]), pb.ILLEGAL_MESSAGE_KEY, "control character"),
+        (message(message_group="g" * 64), pb.ILLEGAL_MESSAGE_GROUP, "64 B"),
+        (message(delivery_timestamp=day_after), pb.ILLEGAL_DELIVERY_TIME, "maxDelayTimeMills"),
+    ]
+    ctrl = message()
+    ctrl.user_properties["k"] = "line\nbreak"
+    refused.append((ctrl, pb.ILLEGAL_MESSAGE_PROPERTY_KEY, "control character"))
+    for msg, code, reason in refused:
+        r = send(broker, msg)
+        assert (r.status.code, reason in r.status.message) == (code, True), r.status
+
+
 def test_bad_acks_and_receives_get_the_apis_codes(broker):
     s, meta = stub(broker)
     group, topic = pb.Resource(name="GrpcGroup"), pb.Resource(name="GrpcTopic")

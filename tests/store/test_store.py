@@ -6,7 +6,9 @@ import time
 import pytest
 
 from ledgermq.store import GetStatus, Message, MessageStore, PutStatus, decode_message
-from ledgermq.wire.message import BLANK_MAGIC_CODE, encode_properties, tag_hash
+from ledgermq.wire.message import (
+    BLANK_MAGIC_CODE, MessageFormatError, encode_properties, tag_hash,
+)
 
 from .conftest import small_config
 
@@ -247,6 +249,21 @@ def test_oversize_message_and_bad_topic_are_refused(make_store):
     r = big.put_message(Message("T", b"x" * 70_000))
     assert r.status is PutStatus.MESSAGE_ILLEGAL and big.commitlog.max_offset == 0
     assert put(big, "T", 0, [b"ok"]).queue_offset == 0
+
+
+def test_max_message_size_bounds_the_body_as_rocketmqs(make_store):
+    """maxMessageSize is the body's limit; header, topic and properties come on top (RocketMQ's
+    encoder leaves them 64 KiB), alone and in a batch."""
+    store = make_store(maxMessageSize=4096)
+    props = encode_properties({"k": "v" * 8000})
+    r = store.put_message(Message("T", b"x" * 4096, properties={"k": "v" * 8000}))
+    assert r.status is PutStatus.PUT_OK, r.error
+    r = store.put_message(Message("T", b"x" * 4097))
+    assert r.status is PutStatus.MESSAGE_ILLEGAL and "body is 4097 bytes" in r.error
+    batch = store.encode("T", 0, [b"a", b"x" * 4096, b"b"], props)
+    assert store.append(batch).status is PutStatus.PUT_OK
+    with pytest.raises(MessageFormatError, match="message 1's body is 4097 bytes"):
+        store.encode("T", 0, [b"a", b"x" * 4097], props)
 
 
 def test_disk_full_refuses_writes_with_a_clear_status(make_store):

@@ -12,7 +12,6 @@ from ...apis import definition_pb2 as pb
 from ...wire.message import (
     PROPERTY_KEYS, PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_PRODUCER_GROUP, PROPERTY_RETRY_TOPIC,
     PROPERTY_TAGS, PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_KEY, StoredMessage,
-    encode_properties,
 )
 from ..refusals import Kind, Refused
 
@@ -28,7 +27,11 @@ SYSTEM_PROPERTIES = {PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, PROPERTY_M
                      "TRANSACTION_CHECK_TIMES", "RECONSUME_TIME", "MAX_RECONSUME_TIMES",
                      "WAIT", "DELAY", "MSG_REGION", "TRACE_ON", "CLUSTER", "MIN_OFFSET",
                      "MAX_OFFSET", "POP_CK", "1ST_POP_TIME", "CORRECTION_FLAG"}
-MAX_PROPERTY_BYTES = 16 * 1024  # RocketMQ's limit on a message's properties
+# RocketMQ's proxy limits (ProxyConfig's userPropertyMaxNum, maxUserPropertySize,
+# maxMessageGroupSize): user properties, their bytes with the tag and keys, a group's bytes
+MAX_USER_PROPERTIES = 128
+MAX_USER_PROPERTY_BYTES = 16 * 1024
+MAX_MESSAGE_GROUP_BYTES = 64
 
 
 # the API's status for each kind of refusal (see broker/refusals.py)
@@ -60,25 +63,44 @@ def properties_of(m: pb.Message) -> dict[str, str]:
     """The stored properties of a message a RocketMQ 5 producer sent; Refused for what
     RocketMQ refuses too (system property names used by the user, a tag with '|', ...)."""
     sp = m.system_properties
+    if len(m.user_properties) > MAX_USER_PROPERTIES:
+        raise Refused(Kind.PROPERTIES_TOO_LARGE, f"{len(m.user_properties)} user properties, "
+                      f"at most {MAX_USER_PROPERTIES}")
     props: dict[str, str] = {}
+    user_bytes = 0  # what RocketMQ's proxy counts: user keys and values, the tag, the keys
     for k, v in m.user_properties.items():
         if not k or k in SYSTEM_PROPERTIES:
             raise Refused(Kind.PROPERTY_KEY, f"property key {k!r} is reserved for the system")
+        if has_control_character(k) or has_control_character(v):
+            raise Refused(Kind.PROPERTY_KEY, f"property {k!r} holds a control character")
+        user_bytes += len(k.encode()) + len(v.encode())
         props[k] = v
     if sp.HasField("tag"):
-        if not sp.tag.strip() or "|" in sp.tag:
-            raise Refused(Kind.MESSAGE_TAG, f"tag {sp.tag!r} is not allowed (empty or with '|')")
+        if not sp.tag.strip() or "|" in sp.tag or has_control_character(sp.tag):
+            raise Refused(Kind.MESSAGE_TAG, f"tag {sp.tag!r} is not allowed (empty, with '|' "
+                          "or a control character)")
+        user_bytes += len(sp.tag.encode())
         props[PROPERTY_TAGS] = sp.tag
     if sp.keys:
-        if any(not k.strip() or " " in k for k in sp.keys):
-            raise Refused(Kind.MESSAGE_KEY, "a message key is empty or holds a space")
+        if any(not k.strip() or " " in k or has_control_character(k) for k in sp.keys):
+            raise Refused(Kind.MESSAGE_KEY, "a message key is empty or holds a space or a "
+                          "control character")
+        user_bytes += sum(len(k.encode()) for k in sp.keys)
         props[PROPERTY_KEYS] = " ".join(sp.keys)
+    if user_bytes > MAX_USER_PROPERTY_BYTES:
+        raise Refused(Kind.PROPERTIES_TOO_LARGE, f"user properties, tag and keys are "
+                      f"{user_bytes} B, at most {MAX_USER_PROPERTY_BYTES}")
     if not sp.message_id:
         raise Refused(Kind.MESSAGE_ID, "the message has no message_id")
     props[PROPERTY_UNIQ_KEY] = sp.message_id
     if sp.HasField("message_group"):
-        if not sp.message_group:
-            raise Refused(Kind.MESSAGE_GROUP, "the message group is empty")
+        group = sp.message_group
+        if not group.strip() or has_control_character(group):
+            raise Refused(Kind.MESSAGE_GROUP, "the message group is empty or holds a control "
+                          "character")
+        if len(group.encode()) >= MAX_MESSAGE_GROUP_BYTES:
+            raise Refused(Kind.MESSAGE_GROUP, f"the message group is {len(group.encode())} B, "
+                          f"under {MAX_MESSAGE_GROUP_BYTES} B allowed")
         props[PROPERTY_MESSAGE_GROUP] = sp.message_group
     if sp.HasField("delivery_timestamp"):
         props[PROPERTY_TIMER_DELIVER_MS] = str(to_ms(sp.delivery_timestamp))
@@ -92,10 +114,12 @@ def properties_of(m: pb.Message) -> dict[str, str]:
         if sp.HasField("orphaned_transaction_recovery_duration"):
             d = sp.orphaned_transaction_recovery_duration
             props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(max(1, d.seconds))
-    if len(encode_properties(props)) > MAX_PROPERTY_BYTES:
-        raise Refused(Kind.PROPERTIES_TOO_LARGE,
-                      f"the message's properties exceed {MAX_PROPERTY_BYTES} B")
     return props
+
+
+def has_control_character(text: str) -> bool:
+    """What RocketMQ's proxy refuses in tags, keys, groups and properties (ISO controls)."""
+    return any(c < " " or "\x7f" <= c <= "\x9f" for c in text)
 
 
 def message_type_of(props: dict[str, str]) -> pb.MessageType:

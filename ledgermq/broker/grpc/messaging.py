@@ -32,7 +32,7 @@ from .auth import (
 from .channel import CallOf, ClientChannel, call
 from .convert import (
     GRPC_CODES, PROPERTY_MESSAGE_GROUP, duration, properties_of, timestamp, to_grpc,
-    transaction_group,
+    to_ms, transaction_group,
 )
 from .offset_calls import OffsetCalls, status
 from .routes import message_queues, route_doc
@@ -323,16 +323,20 @@ class MessagingService(OffsetCalls):
             offset=int(resp.ext.get("queueOffset", "0")))
 
     def _delivery_time_refusal(self, m: pb.Message) -> str | None:
+        """Why a delivery time is refused: further away than the proxy's maxDelayTimeMills
+        (RocketMQ's proxy: a day) or the timer's timerMaxDelaySec."""
         sp = m.system_properties
         if not sp.HasField("delivery_timestamp"):
             return None
         at_s = sp.delivery_timestamp.seconds
-        most = self.broker.config.timerMaxDelaySec
-        if at_s - time.time() > most:
+        config = self.broker.config
+        most_ms = min(config.maxDelayTimeMills, config.timerMaxDelaySec * 1000)
+        if to_ms(sp.delivery_timestamp) - time.time() * 1000 > most_ms:
             hint = " (it reads as milliseconds put in the seconds field)" \
                 if at_s > 10 ** 12 else ""
-            return (f"delivery timestamp {at_s} s is more than timerMaxDelaySec={most} s "
-                    f"away{hint}")
+            return (f"delivery timestamp {at_s} s is more than {most_ms // 1000} s away "
+                    f"(maxDelayTimeMills={config.maxDelayTimeMills}, "
+                    f"timerMaxDelaySec={config.timerMaxDelaySec}){hint}")
         return None
 
     @authenticated(svc.EndTransactionResponse)
