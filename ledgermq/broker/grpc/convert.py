@@ -158,7 +158,7 @@ def to_grpc(m: StoredMessage, *, receipt_handle: str | None = None, attempt: int
     topic = props.get(PROPERTY_RETRY_TOPIC) or m.topic
     sp = pb.SystemProperties(
         message_id=props.get(PROPERTY_UNIQ_KEY) or m.msg_id,
-        body_digest=pb.Digest(type=pb.CRC32, checksum=format(zlib.crc32(m.body), "08X")),
+        body_digest=pb.Digest(type=pb.CRC32, checksum=format(zlib.crc32(m.body), "X")),
         body_encoding=pb.IDENTITY, message_type=message_type_of(props),
         born_timestamp=timestamp(m.born_timestamp),
         born_host=props.get(PROPERTY_BORN_HOST) or host_text(m.born_host),
