@@ -1,7 +1,7 @@
 """RocketMQ 5 messages to stored properties and back (broker/grpc/convert.py): what a gRPC
 producer sets is what a gRPC consumer reads, and a remoting consumer sees RocketMQ's
 property names."""
-import zlib
+import hashlib
 
 import pytest
 from hypothesis import given, strategies as st
@@ -43,7 +43,7 @@ def test_what_a_producer_sets_a_consumer_reads(tag, keys, group, user, body):
     assert dict(back.user_properties) == user
     assert (bs.message_group if bs.HasField("message_group") else None) == group
     assert bs.message_type == (pb.FIFO if group is not None else pb.NORMAL)
-    assert bs.body_digest.checksum == format(zlib.crc32(body), "X")
+    assert bs.body_digest.checksum == hashlib.md5(body).hexdigest().upper()
     assert (bs.receipt_handle, bs.delivery_attempt) == ("h", 2)
     assert bs.born_timestamp.seconds == 1_700_000_000 and bs.born_timestamp.nanos == 123_000_000
 
@@ -58,14 +58,14 @@ def test_delivery_time_and_transactions_map_to_rocketmqs_properties():
 
 
 def test_the_body_digest_is_written_as_rocketmqs_clients_compute_it():
-    """The Java client (Utilities.crc32CheckSum: Long.toHexString, upper case, no padding)
-    discards a message whose digest string differs; a CRC32 under 0x10000000 was written
-    with a leading zero, so one message in sixteen never reached a PushConsumer."""
-    body = b"normal-23"
-    assert zlib.crc32(body) == 0x0369D79B
-    assert to_grpc(stored("T", body, {})).system_properties.body_digest.checksum == "369D79B"
-    assert to_grpc(stored("T", b"normal-1", {})).system_properties.body_digest.checksum == \
-        format(zlib.crc32(b"normal-1"), "X")
+    """RocketMQ's proxy sends MD5 in upper-case hex, which the Java client
+    (Utilities.md5CheckSum) and the Python client (Misc.md5_checksum) compare byte for byte
+    and discard the message on a difference. Our CRC32, zero-padded, differed from the Java
+    client's (no leading zeros) for one CRC in sixteen: its PushConsumer discarded those."""
+    for body in (b"normal-23", b"normal-1", b""):  # (CRC32 0x0369D79B: a leading zero)
+        digest = to_grpc(stored("T", body, {})).system_properties.body_digest
+        assert (digest.type, digest.checksum) == \
+            (pb.MD5, hashlib.md5(body).hexdigest().upper())
 
 
 def test_a_redelivered_message_shows_its_original_topic():

@@ -3,7 +3,7 @@ RocketMQ's message properties (what a remoting client reads and writes), so the 
 of clients share topics both ways."""
 from __future__ import annotations
 
-import zlib
+import hashlib
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -122,6 +122,13 @@ def has_control_character(text: str) -> bool:
     return any(c < " " or "\x7f" <= c <= "\x9f" for c in text)
 
 
+def body_digest(body: bytes) -> pb.Digest:
+    """MD5 in upper-case hex, as RocketMQ's proxy sends it: the Java and Python clients
+    check it byte for byte (their CRC32 strings differ: Java drops leading zeros, Python
+    pads; a message whose digest string differs is discarded as corrupted)."""
+    return pb.Digest(type=pb.MD5, checksum=hashlib.md5(body).hexdigest().upper())
+
+
 def message_type_of(props: dict[str, str]) -> pb.MessageType:
     if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
         return pb.TRANSACTION
@@ -158,7 +165,7 @@ def to_grpc(m: StoredMessage, *, receipt_handle: str | None = None, attempt: int
     topic = props.get(PROPERTY_RETRY_TOPIC) or m.topic
     sp = pb.SystemProperties(
         message_id=props.get(PROPERTY_UNIQ_KEY) or m.msg_id,
-        body_digest=pb.Digest(type=pb.CRC32, checksum=format(zlib.crc32(m.body), "X")),
+        body_digest=body_digest(m.body),
         body_encoding=pb.IDENTITY, message_type=message_type_of(props),
         born_timestamp=timestamp(m.born_timestamp),
         born_host=props.get(PROPERTY_BORN_HOST) or host_text(m.born_host),
