@@ -44,8 +44,22 @@ def test_a_fifo_queue_is_blocked_while_a_delivery_is_out():
     q.hand_out([0, 1, 2], 3, now_ms=0, invisible_ms=1000, stamp=1)
     q.ack(1, 1, expired=False)
     assert q.blocked()
-    q.rewind(0)  # 0 expired: it and what follows go out again
-    assert not q.blocked() and q.cursor == 0 and 1 in q.done  # 1 stays acked
+    q.rewind(0)  # 0 expired: it and what follows go out again, in order
+    assert not q.blocked() and q.cursor == 0
+
+
+def test_a_fifo_batch_goes_out_again_from_its_first_unacked_message():
+    """As RocketMQ (its e2e testFIFO_simple_receive_multi_nack): a receiver that acks 1
+    and 2 of the batch 0, 1, 2 but not 0 gets 0, 1, 2 again, in order, when 0 expires,
+    each counted as a further delivery."""
+    q = PopQueue(committed=0)
+    q.hand_out([0, 1, 2], 3, now_ms=0, invisible_ms=1000, stamp=1)
+    assert q.ack(1, 1, expired=False) and q.ack(2, 1, expired=False)
+    q.rewind(0)
+    assert q.hand_out([0, 1, 2], 3, now_ms=1000, invisible_ms=1000, stamp=2) == \
+        [(0, 2), (1, 2), (2, 2)]
+    assert all(q.ack(off, 2, expired=False) for off in (0, 1, 2))
+    assert q.committed == 3 and not q.attempts
 
 
 def test_an_invisibility_change_renames_the_delivery():

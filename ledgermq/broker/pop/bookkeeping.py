@@ -2,7 +2,8 @@
 does not own queues; it receives messages for an invisible duration and acks each. One
 not acked in time is delivered again: through the group's retry topic with one more
 delivery attempt (RocketMQ's revive), or, for a FIFO group, in place, the queue holding
-back everything after it until it is acked.
+back everything after it until it is acked (and handing out again, in order, what was
+acked after it).
 
 The state of one (group, topic, queue), kept by the queue's master:
     committed   every offset below it is done; it is the group's consumer offset, saved
@@ -102,8 +103,7 @@ class PopQueue:
         if d.stamp != stamp:
             return False
         del self.inflight[offset]
-        self.attempts.pop(offset, None)
-        self.done.add(offset)
+        self.done.add(offset)  # (its attempts kept until committed: a FIFO rewind counts on)
         self._advance()
         return True
 
@@ -130,14 +130,18 @@ class PopQueue:
         self._advance()
 
     def rewind(self, offset: int) -> None:
-        """FIFO: deliver `offset` (and all after it) again, in order."""
+        """FIFO: deliver `offset` and all after it again, in order, those acked since too
+        (as RocketMQ: the consumer sees its group's order again from the first message it
+        did not ack)."""
         for off in [o for o in self.inflight if o >= offset]:
             del self.inflight[off]
+        self.done = {o for o in self.done if o < offset}
         self.cursor = min(self.cursor, offset)
 
     def _advance(self) -> None:
         while self.committed in self.done:
             self.done.discard(self.committed)
+            self.attempts.pop(self.committed, None)
             self.committed += 1
         if self.committed > self.cursor:
             self.cursor = self.committed

@@ -225,7 +225,7 @@ class PopService:
                 log.warning("pop: unreadable message in %s/%d skipped", topic, qid)
                 continue
             if m.queue_offset in pq.done:
-                continue  # acked before a FIFO queue was rewound: not again
+                continue  # acked already (an earlier master logged it): not again
             if predicate is None or predicate(m.properties):
                 msgs.append(m)
         stamp, now = self._stamp(), wall_ms()
