@@ -278,3 +278,27 @@ def test_one_port_takes_tls_and_plaintext_as_rocketmqs_proxy_does(broker):
                                       metadata=[("x-mq-client-id", "tls-client")], timeout=10)
     assert r.status.code == pb.OK, r.status.message
     assert send(broker, message(body=b"plain")).status.code == pb.OK  # the same port
+
+
+def test_auto_renewed_deliveries_stay_invisible_and_their_first_handle_acks(broker):
+    """A PushConsumer's receive asks for auto_renew (and names no invisible duration): its
+    messages must not go out again while it consumes, however long, and the handle it got
+    is the one it acks with. Here it asks for 1 s: a plain receive would get it again."""
+    s, meta = stub(broker)
+    assert send(broker, message(topic="GrpcTopic", body=b"renew-me")).status.code == pb.OK
+    group, topic = pb.Resource(name="RenewGroup"), pb.Resource(name="GrpcTopic")
+
+    def receive(auto_renew, poll_s):
+        out = list(s.ReceiveMessage(svc.ReceiveMessageRequest(
+            group=group, message_queue=pb.MessageQueue(topic=topic), batch_size=32,
+            invisible_duration={"seconds": 1}, auto_renew=auto_renew,
+            long_polling_timeout={"seconds": poll_s}), metadata=meta, timeout=poll_s + 5))
+        return [r.message for r in out if r.HasField("message")]
+    held = [m for m in receive(True, 1) if m.body == b"renew-me"]
+    assert len(held) == 1
+    assert [m.body for m in receive(False, 4) if m.body == b"renew-me"] == []  # past 1 s
+    r = s.AckMessage(svc.AckMessageRequest(group=group, topic=topic, entries=[
+        svc.AckMessageEntry(message_id=held[0].system_properties.message_id,
+                            receipt_handle=held[0].system_properties.receipt_handle)]),
+        metadata=meta, timeout=10)
+    assert r.status.code == pb.OK, r.status

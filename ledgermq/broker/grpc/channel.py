@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ...remoting.transport import Reply
     from ..access.accounts import Account
     from ..broker import Broker
+    from ..pop.bookkeeping import Handle
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,9 @@ class ClientChannel:
         # end the session, or get its check-backs
         self.owner: tuple[str, str | None] | None = None
         self.last_seen = time.monotonic()
+        # deliveries this client asked to have kept invisible (renewal.py):
+        # (group, topic, queue, offset) -> (its receipt handle, when it went out)
+        self.renewing: dict[tuple[str, str, int, int], tuple[Handle, int]] = {}
 
     @property
     def is_open(self) -> bool:

@@ -30,6 +30,7 @@ from .auth import (
     refusal,
 )
 from .channel import CallOf, ClientChannel, call
+from .renewal import AutoRenewal
 from .convert import (
     GRPC_CODES, PROPERTY_MESSAGE_GROUP, duration, properties_of, timestamp, to_grpc,
     to_ms, transaction_group,
@@ -74,6 +75,7 @@ class MessagingService(OffsetCalls):
     def __init__(self, broker: "Broker"):
         self.broker = broker
         self.channels: dict[str, ClientChannel] = {}
+        self.renewal = AutoRenewal(broker.pop, self.channels)
         self._sends = itertools.count()  # spreads sends over the queues
 
     # ---- clients --------------------------------------------------------------------
@@ -93,7 +95,8 @@ class MessagingService(OffsetCalls):
         ch = self.channels.get(client_id)
         if ch is None:
             self._forget_idle()
-            ch = self.channels[client_id] = ClientChannel(client_id, client_peer(self.broker, context))
+            ch = self.channels[client_id] = ClientChannel(client_id,
+                                                          client_peer(self.broker, context))
         ch.last_seen = time.monotonic()
         account, _ = caller(self.broker, context)  # the broker's permission checks use it
         return CallOf(ch, account)
@@ -379,7 +382,8 @@ class MessagingService(OffsetCalls):
         if why is not None:
             yield svc.ReceiveMessageResponse(status=status(pb.UNAUTHORIZED, why))
             return
-        if self._client(context) is None:
+        client = self._client(context)
+        if client is None:
             yield svc.ReceiveMessageResponse(status=NO_CLIENT_ID)
             return
         if not self.broker.mode.is_writable:
@@ -428,6 +432,8 @@ class MessagingService(OffsetCalls):
                                                                "no new message"))
                 return
             await self.broker.pop.wait(group, topic, min(left, POLL_SLICE_S))
+        if request.auto_renew:
+            self.renewal.track(client.channel, group, (p.handle for p in popped))
         # when the batch left the broker: clients measure delivery latency from it
         yield svc.ReceiveMessageResponse(delivery_timestamp=timestamp(wall_ms()))
         for p in popped:

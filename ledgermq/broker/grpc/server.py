@@ -6,6 +6,7 @@ both too, TLS with a self-signed certificate made at start, while tlsTestModeEna
 take both on one port: a front relays each connection to one of its two (front.py)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ class GrpcEndpoint:
         self.server: grpc.aio.Server | None = None
         self.port: int | None = None
         self.front: RelayFront | None = None
+        self.renewing: asyncio.Task[None] | None = None
 
     async def start(self, host: str, port: int) -> int:
         self.server = grpc.aio.server(options=[
@@ -59,6 +61,7 @@ class GrpcEndpoint:
             self.front = RelayFront(self._listen("127.0.0.1", 0, None),
                                     self._listen("127.0.0.1", 0, secure))
         await self.server.start()
+        self.renewing = asyncio.create_task(self.service.renewal.run())
         if self.front is not None:
             self.port = await self.front.start(host, port)
         assert self.port is not None
@@ -78,6 +81,8 @@ class GrpcEndpoint:
         return self.front.client_of(peer) if self.front is not None else peer
 
     async def stop(self) -> None:
+        if self.renewing is not None:
+            self.renewing.cancel()
         for ch in list(self.service.channels.values()):
             ch.close()
         if self.front is not None:

@@ -112,6 +112,15 @@ class PopQueue:
         self.done.update(o for o in offsets if o >= self.committed)
         self._advance()
 
+    def renew(self, offset: int, stamp: int, deadline: int) -> bool:
+        """Keep the delivery `stamp` out until `deadline`, under the same handle; False
+        once it is no longer the one out."""
+        d = self.inflight.get(offset)
+        if d is None or d.stamp != stamp:
+            return False
+        d.deadline = max(d.deadline, deadline)
+        return True
+
     def change_invisible(self, offset: int, stamp: int, deadline: int, new_stamp: int) -> bool:
         d = self.inflight.get(offset)
         if d is None or d.stamp != stamp:

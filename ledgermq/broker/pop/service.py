@@ -306,6 +306,12 @@ class PopService:
             return f"acks not safe yet ({outcome.status.value}): {outcome.error}"
         return None
 
+    def renew(self, group: str, handle: Handle, deadline: int) -> bool:
+        """Keep a delivery out under its receipt handle until `deadline` (the gRPC
+        auto-renew of PushConsumers); False once it is no longer out under it."""
+        pq = self.queues.get((group, handle.topic, handle.queue_id))
+        return pq is not None and pq.renew(handle.offset, handle.stamp, deadline)
+
     def change_invisible(self, group: str, handle: str, invisible_ms: int,
                          topic: str) -> Handle:
         if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
@@ -378,6 +384,9 @@ class PopService:
             d = pq.inflight.get(offset) if pq else None
             if d is None or d.stamp != stamp:
                 continue  # acked, or extended since
+            if d.deadline > now:  # renewed in place (auto-renew): due later
+                self._deadline(d.deadline, key, offset, stamp)
+                continue
             assert pq is not None  # (d is its delivery)
             group, topic, qid = key
             if group in self.fifo_groups:
