@@ -183,7 +183,7 @@ def test_v5_clients_with_acl(tmp_path, v5, monkeypatch):
         with pytest.raises(AssertionError, match="failed to fetch topic:V5Acl route"):
             v5(grpc, "produce", "V5Acl", 1, "normal")
         log = tmp_path / "home" / "logs" / "rocketmq_python" / "rocketmq_client.log"
-        assert "40100, wrong signature for account app-key" in log.read_text()
+        assert "40100, UNAUTHORIZED: wrong signature for account app-key" in log.read_text()
     finally:
         d.stop()
 

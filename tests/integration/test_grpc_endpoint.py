@@ -138,6 +138,8 @@ def test_bad_acks_and_receives_get_the_apis_codes(broker):
         svc.AckMessageEntry(message_id="m", receipt_handle="not a handle")]),
         metadata=meta, timeout=10)
     assert r.status.code == pb.INVALID_RECEIPT_HANDLE and "not issued by" in r.status.message
+    # (as RocketMQ's proxy words them, which RocketMQ's e2e suite matches)
+    assert r.status.message.startswith("INVALID_RECEIPT_HANDLE: ")
     r = s.ChangeInvisibleDuration(svc.ChangeInvisibleDurationRequest(
         group=group, topic=topic, receipt_handle="L1 broker-a GrpcTopic 0 0 1 1000",
         invisible_duration={"seconds": 60}), metadata=meta, timeout=10)
@@ -147,6 +149,7 @@ def test_bad_acks_and_receives_get_the_apis_codes(broker):
         invisible_duration={"seconds": 100_000}, long_polling_timeout={"seconds": 1}),
         metadata=meta, timeout=10))
     assert [x.status.code for x in recv] == [pb.ILLEGAL_INVISIBLE_TIME]
+    assert "the invisibleTime is too large" in recv[0].status.message
     recv = list(s.ReceiveMessage(svc.ReceiveMessageRequest(
         group=group, message_queue=pb.MessageQueue(topic=topic), batch_size=1,
         filter_expression=pb.FilterExpression(type=pb.SQL, expression="a >"),

@@ -10,7 +10,7 @@ from ...apis import definition_pb2 as pb
 from ...remoting import RequestCode
 from ..access.accounts import Account
 from ..refusals import Kind, Refused
-from .convert import GRPC_CODES
+from .convert import GRPC_CODES, named
 
 if TYPE_CHECKING:
     import grpc
@@ -93,7 +93,8 @@ def answers_refusals(response_cls: Callable[..., _R]
             try:
                 return await handler(self, request, context)
             except Refused as e:
-                return response_cls(status=pb.Status(code=GRPC_CODES[e.kind], message=str(e)))
+                code = GRPC_CODES[e.kind]
+                return response_cls(status=pb.Status(code=code, message=named(code, str(e))))
         return answering
     return wrap
 
@@ -109,7 +110,8 @@ def authenticated(response_cls: Callable[..., _R]
         async def guarded(self: _S, request: _Q, context: grpc.aio.ServicerContext) -> _R:
             why = refusal(self.broker, context)
             if why is not None:
-                return response_cls(status=pb.Status(code=pb.UNAUTHORIZED, message=why))
+                return response_cls(status=pb.Status(code=pb.UNAUTHORIZED,
+                                                     message=named(pb.UNAUTHORIZED, why)))
             return await answering(self, request, context)
         return guarded
     return wrap

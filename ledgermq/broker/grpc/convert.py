@@ -53,6 +53,11 @@ GRPC_CODES: dict[Kind, pb.Code] = {
 }
 
 
+def named(code: pb.Code, message: str) -> str:
+    """A refusal's message as RocketMQ's proxy writes them: its code's name first."""
+    return f"{pb.Code.Name(code)}: {message}"
+
+
 def transaction_group(topic: str) -> str:
     """The producer group a gRPC transactional message is checked back through: RocketMQ 5
     producers have no group, so the topic's publishers stand for one."""

@@ -10,7 +10,7 @@ from ...apis import service_pb2 as svc
 from ...remoting import RequestCode
 from ..refusals import Kind, Refused
 from .auth import authenticated, consume_refusal, refusal
-from .convert import to_ms
+from .convert import named, to_ms
 
 if TYPE_CHECKING:
     import grpc
@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
 
 def status(code: pb.Code, message: str = "OK") -> pb.Status:
-    return pb.Status(code=code, message=message)
+    """A call's status; a refusal's message opens with its code's name, as RocketMQ's
+    proxy writes them (clients show only the number, and scripts match the name)."""
+    return pb.Status(code=code, message=message if code == pb.OK else named(code, message))
+
 
 
 class OffsetCalls:

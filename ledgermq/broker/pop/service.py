@@ -64,6 +64,14 @@ class Popped:
     invisible_ms: int
 
 
+def check_invisible_ms(invisible_ms: int) -> None:
+    """Refused (RocketMQ's proxy's words) for an invisible duration out of bounds."""
+    if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
+        size = "large" if invisible_ms > MAX_INVISIBLE_MS else "small"
+        raise Refused(Kind.INVISIBLE_TIME, f"the invisibleTime is too {size}: {invisible_ms} "
+                      f"ms is out of [{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
+
+
 class PopService:
     def __init__(self, broker: "Broker"):
         self.broker = broker
@@ -183,9 +191,7 @@ class PopService:
             tag_codes: Iterable[int] | None,
             predicate: Callable[[dict[str, str]], bool] | None) -> list[Popped]:
         """Up to `max_count` messages out now (nothing to wait for here)."""
-        if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
-            raise Refused(Kind.INVISIBLE_TIME, f"invisible duration {invisible_ms} ms is out of "
-                          f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
+        check_invisible_ms(invisible_ms)
         if self.broker.topics.for_pull(topic) is None:
             raise Refused(Kind.TOPIC_NOT_FOUND, f"topic {topic} does not exist on "
                           f"{self.broker.config.brokerName}")
@@ -314,9 +320,7 @@ class PopService:
 
     def change_invisible(self, group: str, handle: str, invisible_ms: int,
                          topic: str) -> Handle:
-        if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
-            raise Refused(Kind.INVISIBLE_TIME, f"invisible duration {invisible_ms} ms is out of "
-                          f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms")
+        check_invisible_ms(invisible_ms)
         h, pq = self._delivered(group, handle, topic)
         stamp = self._stamp()
         deadline = wall_ms() + invisible_ms
