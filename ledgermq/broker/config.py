@@ -105,6 +105,8 @@ class BrokerConfig:
     tlsTestModeEnable: bool = True
     # the furthest delivery time a gRPC message may ask for (RocketMQ's proxy key: a day)
     maxDelayTimeMills: int = field(default=24 * 3600 * 1000, metadata=check(positive))
+    # the shortest invisible duration a gRPC receive may ask for (the proxy's key: 10 s)
+    minInvisibleTimeMillsForRecv: int = field(default=10_000, metadata=check(positive))
     # SQL92 subscriptions (MessageSelector.bySql), evaluated on the broker
     enablePropertyFilter: bool = False
     transactionTimeOut: int = field(default=6000, metadata=check(positive))

@@ -19,7 +19,7 @@ from ..dev_process import DevProcess
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    d = DevProcess(tmp_path_factory.mktemp("grpc"), {"grpcServerPort": "0"}).start()
+    d = DevProcess(tmp_path_factory.mktemp("grpc"), {"grpcServerPort": "0", "minInvisibleTimeMillsForRecv": "1000"}).start()
 
     async def topic():
         async with Admin(d.namesrv) as a:
@@ -150,6 +150,13 @@ def test_bad_acks_and_receives_get_the_apis_codes(broker):
         metadata=meta, timeout=10))
     assert [x.status.code for x in recv] == [pb.ILLEGAL_INVISIBLE_TIME]
     assert "the invisibleTime is too large" in recv[0].status.message
+    recv = list(s.ReceiveMessage(svc.ReceiveMessageRequest(
+        group=group, message_queue=pb.MessageQueue(topic=topic), batch_size=1,
+        invisible_duration={"nanos": 500_000_000}, long_polling_timeout={"seconds": 1}),
+        metadata=meta, timeout=10))  # (RocketMQ's proxy: at least 10 s; 1 s here)
+    assert [x.status.code for x in recv] == [pb.ILLEGAL_INVISIBLE_TIME]
+    assert "too small" in recv[0].status.message and \
+        "minInvisibleTimeMillsForRecv=1000" in recv[0].status.message
     recv = list(s.ReceiveMessage(svc.ReceiveMessageRequest(
         group=group, message_queue=pb.MessageQueue(topic=topic), batch_size=1,
         filter_expression=pb.FilterExpression(type=pb.SQL, expression="a >"),

@@ -409,6 +409,12 @@ class MessagingService(OffsetCalls):
             return
         fifo = bool(sg and sg.consumeMessageOrderly)
         invisible = ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS)
+        shortest = self.broker.config.minInvisibleTimeMillsForRecv
+        if invisible < shortest:
+            yield svc.ReceiveMessageResponse(status=status(pb.ILLEGAL_INVISIBLE_TIME, (
+                f"the invisibleTime is too small: {invisible} ms, under "
+                f"minInvisibleTimeMillsForRecv={shortest} ms")))
+            return
         poll_s = min(ms_of(request.long_polling_timeout, DEFAULT_POLL_MS),
                      self.broker.config.grpcClientConsumerMaxLongPollingTimeoutMillis) / 1000
         if context.time_remaining() is not None:  # answer before the client gives up
