@@ -1,5 +1,6 @@
 """RocketMQ 5's gRPC endpoint next to remoting, on one `ledgermq dev` broker in the same run
-(JSON rows; ratio = gRPC / remoting).
+(JSON rows; ratio = gRPC / remoting), the gRPC rows once through the endpoint's one-port
+front (the default) and once on grpcio's port alone (grpc-direct).
 
     python bench/grpc_bench.py [--msgs 5000]
 
@@ -82,7 +83,7 @@ async def remoting_side(ns, n):
     return out
 
 
-async def grpc_side(endpoint, n):
+async def grpc_side(endpoint, n, side="grpc"):
     out = []
     async with grpc.aio.insecure_channel(endpoint) as ch:
         stub = rpc.Stub(ch)
@@ -97,14 +98,14 @@ async def grpc_side(endpoint, n):
             s = time.perf_counter()
             await send()
             lats.append(time.perf_counter() - s)
-        out.append(row("sync send 100B", "grpc", n, time.perf_counter() - t0, lats))
+        out.append(row("sync send 100B", side, n, time.perf_counter() - t0, lats))
         sem, t0 = asyncio.Semaphore(WINDOW), time.perf_counter()
 
         async def one():
             async with sem:
                 await send()
         await asyncio.gather(*(one() for _ in range(n)))
-        out.append(row("pipelined sends", "grpc", n, time.perf_counter() - t0))
+        out.append(row("pipelined sends", side, n, time.perf_counter() - t0))
         got, t0 = 0, time.perf_counter()
         group = pb.Resource(name="bench-grpc-c")
         while True:
@@ -125,7 +126,7 @@ async def grpc_side(endpoint, n):
                 metadata=META)
             assert ack.status.code == pb.OK, ack.status
         # the last, empty receive waited its 1 s polling time: not part of the figure
-        out.append(row("consume everything (32 a request)", "grpc", got,
+        out.append(row("consume everything (32 a request)", side, got,
                        time.perf_counter() - t0 - 1.0))
     return out
 
@@ -134,23 +135,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--msgs", type=int, default=5000)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="ledgermq-bench-") as d:
-        dev = DevProcess(Path(d), {"grpcServerPort": "0",
-                                   "mappedFileSizeCommitLog": str(1 << 30)}).start()
-        try:
-            async def topics():
-                async with Admin(dev.namesrv) as a:
-                    for t in ("BenchRemoting", "BenchGrpc"):
-                        await a.update_topic(t, read_queues=4, write_queues=4)
-            arun(topics())
-            rows = arun(remoting_side(dev.namesrv, args.msgs))
-            rows += asyncio.run(grpc_side(dev.ready["grpc"], args.msgs))
-        finally:
-            dev.stop()
+    rows = []
+    # "grpc": the endpoint as configured by default, TLS and plaintext on one port through
+    # its front (broker/grpc/front.py); "grpc-direct": tlsTestModeEnable=false, grpcio alone
+    for side, conf in (("grpc", {}), ("grpc-direct", {"tlsTestModeEnable": "false"})):
+        with tempfile.TemporaryDirectory(prefix="ledgermq-bench-") as d:
+            dev = DevProcess(Path(d), {"grpcServerPort": "0",
+                                       "mappedFileSizeCommitLog": str(1 << 30), **conf}).start()
+            try:
+                async def topics():
+                    async with Admin(dev.namesrv) as a:
+                        for t in ("BenchRemoting", "BenchGrpc"):
+                            await a.update_topic(t, read_queues=4, write_queues=4)
+                arun(topics())
+                if side == "grpc":
+                    rows += arun(remoting_side(dev.namesrv, args.msgs))
+                rows += asyncio.run(grpc_side(dev.ready["grpc"], args.msgs, side))
+            finally:
+                dev.stop()
     by = {(r["workload"], r["side"]): r for r in rows}
     for r in rows:
         base = by[(r["workload"], "remoting")]
-        if r["side"] == "grpc":
+        if r["side"] != "remoting":
             r["ratio_vs_remoting"] = round(r["msgs_per_s"] / base["msgs_per_s"], 2)
             if "p50_ms" in r:
                 r["p50_ratio_vs_remoting"] = round(r["p50_ms"] / base["p50_ms"], 2)
