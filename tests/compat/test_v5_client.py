@@ -21,8 +21,9 @@ from ..wait import wait_until
 
 @pytest.fixture
 def broker(tmp_path):
-    d = DevProcess(tmp_path / "dev", {"grpcServerPort": "0", "minInvisibleTimeMillsForRecv": "1000", "transactionTimeOut": "1000",
-                                      "transactionCheckInterval": "500"}).start()
+    d = DevProcess(tmp_path / "dev", {"grpcServerPort": "0", "transactionTimeOut": "1000",
+                                      "transactionCheckInterval": "500",
+                                      "minInvisibleTimeMillsForRecv": "1000"}).start()
     yield d
     d.stop()
 
@@ -164,8 +165,9 @@ def test_v5_clients_with_acl(tmp_path, v5, monkeypatch):
     cannot send to it (the broker's own permission check, reached through gRPC)."""
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(V5_ACL)
-    d = DevProcess(tmp_path / "dev", {"grpcServerPort": "0", "minInvisibleTimeMillsForRecv": "1000", "aclEnable": "true",
-                                      "aclFile": str(acl)}).start()
+    d = DevProcess(tmp_path / "dev", {"grpcServerPort": "0", "aclEnable": "true",
+                                      "aclFile": str(acl),
+                                      "minInvisibleTimeMillsForRecv": "1000"}).start()
     try:
         monkeypatch.setenv("LEDGERMQ_ACCESS_KEY", "admin-key")
         monkeypatch.setenv("LEDGERMQ_SECRET_KEY", "admin-secret-1")

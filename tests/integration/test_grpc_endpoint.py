@@ -19,7 +19,8 @@ from ..dev_process import DevProcess
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    d = DevProcess(tmp_path_factory.mktemp("grpc"), {"grpcServerPort": "0", "minInvisibleTimeMillsForRecv": "1000"}).start()
+    d = DevProcess(tmp_path_factory.mktemp("grpc"), {
+        "grpcServerPort": "0", "minInvisibleTimeMillsForRecv": "1000"}).start()
 
     async def topic():
         async with Admin(d.namesrv) as a:

@@ -30,12 +30,12 @@ from .auth import (
     refusal,
 )
 from .channel import CallOf, ClientChannel, call
-from .renewal import AutoRenewal
 from .convert import (
     GRPC_CODES, PROPERTY_MESSAGE_GROUP, duration, properties_of, timestamp, to_grpc,
     to_ms, transaction_group,
 )
 from .offset_calls import OffsetCalls, status
+from .renewal import AutoRenewal
 from .routes import message_queues, route_doc
 
 if TYPE_CHECKING:
@@ -102,7 +102,8 @@ class MessagingService(OffsetCalls):
         return CallOf(ch, account)
 
     def _owner(self, context: grpc.aio.ServicerContext, c: CallOf) -> tuple[str, str | None]:
-        return client_peer(self.broker, context), c.acl_account.access_key if c.acl_account else None
+        key = c.acl_account.access_key if c.acl_account else None
+        return client_peer(self.broker, context), key
 
     def _taken(self, context: grpc.aio.ServicerContext, c: CallOf) -> str | None:
         """Why this call may not act on its client id's session: another connection or
