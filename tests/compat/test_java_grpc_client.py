@@ -26,9 +26,11 @@ DRIVER = Path(__file__).with_name("java") / "GrpcClient.java"
 CACHE = Path(__file__).parents[2] / ".cache" / "java-compat"
 
 
-def java(*args, timeout=120) -> dict:
+def java(*args, timeout=120, props: dict[str, str] | None = None) -> dict:
+    """Runs one GrpcClient command; `props` become -D options (ssl, ak, sk)."""
     cp = classpath(GRPC_CLIENT_POM_DIR)
     r = subprocess.run(["java", "-Xmx256m", f"-Drocketmq.log.root={CACHE / 'grpc-logs'}",
+                        *(f"-D{k}={v}" for k, v in (props or {}).items()),
                         "-cp", compile_java(DRIVER, CACHE, cp) + os.pathsep + cp,
                         "GrpcClient", *map(str, args)],
                        capture_output=True, text=True, timeout=timeout)
@@ -105,3 +107,55 @@ def test_push_consumer_gets_everything(dev):
     java("produce", ep, "JavaV5Push", 30, "normal")
     got = java("push", ep, "java-v5-push", "JavaV5Push", 30, 60)["messages"]
     assert sorted(m["body"] for m in got) == sorted(f"normal-{i}" for i in range(30))
+
+
+@pytest.mark.compat
+def test_fifo_push_consumer_keeps_each_message_groups_order(dev):
+    """A FIFO group (consumeMessageOrderly) through the PushConsumer: every message once,
+    and within each message group in the order sent."""
+    ep = create(dev, "JavaV5FifoPush")
+
+    async def orderly():
+        async with Admin(dev.namesrv) as a:
+            await a.update_sub_group({"groupName": "java-v5-fifo-push",
+                                      "consumeMessageOrderly": True})
+    asyncio.run(orderly())
+    java("produce", ep, "JavaV5FifoPush", 20, "fifo")
+    got = java("push", ep, "java-v5-fifo-push", "JavaV5FifoPush", 20, 60)["messages"]
+    assert sorted(m["body"] for m in got) == sorted(f"fifo-{i}" for i in range(20))
+    for group in ("group-0", "group-1"):
+        seq = [int(m["body"].split("-")[1]) for m in got if m["group"] == group]
+        assert seq == sorted(seq) and len(seq) == 10, (group, seq)
+
+
+ACL = """
+accounts:
+  - accessKey: java-key
+    secretKey: java-secret-1
+    defaultGroupPerm: SUB
+    topicPerms: [JavaV5Acl=PUB|SUB]
+  - accessKey: admin-key
+    secretKey: admin-secret-1
+    admin: true
+"""
+
+
+@pytest.mark.compat
+def test_acl_credentials_are_checked(tmp_path, monkeypatch):
+    """aclEnable: the client's StaticSessionCredentialsProvider signs each call; the right
+    secret sends and receives, a wrong one is refused as UNAUTHORIZED."""
+    (tmp_path / "plain_acl.yml").write_text(ACL)
+    d = DevProcess(tmp_path / "dev", {"grpcServerPort": "0", "aclEnable": "true",
+                                      "aclFile": str(tmp_path / "plain_acl.yml")}).start()
+    try:
+        monkeypatch.setenv("LEDGERMQ_ACCESS_KEY", "admin-key")  # (our Admin's account)
+        monkeypatch.setenv("LEDGERMQ_SECRET_KEY", "admin-secret-1")
+        ep, right = create(d, "JavaV5Acl"), {"ak": "java-key", "sk": "java-secret-1"}
+        java("produce", ep, "JavaV5Acl", 2, "normal", props=right)
+        got = java("receive", ep, "java-v5-acl", "JavaV5Acl", 2, 30, props=right)["messages"]
+        assert sorted(m["body"] for m in got) == ["normal-0", "normal-1"]
+        with pytest.raises(AssertionError, match="UNAUTHORIZED"):
+            java("produce", ep, "JavaV5Acl", 1, "normal",
+                 props={"ak": "java-key", "sk": "not-the-secret"})
+    finally:
+        d.stop()

@@ -1,6 +1,7 @@
 // RocketMQ 5's official Java gRPC client (org.apache.rocketmq:rocketmq-client-java, through
 // bench/anchors/rocketmq/grpc-client/pom.xml) driven from tests/compat/test_java_grpc_client.py
-// (#30). TLS, the client's default, unless -Dssl=false. One command a run; one JSON line out.
+// (#30). TLS, the client's default, unless -Dssl=false; ACL credentials from -Dak= -Dsk=.
+// One command a run; one JSON line out.
 //
 //   produce   ENDPOINT TOPIC COUNT WAY          WAY: normal fifo delay tx-commit tx-rollback tx-check
 //   receive   ENDPOINT GROUP TOPIC COUNT SECS   a SimpleConsumer receives and acks COUNT
@@ -17,7 +18,9 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.PushConsumer;
@@ -43,8 +46,13 @@ public class GrpcClient {
 
     static ClientConfiguration config(String endpoint) {
         boolean ssl = Boolean.parseBoolean(System.getProperty("ssl", "true"));
-        return ClientConfiguration.newBuilder().setEndpoints(endpoint).enableSsl(ssl)
-            .setRequestTimeout(Duration.ofSeconds(10)).build();
+        ClientConfigurationBuilder b = ClientConfiguration.newBuilder().setEndpoints(endpoint)
+            .enableSsl(ssl).setRequestTimeout(Duration.ofSeconds(10));
+        String ak = System.getProperty("ak");
+        if (ak != null) {
+            b.setCredentialProvider(new StaticSessionCredentialsProvider(ak, System.getProperty("sk")));
+        }
+        return b.build();
     }
 
     static String text(MessageView m) {
