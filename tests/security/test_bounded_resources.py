@@ -191,3 +191,53 @@ def test_the_producer_groups_one_client_names_are_capped(capped):
             await client.close()
     kept = asyncio.run(go())
     assert sum(kept) == MAX_PRODUCER_GROUPS_PER_CONNECTION == 64
+
+
+def test_a_grpc_producers_declared_topics_name_only_topics_that_exist(capped):
+    """A RocketMQ 5 producer's settings name the topics it publishes to (each one's
+    transaction check-backs then come to it): 300 made-up names keep nothing for the
+    client, the one topic that exists is kept (listed by producerConnection)."""
+    import threading
+
+    import grpc
+
+    from ledgermq.apis import definition_pb2 as pb
+    from ledgermq.apis import rpc
+    from ledgermq.apis import service_pb2 as svc
+    from ledgermq.broker.grpc.convert import transaction_group
+    asyncio.run(_send(capped, "Declared"))  # (auto-created: it exists)
+    stub = rpc.Stub(grpc.insecure_channel(capped.ready["grpc"]))
+    names = ["Declared"] + [f"made-up-{i}" for i in range(300)]
+    done, replied = threading.Event(), threading.Event()
+
+    def requests():
+        yield svc.TelemetryCommand(settings=pb.Settings(
+            client_type=pb.PRODUCER, publishing=pb.Publishing(
+                topics=[pb.Resource(name=t) for t in names])))
+        done.wait(30)
+    call = stub.Telemetry(requests(), metadata=[("x-mq-client-id", "declarer-1")], timeout=30)
+
+    def read():
+        try:
+            for _ in call:
+                replied.set()
+        except grpc.RpcError:  # (cancelled at the end)
+            pass
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert replied.wait(10), "no reply on the telemetry stream"
+
+        async def listed(topic: str) -> bool:
+            client = RemotingClient()
+            try:
+                r = await client.invoke(capped.broker, RemotingCommand(
+                    RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                    ext={"producerGroup": transaction_group(topic)}), 5)
+                return r.code == ResponseCode.SUCCESS
+            finally:
+                await client.close()
+        assert asyncio.run(listed("Declared"))
+        assert not any(asyncio.run(listed(n)) for n in names[1:20])
+    finally:
+        done.set()
+        call.cancel()

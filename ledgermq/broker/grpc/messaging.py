@@ -140,11 +140,13 @@ class MessagingService(OffsetCalls):
                                             multiplier=2)
             out.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=3,
                                                        exponential_backoff=backoff))
-            # check-backs of a topic's transactions only to a caller that may publish to it
+            # check-backs of a topic's transactions only to a caller that may publish to it,
+            # and only of topics that exist (what a client may name is otherwise unbounded)
             ch.attrs["producer_groups"] = {
                 transaction_group(t.name) for t in theirs.publishing.topics
-                if refusal(self.broker, context, RequestCode.SEND_MESSAGE,
-                           {"topic": t.name}) is None}
+                if self.broker.topics.get(t.name) is not None and
+                refusal(self.broker, context, RequestCode.SEND_MESSAGE,
+                        {"topic": t.name}) is None}
         elif theirs.WhichOneof("pub_sub") == "subscription":
             group = theirs.subscription.group.name
             try:
