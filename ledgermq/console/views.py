@@ -72,7 +72,11 @@ class Rates:
 
 
 async def topics_view(admin: Admin, rates: Rates, system: bool = False) -> list[dict]:
-    names = sorted(t for t in await admin.topic_list() if system or not is_system(t))
+    names = sorted(await admin.topic_list())
+    if not system:  # (also those named after a cluster or a broker group: routing topics)
+        info = await admin.cluster_list()
+        servers = set(info["clusterAddrTable"]) | set(info["brokerAddrTable"])
+        names = [t for t in names if not is_system(t) and t not in servers]
     stats = await asyncio.gather(*(topic_view(admin, rates, t) for t in names))
     return list(stats)
 

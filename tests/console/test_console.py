@@ -40,6 +40,20 @@ def test_cluster_page_shows_every_broker_and_role_as_the_admin_api(dledger, page
     assert set(page.locator("#brokers .version").all_inner_texts()) == {f"ledgermq {__version__}"}
 
 
+def test_topics_named_after_a_broker_group_are_listed_as_system_topics(dledger, page):
+    """Every broker serves a topic named after its group (brokerTopicEnable, e.g.
+    `broker-a`) and one after its cluster: the topics page lists them only among the
+    system topics, as RocketMQ's dashboard does."""
+    groups = set(dledger["admin"].cluster_list()["brokerAddrTable"])
+    assert groups <= set(dledger["admin"].topic_list())
+    page.goto(dledger["url"] + "/topics")
+    listed = {r.get_attribute("data-topic") for r in page.locator("#topics tr[data-topic]").all()}
+    assert not groups & listed
+    page.goto(dledger["url"] + "/topics?system=1")
+    listed = {r.get_attribute("data-topic") for r in page.locator("#topics tr[data-topic]").all()}
+    assert groups <= listed
+
+
 def test_a_topic_created_on_the_page_is_routed_and_its_queues_match(dledger, page):
     admin, url = dledger["admin"], dledger["url"]
     page.goto(url + "/topics")
