@@ -4,6 +4,7 @@ of clients share topics both ways."""
 from __future__ import annotations
 
 import hashlib
+import re
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -122,9 +123,13 @@ def properties_of(m: pb.Message) -> dict[str, str]:
     return props
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # ISO control characters
+
+
 def has_control_character(text: str) -> bool:
-    """What RocketMQ's proxy refuses in tags, keys, groups and properties (ISO controls)."""
-    return any(c < " " or "\x7f" <= c <= "\x9f" for c in text)
+    """What RocketMQ's proxy refuses in tags, keys, groups and properties (one C-level scan
+    per field: every send's properties pass here)."""
+    return _CONTROL.search(text) is not None
 
 
 def body_digest(body: bytes) -> pb.Digest:
