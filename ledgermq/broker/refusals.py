@@ -12,6 +12,7 @@ class Kind(enum.Enum):
     BAD_REQUEST = "bad request"  # a field missing, malformed or out of range
     UNAUTHORIZED = "unauthorized"  # the ACL refuses the caller or what it asks
     CLIENT_ID_REQUIRED = "client id required"  # a RocketMQ 5 call that names no client
+    CLIENT_ID_TAKEN = "client id taken"  # another connection's RocketMQ 5 session
     TOPIC_NOT_FOUND = "topic not found"
     TOO_MANY = "too many"  # past a creation limit: nothing was created
     RECEIPT_HANDLE = "receipt handle"  # another broker's or topic's, or expired

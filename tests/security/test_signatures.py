@@ -6,7 +6,10 @@ import hashlib
 import hmac
 import time
 
+import pytest
+
 from ledgermq.broker.access.accounts import PlainAcl
+from ledgermq.broker.refusals import Kind, Refused
 from ledgermq.remoting.signing import sign
 
 ACL = PlainAcl.from_doc({"accounts": [{"accessKey": "ak", "secretKey": "secret-key-123",
@@ -25,15 +28,16 @@ def stamp(at: float) -> str:
 
 def test_a_fresh_grpc_signature_is_taken_an_old_or_wrong_one_refused():
     now = time.time()
-    account, why = ACL.authenticate_grpc(grpc_auth(stamp(now)), stamp(now), "10.0.0.1")
-    assert why is None and account.access_key == "ak"
+    account = ACL.authenticate_grpc(grpc_auth(stamp(now)), stamp(now), "10.0.0.1")
+    assert account.access_key == "ak"
     for at in (now - 16 * 60, now + 16 * 60):  # outside the 15 minute window
-        account, why = ACL.authenticate_grpc(grpc_auth(stamp(at)), stamp(at), "10.0.0.1")
-        assert account is None and "x-mq-date-time" in why, why
-    account, why = ACL.authenticate_grpc(grpc_auth("garbage"), "garbage", "10.0.0.1")
-    assert account is None and "x-mq-date-time" in why, why
-    account, why = ACL.authenticate_grpc(grpc_auth(stamp(now), "wrong"), stamp(now), "1.2.3.4")
-    assert account is None and "wrong signature" in why
+        with pytest.raises(Refused, match="x-mq-date-time") as refused:
+            ACL.authenticate_grpc(grpc_auth(stamp(at)), stamp(at), "10.0.0.1")
+        assert refused.value.kind is Kind.UNAUTHORIZED
+    with pytest.raises(Refused, match="x-mq-date-time"):
+        ACL.authenticate_grpc(grpc_auth("garbage"), "garbage", "10.0.0.1")
+    with pytest.raises(Refused, match="wrong signature"):
+        ACL.authenticate_grpc(grpc_auth(stamp(now), "wrong"), stamp(now), "1.2.3.4")
 
 
 def test_a_remoting_signature_of_any_bytes_gets_a_clear_refusal():

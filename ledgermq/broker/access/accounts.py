@@ -19,6 +19,7 @@ from typing import Any
 
 from ...remoting.signing import ACCESS_KEY, SIGNATURE, sign
 from ...wire.message import StoredMessage
+from ..refusals import Kind, Refused
 from . import rules
 from .rules import Ask
 
@@ -134,10 +135,10 @@ class PlainAcl:
     def check(self, code: int, fields: dict[str, str], body: bytes | None,
               ip: str, message: Lookup | None = None) -> str | None:
         """Why this remoting request is refused, or None."""
-        account, why = self._account(fields.get(ACCESS_KEY), ip)
-        if why is not None:
-            return why
-        assert account is not None  # (_account gives one or why not)
+        try:
+            account = self._account(fields.get(ACCESS_KEY), ip)
+        except Refused as e:
+            return str(e)
         if account is WHITE:
             return None
         given = str(fields.get(SIGNATURE) or "").encode("utf-8", "replace")
@@ -147,45 +148,47 @@ class PlainAcl:
 
     def authenticate_grpc(self, authorization: str, date_time: str, ip: str,
                           now: float | None = None, window_s: int = SIGNATURE_WINDOW_S
-                          ) -> tuple[Account | None, str | None]:
-        """A RocketMQ 5 client's call: `authorization` is "MQv2-HMAC-SHA1 Credential=AK,
-        SignedHeaders=x-mq-date-time, Signature=HEX" (HMAC-SHA1 of x-mq-date-time). The
-        signed time must lie within `window_s` of ours: a captured header cannot
-        be replayed for good."""
+                          ) -> Account:
+        """The account of a RocketMQ 5 client's call; Refused (UNAUTHORIZED) saying why not.
+        `authorization` is "MQv2-HMAC-SHA1 Credential=AK, SignedHeaders=x-mq-date-time,
+        Signature=HEX" (HMAC-SHA1 of x-mq-date-time). The signed time must lie within
+        `window_s` of ours: a captured header cannot be replayed for good."""
         parts = dict(p.strip().partition("=")[::2]
                      for p in authorization.partition(" ")[2].split(","))
-        account, why = self._account(parts.get("Credential", "").split("/")[0], ip)
-        if why is not None or account is WHITE:
-            return account, why
-        assert account is not None
+        account = self._account(parts.get("Credential", "").split("/")[0], ip)
+        if account is WHITE:
+            return account
         expected = hmac.new(account.secret_key.encode(), date_time.encode(),
                             hashlib.sha1).hexdigest()
         given = parts.get("Signature", "").lower().encode("utf-8", "replace")
         if not hmac.compare_digest(given, expected.encode()):
-            return None, f"wrong signature for account {account.access_key}"
+            raise _unauthorized(f"wrong signature for account {account.access_key}")
         try:
             signed = calendar.timegm(time.strptime(date_time, "%Y%m%dT%H%M%SZ"))
         except ValueError:
-            return None, f"x-mq-date-time {date_time[:32]!r} is not yyyyMMddTHHmmssZ"
+            raise _unauthorized(f"x-mq-date-time {date_time[:32]!r} is not "
+                                "yyyyMMddTHHmmssZ") from None
         skew = (time.time() if now is None else now) - signed
         if abs(skew) > window_s:
-            return None, (f"x-mq-date-time {date_time} is {abs(skew):.0f} s "
-                          f"{'old' if skew > 0 else 'ahead'}: signatures are taken within "
-                          f"{window_s} s (aclSignatureWindowSeconds)")
-        return account, None
+            raise _unauthorized(
+                f"x-mq-date-time {date_time} is {abs(skew):.0f} s "
+                f"{'old' if skew > 0 else 'ahead'}: signatures are taken within "
+                f"{window_s} s (aclSignatureWindowSeconds)")
+        return account
 
-    def _account(self, ak: str | None, ip: str) -> tuple[Account | None, str | None]:
+    def _account(self, ak: str | None, ip: str) -> Account:
+        """The account named by AccessKey `ak`, calling from `ip`; Refused saying why not."""
         if any(address_matches(w, ip) for w in self.global_white):
-            return WHITE, None  # RocketMQ: a globally white address needs no signature
+            return WHITE  # RocketMQ: a globally white address needs no signature
         if not ak:
-            return None, "no AccessKey: this broker has aclEnable=true; sign requests"
+            raise _unauthorized("no AccessKey: this broker has aclEnable=true; sign requests")
         account = self.accounts.get(ak)
         if account is None:
-            return None, f"no account with AccessKey {ak}"
+            raise _unauthorized(f"no account with AccessKey {ak}")
         if account.white_remote_address and \
                 not address_matches(account.white_remote_address, ip):
-            return None, f"account {ak} may not connect from {ip}"
-        return account, None
+            raise _unauthorized(f"account {ak} may not connect from {ip}")
+        return account
 
     @staticmethod
     def permission(account: Account, code: int, fields: dict[str, str],
@@ -198,3 +201,7 @@ class PlainAcl:
 
 # a globally white address: trusted as an admin, as RocketMQ does
 WHITE = Account("(white address)", "", admin=True)
+
+
+def _unauthorized(why: str) -> Refused:
+    return Refused(Kind.UNAUTHORIZED, why)

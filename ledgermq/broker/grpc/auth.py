@@ -4,13 +4,12 @@ may do is decided by the same rules as for remoting clients (broker/access/accou
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Awaitable, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, AsyncGenerator, Awaitable, Callable, Protocol, TypeVar
 
-from ...apis import definition_pb2 as pb
 from ...remoting import RequestCode
 from ..access.accounts import Account
 from ..refusals import Kind, Refused
-from .convert import GRPC_CODES, named
+from .convert import refused_status
 
 if TYPE_CHECKING:
     import grpc
@@ -28,6 +27,8 @@ _S = TypeVar("_S", bound=_Service)
 _Q = TypeVar("_Q")  # a call's request
 _R = TypeVar("_R")  # its response
 Unary = Callable[[_S, _Q, "grpc.aio.ServicerContext"], Awaitable[_R]]  # a unary handler
+# a server-streaming handler (for Telemetry, _Q is the stream of requests)
+Streaming = Callable[[_S, _Q, "grpc.aio.ServicerContext"], AsyncGenerator[_R, None]]
 
 
 def client_peer(broker: Broker, context: grpc.aio.ServicerContext) -> str:
@@ -43,45 +44,48 @@ def peer_ip(broker: Broker, context: grpc.aio.ServicerContext) -> str:
     return addr.rsplit(":", 1)[0].strip("[]")
 
 
-def caller(broker: Broker, context: grpc.aio.ServicerContext
-           ) -> tuple[Account | None, str | None]:
-    """(the calling account, None), (None, why it is refused), or (None, None): no ACL."""
+def caller(broker: Broker, context: grpc.aio.ServicerContext) -> Account | None:
+    """The calling account (None: the broker has no ACL); Refused (UNAUTHORIZED) for a
+    caller the ACL refuses."""
     if broker.acl is None:
-        return None, None
+        return None
     meta = dict(context.invocation_metadata() or ())
-    account, why = broker.acl.current().authenticate_grpc(
-        meta.get("authorization", ""), meta.get("x-mq-date-time", ""), peer_ip(broker, context),
-        window_s=broker.config.aclSignatureWindowSeconds)
-    if why is not None:
+    try:
+        return broker.acl.current().authenticate_grpc(
+            meta.get("authorization", ""), meta.get("x-mq-date-time", ""),
+            peer_ip(broker, context), window_s=broker.config.aclSignatureWindowSeconds)
+    except Refused:
         broker.stats.acl_denied["grpc"] += 1
-    return account, why
+        raise
 
 
-def refusal(broker: Broker, context: grpc.aio.ServicerContext, code: int | None = None,
-            fields: dict[str, str] | None = None) -> str | None:
-    """Why this call is refused (authentication, then `code`'s permission on `fields`)."""
-    account, why = caller(broker, context)
-    if why is None and account is not None and code is not None:
+def authorize(broker: Broker, context: grpc.aio.ServicerContext, code: int | None = None,
+              fields: dict[str, str] | None = None) -> None:
+    """The caller is authenticated and, with `code`, may do it on `fields`; Refused
+    (UNAUTHORIZED) saying why not."""
+    account = caller(broker, context)
+    if account is not None and code is not None:
         assert broker.acl is not None  # an account comes only from the ACL
         why = broker.acl.current().permission(account, code, fields or {})
         if why is not None:
             broker.stats.acl_denied["grpc"] += 1
-    return why
+            raise Refused(Kind.UNAUTHORIZED, why)
 
 
-def consume_refusal(broker: Broker, context: grpc.aio.ServicerContext, group: str,
-                    topic: str) -> str | None:
+def authorize_consume(broker: Broker, context: grpc.aio.ServicerContext, group: str,
+                      topic: str) -> None:
     """Receiving, acking or delaying a group's message: SUB on the topic and the group."""
-    return refusal(broker, context, RequestCode.PULL_MESSAGE,
-                   {"topic": topic, "consumerGroup": group})
+    authorize(broker, context, RequestCode.PULL_MESSAGE, {"topic": topic, "consumerGroup": group})
 
 
-def check_consume(broker: Broker, context: grpc.aio.ServicerContext, group: str,
-                  topic: str) -> None:
-    """consume_refusal, raised: Refused (UNAUTHORIZED)."""
-    why = consume_refusal(broker, context, group, topic)
-    if why is not None:
-        raise Refused(Kind.UNAUTHORIZED, why)
+def permits(broker: Broker, context: grpc.aio.ServicerContext, code: int,
+            fields: dict[str, str]) -> bool:
+    """authorize, as a question."""
+    try:
+        authorize(broker, context, code, fields)
+    except Refused:
+        return False
+    return True
 
 
 def answers_refusals(response_cls: Callable[..., _R]
@@ -93,8 +97,7 @@ def answers_refusals(response_cls: Callable[..., _R]
             try:
                 return await handler(self, request, context)
             except Refused as e:
-                code = GRPC_CODES[e.kind]
-                return response_cls(status=pb.Status(code=code, message=named(code, str(e))))
+                return response_cls(status=refused_status(e))
         return answering
     return wrap
 
@@ -104,14 +107,29 @@ def authenticated(response_cls: Callable[..., _R]
     """A unary handler that answers UNAUTHORIZED to a caller the ACL refuses (and its
     Refused with its kind's status)."""
     def wrap(handler: Unary[_S, _Q, _R]) -> Unary[_S, _Q, _R]:
-        answering = answers_refusals(response_cls)(handler)
-
         @functools.wraps(handler)
         async def guarded(self: _S, request: _Q, context: grpc.aio.ServicerContext) -> _R:
-            why = refusal(self.broker, context)
-            if why is not None:
-                return response_cls(status=pb.Status(code=pb.UNAUTHORIZED,
-                                                     message=named(pb.UNAUTHORIZED, why)))
-            return await answering(self, request, context)
-        return guarded
+            authorize(self.broker, context)
+            return await handler(self, request, context)
+        return answers_refusals(response_cls)(guarded)
+    return wrap
+
+
+def streams_refusals(response_cls: Callable[..., _R]
+                     ) -> Callable[[Streaming[_S, _Q, _R]], Streaming[_S, _Q, _R]]:
+    """A streaming handler whose Refused ends its stream with one response carrying its
+    kind's status."""
+    def wrap(handler: Streaming[_S, _Q, _R]) -> Streaming[_S, _Q, _R]:
+        @functools.wraps(handler)
+        async def answering(self: _S, request: _Q, context: grpc.aio.ServicerContext
+                            ) -> AsyncGenerator[_R, None]:
+            responses = handler(self, request, context)
+            try:
+                async for response in responses:
+                    yield response
+            except Refused as e:
+                yield response_cls(status=refused_status(e))
+            finally:  # the handler's own clean-up runs now, not when collected
+                await responses.aclose()
+        return answering
     return wrap

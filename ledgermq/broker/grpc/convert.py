@@ -40,6 +40,7 @@ GRPC_CODES: dict[Kind, pb.Code] = {
     Kind.BAD_REQUEST: pb.BAD_REQUEST,
     Kind.UNAUTHORIZED: pb.UNAUTHORIZED,
     Kind.CLIENT_ID_REQUIRED: pb.CLIENT_ID_REQUIRED,
+    Kind.CLIENT_ID_TAKEN: pb.FORBIDDEN,
     Kind.TOPIC_NOT_FOUND: pb.TOPIC_NOT_FOUND,
     Kind.TOO_MANY: pb.TOO_MANY_REQUESTS,
     Kind.RECEIPT_HANDLE: pb.INVALID_RECEIPT_HANDLE,
@@ -57,6 +58,17 @@ GRPC_CODES: dict[Kind, pb.Code] = {
 def named(code: pb.Code, message: str) -> str:
     """A refusal's message as RocketMQ's proxy writes them: its code's name first."""
     return f"{pb.Code.Name(code)}: {message}"
+
+
+def status(code: pb.Code, message: str = "OK") -> pb.Status:
+    """A call's status; a refusal's message opens with its code's name, as RocketMQ's
+    proxy writes them (clients show only the number, and scripts match the name)."""
+    return pb.Status(code=code, message=message if code == pb.OK else named(code, message))
+
+
+def refused_status(e: Refused) -> pb.Status:
+    """The status answering a refusal: its kind's code (GRPC_CODES), its reason."""
+    return status(GRPC_CODES[e.kind], str(e))
 
 
 def transaction_group(topic: str) -> str:

@@ -10,7 +10,7 @@ import itertools
 import logging
 import time
 import zlib
-from typing import TYPE_CHECKING, AsyncIterator, Callable
+from typing import TYPE_CHECKING, AsyncGenerator, AsyncIterator, Callable
 
 import grpc
 
@@ -26,15 +26,15 @@ from ...wire.message import (
 from ..meta.consumers import parse_subscription
 from ..refusals import Kind, Refused
 from .auth import (
-    answers_refusals, authenticated, caller, check_consume, client_peer, consume_refusal,
-    refusal,
+    answers_refusals, authenticated, authorize, authorize_consume, caller, client_peer, permits,
+    streams_refusals,
 )
 from .channel import CallOf, ClientChannel, call
 from .convert import (
-    GRPC_CODES, PROPERTY_MESSAGE_GROUP, duration, properties_of, timestamp, to_grpc,
-    to_ms, transaction_group,
+    PROPERTY_MESSAGE_GROUP, duration, properties_of, refused_status, status, timestamp,
+    to_grpc, to_ms, transaction_group,
 )
-from .offset_calls import OffsetCalls, status
+from .offset_calls import OffsetCalls
 from .renewal import AutoRenewal
 from .routes import message_queues, route_doc
 
@@ -62,8 +62,6 @@ _SEND_STATUS: dict[int, pb.Code] = {
 }
 
 
-# every call but a route query names its client (RocketMQ 5 clients send this metadata)
-NO_CLIENT_ID = status(pb.CLIENT_ID_REQUIRED, "x-mq-client-id metadata is missing")
 
 
 def ms_of(d: Duration, default: int) -> int:
@@ -83,7 +81,8 @@ class MessagingService(OffsetCalls):
         """The calling client's channel; Refused (CLIENT_ID_REQUIRED) for a call naming none."""
         c = self._client(context)
         if c is None:
-            raise Refused(Kind.CLIENT_ID_REQUIRED, NO_CLIENT_ID.message)
+            # every call but a route query names its client (RocketMQ 5 clients do)
+            raise Refused(Kind.CLIENT_ID_REQUIRED, "x-mq-client-id metadata is missing")
         return c
 
     def _client(self, context: grpc.aio.ServicerContext) -> CallOf | None:
@@ -98,22 +97,22 @@ class MessagingService(OffsetCalls):
             ch = self.channels[client_id] = ClientChannel(client_id,
                                                           client_peer(self.broker, context))
         ch.last_seen = time.monotonic()
-        account, _ = caller(self.broker, context)  # the broker's permission checks use it
-        return CallOf(ch, account)
+        # (the caller is authenticated by now; the broker's permission checks use its account)
+        return CallOf(ch, caller(self.broker, context))
 
     def _owner(self, context: grpc.aio.ServicerContext, c: CallOf) -> tuple[str, str | None]:
         key = c.acl_account.access_key if c.acl_account else None
         return client_peer(self.broker, context), key
 
-    def _taken(self, context: grpc.aio.ServicerContext, c: CallOf) -> str | None:
-        """Why this call may not act on its client id's session: another connection or
-        account has that client's telemetry stream open (a client id is only a name)."""
+    def _check_owner(self, context: grpc.aio.ServicerContext, c: CallOf) -> None:
+        """Refused (CLIENT_ID_TAKEN) when another connection or account has this client
+        id's telemetry stream open (a client id is only a name)."""
         ch = c.channel
         if ch.is_open and ch.owner != self._owner(context, c):
-            return (f"client id {ch.client_id} has a telemetry stream open from another "
-                    "connection or account: a client id belongs to the connection that "
-                    "opened its stream")
-        return None
+            raise Refused(Kind.CLIENT_ID_TAKEN, (
+                f"client id {ch.client_id} has a telemetry stream open from another "
+                "connection or account: a client id belongs to the connection that "
+                "opened its stream"))
 
     def _forget_idle(self) -> None:
         """Clients gone without saying so (no stream, no call for the idle time)."""
@@ -145,8 +144,7 @@ class MessagingService(OffsetCalls):
             ch.attrs["producer_groups"] = {
                 transaction_group(t.name) for t in theirs.publishing.topics
                 if self.broker.topics.get(t.name) is not None and
-                refusal(self.broker, context, RequestCode.SEND_MESSAGE,
-                        {"topic": t.name}) is None}
+                permits(self.broker, context, RequestCode.SEND_MESSAGE, {"topic": t.name})}
         elif theirs.WhichOneof("pub_sub") == "subscription":
             group = theirs.subscription.group.name
             try:
@@ -166,20 +164,13 @@ class MessagingService(OffsetCalls):
                           for ms in cfg.delay_levels_ms[2:]] or [duration(1000)])))
         return out
 
+    @streams_refusals(svc.TelemetryCommand)
     async def Telemetry(self, request_iterator: AsyncIterator[svc.TelemetryCommand],
-                        context: grpc.aio.ServicerContext) -> AsyncIterator[svc.TelemetryCommand]:
-        why = refusal(self.broker, context)
-        if why is not None:
-            yield svc.TelemetryCommand(status=status(pb.UNAUTHORIZED, why))
-            return
-        c = self._client(context)
-        if c is None:
-            yield svc.TelemetryCommand(status=NO_CLIENT_ID)
-            return
-        why = self._taken(context, c)
-        if why is not None:
-            yield svc.TelemetryCommand(status=status(pb.FORBIDDEN, why))
-            return
+                        context: grpc.aio.ServicerContext
+                        ) -> AsyncGenerator[svc.TelemetryCommand, None]:
+        authorize(self.broker, context)
+        c = self._caller(context)
+        self._check_owner(context, c)
         ch = c.channel
         ch.owner = self._owner(context, c)
         outbox: asyncio.Queue[svc.TelemetryCommand | None] = asyncio.Queue(TELEMETRY_OUTBOX)
@@ -224,9 +215,7 @@ class MessagingService(OffsetCalls):
                                       ) -> svc.NotifyClientTerminationResponse:
         c = self._client(context)
         if c is not None:
-            why = self._taken(context, c)
-            if why is not None:
-                return svc.NotifyClientTerminationResponse(status=status(pb.FORBIDDEN, why))
+            self._check_owner(context, c)
             c.channel.close()
             self.channels.pop(c.client_id, None)
         return svc.NotifyClientTerminationResponse(status=status(pb.OK))
@@ -289,7 +278,7 @@ class MessagingService(OffsetCalls):
         try:
             props = properties_of(m)
         except Refused as e:
-            return svc.SendResultEntry(status=status(GRPC_CODES[e.kind], str(e)))
+            return svc.SendResultEntry(status=refused_status(e))
         if not m.body:
             return svc.SendResultEntry(status=status(pb.MESSAGE_BODY_EMPTY,
                                                      "the message body is empty"))
@@ -377,18 +366,13 @@ class MessagingService(OffsetCalls):
             return None, compile_sql(expr.expression)
         return parse_subscription(expr.expression or "*"), None
 
+    @streams_refusals(svc.ReceiveMessageResponse)
     async def ReceiveMessage(self, request: svc.ReceiveMessageRequest,
                              context: grpc.aio.ServicerContext
-                             ) -> AsyncIterator[svc.ReceiveMessageResponse]:
+                             ) -> AsyncGenerator[svc.ReceiveMessageResponse, None]:
         group, topic = request.group.name, request.message_queue.topic.name
-        why = consume_refusal(self.broker, context, group, topic)
-        if why is not None:
-            yield svc.ReceiveMessageResponse(status=status(pb.UNAUTHORIZED, why))
-            return
-        client = self._client(context)
-        if client is None:
-            yield svc.ReceiveMessageResponse(status=NO_CLIENT_ID)
-            return
+        authorize_consume(self.broker, context, group, topic)
+        client = self._caller(context)
         if not self.broker.mode.is_writable:
             yield svc.ReceiveMessageResponse(status=status(
                 pb.NOT_FOUND, f"{self.broker.address} is not the master of "
@@ -405,19 +389,14 @@ class MessagingService(OffsetCalls):
                 f"consumer group {group} has RocketMQ 4 (remoting) consumers connected: a "
                 f"group pulls or pops, not both; use another group name")))
             return
-        try:
-            sg = self.broker.subgroups.for_consumer(group)
-        except Refused as e:
-            yield svc.ReceiveMessageResponse(status=status(GRPC_CODES[e.kind], str(e)))
-            return
+        sg = self.broker.subgroups.for_consumer(group)
         fifo = bool(sg and sg.consumeMessageOrderly)
         invisible = ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS)
         shortest = self.broker.config.minInvisibleTimeMillsForRecv
         if invisible < shortest:
-            yield svc.ReceiveMessageResponse(status=status(pb.ILLEGAL_INVISIBLE_TIME, (
+            raise Refused(Kind.INVISIBLE_TIME, (
                 f"the invisibleTime is too small: {invisible} ms, under "
-                f"minInvisibleTimeMillsForRecv={shortest} ms")))
-            return
+                f"minInvisibleTimeMillsForRecv={shortest} ms"))
         poll_s = min(ms_of(request.long_polling_timeout, DEFAULT_POLL_MS),
                      self.broker.config.grpcClientConsumerMaxLongPollingTimeoutMillis) / 1000
         if context.time_remaining() is not None:  # answer before the client gives up
@@ -427,12 +406,8 @@ class MessagingService(OffsetCalls):
         deadline = loop.time() + poll_s
         batch = max(1, min(request.batch_size or 32, 32))
         while True:
-            try:
-                popped = self.broker.pop.pop(group, topic, batch, invisible, fifo, codes,
-                                             predicate)
-            except Refused as e:
-                yield svc.ReceiveMessageResponse(status=status(GRPC_CODES[e.kind], str(e)))
-                return
+            popped = self.broker.pop.pop(group, topic, batch, invisible, fifo, codes,
+                                         predicate)
             if popped:
                 break
             left = deadline - loop.time()
@@ -454,7 +429,7 @@ class MessagingService(OffsetCalls):
     @answers_refusals(svc.AckMessageResponse)
     async def AckMessage(self, request: svc.AckMessageRequest,
                          context: grpc.aio.ServicerContext) -> svc.AckMessageResponse:
-        check_consume(self.broker, context, request.group.name, request.topic.name)
+        authorize_consume(self.broker, context, request.group.name, request.topic.name)
         out = svc.AckMessageResponse()
         acks = []
         for e in request.entries:
@@ -463,7 +438,7 @@ class MessagingService(OffsetCalls):
                                                 request.topic.name))
                 st = status(pb.OK)
             except Refused as err:
-                st = status(GRPC_CODES[err.kind], str(err))
+                st = refused_status(err)
             out.entries.add(message_id=e.message_id, receipt_handle=e.receipt_handle, status=st)
         unsafe = await self.broker.pop.log_acks(acks)  # OK only once a failover keeps them
         if unsafe is not None:
@@ -479,7 +454,7 @@ class MessagingService(OffsetCalls):
     async def ChangeInvisibleDuration(self, request: svc.ChangeInvisibleDurationRequest,
                                       context: grpc.aio.ServicerContext
                                       ) -> svc.ChangeInvisibleDurationResponse:
-        check_consume(self.broker, context, request.group.name, request.topic.name)
+        authorize_consume(self.broker, context, request.group.name, request.topic.name)
         h = self.broker.pop.change_invisible(
             request.group.name, request.receipt_handle,
             ms_of(request.invisible_duration, DEFAULT_INVISIBLE_MS), request.topic.name)
@@ -490,7 +465,7 @@ class MessagingService(OffsetCalls):
     async def ForwardMessageToDeadLetterQueue(
             self, request: svc.ForwardMessageToDeadLetterQueueRequest,
             context: grpc.aio.ServicerContext) -> svc.ForwardMessageToDeadLetterQueueResponse:
-        check_consume(self.broker, context, request.group.name, request.topic.name)
+        authorize_consume(self.broker, context, request.group.name, request.topic.name)
         self.broker.pop.dead_letter(request.group.name, request.receipt_handle,
                                     request.topic.name)
         return svc.ForwardMessageToDeadLetterQueueResponse(status=status(pb.OK))

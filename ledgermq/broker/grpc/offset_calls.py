@@ -9,19 +9,13 @@ from ...apis import definition_pb2 as pb
 from ...apis import service_pb2 as svc
 from ...remoting import RequestCode
 from ..refusals import Kind, Refused
-from .auth import authenticated, consume_refusal, refusal
-from .convert import named, to_ms
+from .auth import authenticated, authorize, authorize_consume
+from .convert import status, to_ms
 
 if TYPE_CHECKING:
     import grpc
 
     from ..broker import Broker
-
-
-def status(code: pb.Code, message: str = "OK") -> pb.Status:
-    """A call's status; a refusal's message opens with its code's name, as RocketMQ's
-    proxy writes them (clients show only the number, and scripts match the name)."""
-    return pb.Status(code=code, message=message if code == pb.OK else named(code, message))
 
 
 
@@ -47,10 +41,10 @@ class OffsetCalls:
         act for its group); Refused saying why not."""
         topic = request.message_queue.topic.name
         named = cast("svc.GetOffsetRequest | svc.UpdateOffsetRequest", request)  # with `group`
-        why = consume_refusal(self.broker, context, named.group.name, topic) if group \
-            else refusal(self.broker, context, RequestCode.GET_MAX_OFFSET, {"topic": topic})
-        if why is not None:
-            raise Refused(Kind.UNAUTHORIZED, why)
+        if group:
+            authorize_consume(self.broker, context, named.group.name, topic)
+        else:
+            authorize(self.broker, context, RequestCode.GET_MAX_OFFSET, {"topic": topic})
         return self._queue_of(request.message_queue)
 
     @authenticated(svc.GetOffsetResponse)

@@ -8,6 +8,7 @@ REMOTING_CODES: dict[Kind, int] = {
     Kind.BAD_REQUEST: ResponseCode.SYSTEM_ERROR,
     Kind.UNAUTHORIZED: ResponseCode.NO_PERMISSION,
     Kind.CLIENT_ID_REQUIRED: ResponseCode.SYSTEM_ERROR,  # (gRPC's alone)
+    Kind.CLIENT_ID_TAKEN: ResponseCode.SYSTEM_ERROR,  # (gRPC's alone)
     Kind.TOPIC_NOT_FOUND: ResponseCode.TOPIC_NOT_EXIST,
     Kind.TOO_MANY: ResponseCode.SYSTEM_BUSY,
     Kind.RECEIPT_HANDLE: ResponseCode.SYSTEM_ERROR,
