@@ -243,6 +243,31 @@ static int column_get(Column *c, Py_ssize_t i, long long lo, long long hi, long 
     return 0;
 }
 
+/* The buffer of each body and, unless `props` is NULL (one entry shared by all), of its
+   properties, into a new array *views (body, props, body, props, ...). *nviews counts the
+   buffers taken, so that the caller releases exactly those and frees *views, even after
+   an error. -1 with an exception set. */
+static int take_views(PyObject *bodies, PyObject *props, Py_ssize_t n, Py_buffer **views,
+                      Py_ssize_t *nviews) {
+    if (!(*views = PyMem_Calloc(2 * (size_t)n + 1, sizeof(Py_buffer)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(bodies, i), &(*views)[*nviews],
+                               PyBUF_SIMPLE) < 0)
+            return -1;
+        (*nviews)++;
+        if (props) {
+            if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(props, i), &(*views)[*nviews],
+                                   PyBUF_SIMPLE) < 0)
+                return -1;
+            (*nviews)++;
+        }
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(encode_stored_doc,
 "encode_stored(template, topic_block, bodies, props, flags, born_timestamps,\n"
 "              max_message_size) -> (buf, starts, sizes)\n\n"
@@ -287,27 +312,14 @@ static PyObject *encode_stored(PyObject *self, PyObject *args) {
     if (column_init(&flags, flags_obj, n, "flags") < 0 ||
         column_init(&borns, born_obj, n, "born_timestamps") < 0)
         goto done;
-    views = PyMem_Calloc(2 * (size_t)n + 1, sizeof(Py_buffer));
-    if (!views) {
-        PyErr_NoMemory();
-        goto done;
-    }
     /* pass 1: every body and properties buffer, every size checked before any write */
+    if (take_views(bodies, shared ? NULL : props, n, &views, &nviews) < 0)
+        goto done;
     int64_t total = 0;
+    const Py_ssize_t per = shared ? 1 : 2;  /* views a message */
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(bodies, i), &views[nviews],
-                               PyBUF_SIMPLE) < 0)
-            goto done;
-        nviews++;
-        int64_t plen = shared_props.len;
-        if (!shared) {
-            if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(props, i), &views[nviews],
-                                   PyBUF_SIMPLE) < 0)
-                goto done;
-            plen = views[nviews++].len;
-        }
-        int64_t size = HEADER_SIZE + (int64_t)views[nviews - (shared ? 1 : 2)].len +
-                       topic.len + 2 + plen;
+        int64_t plen = shared ? shared_props.len : views[per * i + 1].len;
+        int64_t size = HEADER_SIZE + (int64_t)views[per * i].len + topic.len + 2 + plen;
         if (size > max_size) {
             format_error("message %zd is %lld bytes, above maxMessageSize %lld", i,
                          (long long)size, max_size);
@@ -402,22 +414,11 @@ static PyObject *encode_batch_body(PyObject *self, PyObject *args) {
     }
     if (column_init(&flags, flags_obj, n, "flags") < 0)
         goto done;
-    if (!(views = PyMem_Calloc(2 * (size_t)n + 1, sizeof(Py_buffer)))) {
-        PyErr_NoMemory();
+    if (take_views(bodies, props, n, &views, &nviews) < 0)
         goto done;
-    }
     int64_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(bodies, i), &views[nviews],
-                               PyBUF_SIMPLE) < 0)
-            goto done;
-        nviews++;
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(props, i), &views[nviews],
-                               PyBUF_SIMPLE) < 0)
-            goto done;
-        nviews++;
-        total += 22 + (int64_t)views[nviews - 2].len + views[nviews - 1].len;
-    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        total += 22 + (int64_t)views[2 * i].len + views[2 * i + 1].len;
     if (!(out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total)))
         goto done;
     unsigned char *m = (unsigned char *)PyBytes_AS_STRING(out);

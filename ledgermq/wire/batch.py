@@ -18,7 +18,7 @@ from .native import twin
 from .message import (
     HEADER, MAGIC_CODE, OFF_BODYCRC, OFF_BODYLEN, OFF_BORNTIMESTAMP, OFF_FLAG, OFF_PHYSICALOFFSET,
     OFF_QUEUEOFFSET, OFF_STORETIMESTAMP, OFF_TOTALSIZE, HEADER_SIZE, MessageFormatError,
-    MAX_PROPERTIES_LENGTH, check_lengths, tag_hash,
+    MAX_PROPERTIES_LENGTH, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, check_lengths, tag_hash,
 )
 
 _LANES = {w: np.arange(w, dtype=np.int64) for w in (2, 4, 8)}
@@ -39,6 +39,9 @@ def get_be(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
 
 ONE_START = (0,)
 LOCALHOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"  # 127.0.0.1:0, the default host fields
+# the host fields are written 8 bytes wide (IPv4): a caller's sysFlag may not say otherwise,
+# or readers would look for every later field in the wrong place
+HOST_V6_FLAGS = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
 
 
 @dataclass(slots=True)
@@ -96,7 +99,8 @@ def encode_batch(
         raise MessageFormatError("one properties entry per message is required")
     scalar_born = isinstance(born_timestamp, int)
     scalar_flag = isinstance(flag, int)
-    template = HEADER.pack(0, MAGIC_CODE, 0, queue_id, flag if scalar_flag else 0, 0, 0, sys_flag,
+    template = HEADER.pack(0, MAGIC_CODE, 0, queue_id, flag if scalar_flag else 0, 0, 0,
+                           sys_flag & ~HOST_V6_FLAGS,
                            born_timestamp if scalar_born else 0, born_host, 0, store_host,
                            reconsume_times, 0, 0)
     buf, starts, sizes = encode_stored(template, bytes((len(topic_raw),)) + topic_raw, bodies,
@@ -187,8 +191,8 @@ def encode_one(topic: str, queue_id: int, body: bytes, props: Sequence[bytes] | 
         raise MessageFormatError(
             f"message 0 is {size} bytes, above maxMessageSize {max_message_size}")
     head = HEADER.pack(size, MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0,
-                       sys_flag, born_timestamp, born_host, 0, store_host, reconsume_times,
-                       0, blen)
+                       sys_flag & ~HOST_V6_FLAGS, born_timestamp, born_host, 0, store_host,
+                       reconsume_times, 0, blen)
     buf = bytearray().join((head, body, block, plen.to_bytes(2, "big"), props))
     return EncodedBatch(topic, queue_id, buf, ONE_START, (size,), (tag_hash(tag),), index_keys)
 

@@ -149,3 +149,29 @@ def test_bodies_and_numbers_of_the_wrong_shape_get_clear_errors(dev_once):
     assert "mqSet is not a list of JSON objects" in lock.remark, lock.remark
     log = (dev_once.data / "dev.log").read_text()
     assert "handler failed" not in log, log[-3000:]
+
+
+def test_a_send_claiming_ipv6_host_layouts_is_stored_readable(dev_once):
+    """sysFlag's BORNHOST_V6/STOREHOST_V6 bits say how wide the stored host fields are, which
+    only the broker knows (it writes them). A client setting them used to store a message
+    whose fields no reader could find: the queue's pulls failed, and a half message so
+    flagged stopped every transaction check-back round. Now the broker's own layout wins."""
+    d = dev_once
+    flags = {"born v6": 0x10, "store v6": 0x20, "both": 0x30, "prepared, both": 0x34}
+
+    async def send_and_read():
+        client = RemotingClient()
+        try:
+            for name, flag in flags.items():
+                r = await client.invoke(d.broker, RemotingCommand(
+                    RequestCode.SEND_MESSAGE, ext={
+                        "producerGroup": "pg", "topic": "HostLayout", "defaultTopic": "TBW102",
+                        "defaultTopicQueueNums": "1", "queueId": "0", "sysFlag": str(flag),
+                        "bornTimestamp": "1", "flag": "0", "properties": ""},
+                    body=name.encode()), 10)
+                assert r.code == ResponseCode.SUCCESS, (name, r.remark)
+        finally:
+            await client.close()
+        return await stored_bodies(d.namesrv, "HostLayout")
+    # (the prepared one is a half message: not in the topic until committed)
+    assert asyncio.run(send_and_read()) == sorted(n.encode() for n in flags if "prepared" not in n)
