@@ -63,6 +63,7 @@ def test_v5_producer_and_simple_consumer_share_topics_with_remoting_clients(brok
     assert all(m["tag"] == "TagB" for m in back)
 
 
+@pytest.mark.compat  # (make compat: waits out an invisible duration, ~14 s)
 def test_v5_simple_consumer_redelivery_after_the_invisible_duration(broker, v5):
     d, grpc = broker, broker.ready["grpc"]
     create(d, "V5Redeliver", 1)
