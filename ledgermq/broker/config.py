@@ -150,6 +150,14 @@ class BrokerConfig:
     # a member slave silent this long (or back without its copy) stops counting in the
     # checkpoint, once the control node saved that
     checkpointMemberTimeout: int = field(default=30_000, metadata=check(positive))  # ms
+    # a send waits this long (ms) for the checkpoint to cover it before the master hands it
+    # to the control node (S3-3): with the control node's answer, the reply stays within
+    # RocketMQ clients' 3 s send timeout (syncFlushTimeout, 5 s, would not)
+    checkpointSyncTimeoutMillis: int = field(default=1000, metadata=check(positive))
+    # a send neither covered nor cached, from a client that knows no PENDING (RocketMQ's
+    # own), is resolved with the control node until this long (ms) after it was written
+    # (S3-4 done by the broker): SEND_OK on DONE, SERVICE_NOT_AVAILABLE on RESEND
+    checkpointResolveWithinMillis: int = field(default=2500, metadata=check(positive))
     # controller mode (S1): RocketMQ 5's keys
     enableControllerMode: bool = False
     controllerAddr: str = ""  # host:port;host:port of the controllers (or name servers)

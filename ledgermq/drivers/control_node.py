@@ -8,12 +8,12 @@ import logging
 from ..peer_auth.core import PeerAuth
 from ..peer_auth.remoting import PeerGate
 from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
-from ..replication.checkpoint import View
+from ..replication.checkpoint import Resolution, View
 
 log = logging.getLogger(__name__)
 
-# the sender waits syncFlushTimeout, then this for the control node: together they should
-# stay below RocketMQ clients' 3 s send timeout (the control node answers in milliseconds)
+# the sender waits checkpointSyncTimeoutMillis, then this for the control node: together
+# they stay below RocketMQ clients' 3 s send timeout (the control node answers in ms)
 CACHE_TIMEOUT_S = 1.0
 
 
@@ -48,6 +48,23 @@ class ControlNodeClient:
             log.warning("control node unreachable for caching: %s", e)
             return False
         return r.code == ResponseCode.SUCCESS
+
+    async def resolve(self, epoch: int, end: int, msg_id: str, timeout_s: float) -> Resolution:
+        """S3-4 for a PENDING send of ours: DONE, RESEND, or UNKNOWN (also when the control
+        node does not answer within `timeout_s`)."""
+        try:
+            r = await self.client.invoke(self.addr, RemotingCommand(
+                RequestCode.CONTROL_RESOLVE, ext={
+                    "brokerName": self.group, "epoch": str(epoch), "end": str(end),
+                    "msgId": msg_id}), timeout_s)
+            if r.code == ResponseCode.SUCCESS:
+                return Resolution(json.loads(r.body or b"{}").get("resolution", "UNKNOWN"))
+            log.warning("control node refused to resolve %s: %s", msg_id, r.remark)
+        except RemotingError as e:
+            log.debug("control node unreachable for resolving %s: %s", msg_id, e)
+        except ValueError as e:  # not an answer we know
+            log.warning("control node's answer for %s unreadable: %s", msg_id, e)
+        return Resolution.UNKNOWN
 
     async def close(self) -> None:
         await self.client.close()

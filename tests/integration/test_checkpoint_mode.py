@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -59,7 +60,9 @@ def ha_links(namesrv, port) -> list:
 @pytest.fixture
 def group(tmp_path):
     d = tmp_path / "cp"
-    state = up("checkpoint", 3, d, {"syncFlushTimeout": "500"})
+    # (a generous resolve window: the tests freeze and thaw processes inside it)
+    state = up("checkpoint", 3, d, {"checkpointSyncTimeoutMillis": "500",
+                                    "checkpointResolveWithinMillis": "6000"})
     try:  # (a setup that fails must not leave the group running either)
         wait_for_master(d)
         for name in ("n1", "n2"):
@@ -145,8 +148,9 @@ def _raw_send(addr, body, language):
 
 def test_clients_that_know_no_pending_get_flush_slave_timeout(group):
     """RocketMQ's own clients do not know SEND_PENDING (an unknown code is an error, which
-    some of them resend): they get FLUSH_SLAVE_TIMEOUT, RocketMQ's status for "stored on
-    the master, not confirmed by a slave"; ledgermq's client gets SEND_PENDING."""
+    some of them resend). While the control node cannot tell (frozen throughout) they get
+    FLUSH_SLAVE_TIMEOUT, RocketMQ's status for "stored on the master, not confirmed by a
+    slave"; ledgermq's client gets SEND_PENDING."""
     d, state = group
     st = procs(d)
     master = f"127.0.0.1:{st['n0']['port']}"
@@ -242,10 +246,10 @@ def _members(d) -> dict:
 def test_a_slave_lost_for_good_stops_holding_sends_back(tmp_path):
     """One member slave killed -9 and never restarted: once checkpointMemberTimeout has
     passed, the master drops it (after the control node saved that) and sync sends are
-    SEND_OK at their usual pace again, not each after syncFlushTimeout through the control
-    node's cache. Restarted, the slave becomes a member again."""
+    SEND_OK at their usual pace again, not each after checkpointSyncTimeoutMillis through
+    the control node's cache. Restarted, the slave becomes a member again."""
     d = tmp_path / "cp"
-    state = up("checkpoint", 3, d, {"syncFlushTimeout": "1000",
+    state = up("checkpoint", 3, d, {"checkpointSyncTimeoutMillis": "1000",
                                     "checkpointMemberTimeout": str(MEMBER_TIMEOUT_MS)})
     try:
         master = wait_for_master(d)
@@ -260,10 +264,10 @@ def test_a_slave_lost_for_good_stops_holding_sends_back(tmp_path):
         os.kill(procs(d)[lost]["pid"], signal.SIGKILL)
         killed_at = time.monotonic()
 
-        def quick_send():  # one send answered well within syncFlushTimeout
+        def quick_send():  # one send answered well within the sync timeout
             statuses, took = asyncio.run(_timed_sends(ns, 1, "probe"))
             return statuses == [SendStatus.SEND_OK] and took < 0.5
-        wait_until(quick_send, "a send acknowledged without waiting syncFlushTimeout",
+        wait_until(quick_send, "a send acknowledged without waiting the sync timeout",
                    timeout=30)
         assert time.monotonic() - killed_at >= MEMBER_TIMEOUT_MS / 1000 * 0.9
         statuses, took = asyncio.run(_timed_sends(ns, 50, "after"))
@@ -275,3 +279,107 @@ def test_a_slave_lost_for_good_stops_holding_sends_back(tmp_path):
                    f"{_members(d)}", timeout=30)
     finally:
         down(d)
+
+
+class InBackground(threading.Thread):
+    """`fn()` run in a thread; `result()` its value once done."""
+
+    def __init__(self, fn):
+        super().__init__(daemon=True)
+        self.fn, self.value = fn, None
+        self.start()
+
+    def run(self):
+        self.value = self.fn()
+
+    def result(self, timeout=30):
+        self.join(timeout)
+        assert not self.is_alive(), "still running"
+        return self.value
+
+
+def _control_state(d) -> dict:
+    """broker-a's state as the control node keeps it (epoch, master, takeovers)."""
+    # (from cluster.json: `status` would wait on a frozen broker)
+    processes = json.loads((d / "cluster.json").read_text())["processes"]
+    control = next(p for p in processes if p["name"] == "control")
+
+    async def go():
+        client = RemotingClient()
+        try:
+            r = await client.invoke(f"127.0.0.1:{control['port']}",
+                                    RemotingCommand(RequestCode.CONTROL_STATUS), 3.0)
+            return json.loads(r.body)["broker-a"]
+        finally:
+            await client.close()
+    return asyncio.run(go())
+
+
+def _held_stock_send(master, body):
+    """A Java client's send to `master`, returned once the master holds it pending
+    (neither covered by the checkpoint nor cached: the caller stopped who could)."""
+    pending = lambda: value(scrape(master["metricsPort"]),  # noqa: E731
+                            "ledgermq_checkpoint_pending_sends_total")
+    before = pending()
+    send = InBackground(lambda: _raw_send(f"127.0.0.1:{master['port']}", body, "JAVA"))
+    wait_until(lambda: pending() == before + 1, "the master holds the send pending")
+    return send
+
+
+def test_a_stock_clients_pending_send_is_resolved_by_the_broker_done(group):
+    """#34: a RocketMQ client cannot resolve PENDING, so the broker does while the client
+    waits. The control node is back within the window and the checkpoint covers the send:
+    SEND_OK, where the old code answered FLUSH_SLAVE_TIMEOUT (neither lost nor kept)."""
+    d, state = group
+    st = procs(d)
+    master = wait_for_master(d)
+    frozen = [st[n]["pid"] for n in ("n0", "n1", "n2", "control") if n != master["name"]]
+    _freeze(*frozen)
+    try:
+        send = _held_stock_send(master, b"held-done")
+    finally:
+        _thaw(*frozen)
+    r = send.result()
+    assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+    assert r.ext["msgId"]
+    bodies = {b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q}
+    assert b"held-done" in bodies
+    assert value(scrape(master["metricsPort"]), "ledgermq_checkpoint_resolved_by_broker_total",
+                 resolution="DONE") == 1
+
+
+def test_a_stock_clients_pending_send_lost_to_a_takeover_is_refused_for_a_resend(group):
+    """The master holding a stock client's PENDING send (slaves stopped, control node
+    down) stops; the control node, back, makes a slave master, whose log lacks the send. The old master, woken within the window, learns
+    RESEND from the control node: the client gets a refusal it retries, not an answer that
+    leaves it guessing, and the message is indeed in no queue."""
+    d, state = group
+    st = procs(d)
+    master = wait_for_master(d)
+    under_load(state["namesrv"], 0.3, "w", 0)  # the topic exists on every broker
+    for name in ("n0", "n1", "n2"):
+        if name != master["name"]:
+            wait_slave_caught_up(d, name)
+    slaves = [st[n]["pid"] for n in ("n0", "n1", "n2") if n != master["name"]]
+    epoch = _control_state(d)["epoch"]
+    _freeze(*slaves)
+    try:
+        # nothing reaches the slaves (frozen ones' sockets would still take the send in,
+        # and a slave taking over would then have it: DONE), nor the control node (a frozen
+        # one would cache the send once thawed, and keep it: DONE too)
+        wait_until(lambda: ha_links(state["namesrv"], master["port"]) == [],
+                   "the master dropped its frozen slaves")
+        os.kill(st["control"]["pid"], signal.SIGKILL)
+        send = _held_stock_send(master, b"held-resend")
+        _freeze(master["pid"])
+        _thaw(*slaves)
+        restart(d, "control")
+        wait_until(lambda: _control_state(d)["epoch"] > epoch, "a slave taking over")
+    finally:
+        _thaw(*slaves, master["pid"])
+    r = send.result()
+    assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE, (r.code, r.remark)
+    assert "another master took over" in r.remark
+    wait_for_master(d, not_name=master["name"])
+    bodies = {b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q}
+    assert b"held-resend" not in bodies

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from ...peer_auth.core import PeerAuth
 from ...remoting import RemotingCommand, ResponseCode
+from ...replication.checkpoint import Resolution
 from ...store import MessageStore, PutResult
 from ...wire.batch import EncodedBatch
 from .protocol import Metric
@@ -48,15 +49,19 @@ class Later:
     """An acknowledgement that waits: `settle(future.result())` is the send's outcome."""
     future: asyncio.Future[Any]  # its value's type is the mode's: flushed, SyncStatus, ...
     settle: Callable[[Any], "PutResult | Pending"]
+    may_pend: bool = False  # (checkpoint mode's may settle as Pending)
 
 
 @dataclass(slots=True)
 class Pending:
-    """Stored on the master, not yet safe (S3-3): the producer resolves it later."""
+    """Stored on the master, not yet safe (S3-3): the producer resolves it later, or, for
+    a producer that cannot, the broker does with `resolve()` (DONE, RESEND or UNKNOWN)."""
     result: PutResult
     epoch: int
     msg_id: str
     why: str
+    resolve: Callable[[], Awaitable[Resolution]]
+    resolution: Resolution = Resolution.UNKNOWN  # what resolve() said, once asked
 
 
 def not_in_mode(mode: str) -> Callable[[RemotingCommand, Connection], RemotingCommand]:

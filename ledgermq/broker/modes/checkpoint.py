@@ -16,13 +16,13 @@ from typing import Sequence, cast
 
 from ...controlnode.persist import decode_cached
 from ...drivers.checkpoint_files import CheckpointFile, load_role, save_role
-from ...drivers.control_node import ControlNodeClient
+from ...drivers.control_node import CACHE_TIMEOUT_S, ControlNodeClient
 from ...drivers.ha import HAMasterDriver, HASlaveDriver
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ...remoting.transport import Connection, Handler
 from ...replication.checkpoint import (
-    AnswerPromotion, CheckpointReplica, Follow, Lead, Promote, Replay, SaveRole, Stand,
-    Truncate, View, lead_start,
+    AnswerPromotion, CheckpointReplica, Follow, Lead, Promote, Replay, Resolution, SaveRole,
+    Stand, Truncate, View, lead_start,
 )
 from ...replication.ha import SyncStatus
 from ...runtime.clock import mono_ms
@@ -36,6 +36,7 @@ from .protocol import Metric
 log = logging.getLogger(__name__)
 
 PROMOTING_POLL_S = 0.02
+RESOLVE_POLL_S = 0.1  # between two questions to the control node about a pending send
 NOT_COVERED = "not yet covered by the consistent checkpoint and not cached by the control node"
 
 
@@ -60,6 +61,8 @@ class CheckpointMode(HAPortMode):
         self._answer: AnswerPromotion | None = None
         self.pending_sends = 0  # answered PENDING (for the metrics)
         self.cached_sends = 0  # acknowledged once the control node cached them
+        # pending sends the broker resolved for clients that cannot, by resolution
+        self.resolved_by_broker = {r: 0 for r in Resolution}
         self.became_master = 0
 
     # ---- what the broker asks -------------------------------------------------------
@@ -91,12 +94,14 @@ class CheckpointMode(HAPortMode):
         # only what the master flushed (it sends its slaves nothing else), so the write is
         # on the master's disk and on every member's once the checkpoint covers it
         done = asyncio.ensure_future(self._covered(result, ha.sync(result.end_offset)))
-        return Later(done, lambda outcome: outcome)
+        return Later(done, lambda outcome: outcome, may_pend=True)
 
     async def _covered(self, result: PutResult,
                        synced: asyncio.Future[SyncStatus]) -> PutResult | Pending:
         """S3-3: acknowledged once the consistent checkpoint covers the write, or once the
         control node holds it; otherwise pending, for the producer to resolve."""
+        loop = asyncio.get_running_loop()
+        resolve_by = loop.time() + self.config.checkpointResolveWithinMillis / 1000
         if await synced is SyncStatus.OK:
             return result
         offsets = result.phys_offsets
@@ -114,7 +119,22 @@ class CheckpointMode(HAPortMode):
             self.cached_sends += 1
             return result
         self.pending_sends += 1
-        return Pending(result, epoch, msg_id, NOT_COVERED)
+        return Pending(result, epoch, msg_id, NOT_COVERED, functools.partial(
+            self._resolve, epoch, result.end_offset, msg_id, resolve_by))
+
+    async def _resolve(self, epoch: int, end: int, msg_id: str, by: float) -> Resolution:
+        """S3-4 done by the broker, for a producer that cannot: the control node's answer,
+        asked until it knows or `by` (loop time) has passed. Only the control node can
+        say: it alone knows whether another master has taken over meanwhile."""
+        loop = asyncio.get_running_loop()
+        while True:
+            left = by - loop.time()
+            answer = await self.control.resolve(epoch, end, msg_id,
+                                                min(CACHE_TIMEOUT_S, max(left, 0.1)))
+            if answer is not Resolution.UNKNOWN or by - loop.time() <= 0:
+                self.resolved_by_broker[answer] += 1
+                return answer
+            await asyncio.sleep(min(RESOLVE_POLL_S, by - loop.time()))
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.CONTROL_PROMOTE: self._promote}
@@ -128,7 +148,11 @@ class CheckpointMode(HAPortMode):
             ("ledgermq_checkpoint_cached_sends_total", "Sends acknowledged because the control "
              "node cached them.", {}, self.cached_sends),
             ("ledgermq_checkpoint_became_master_total", "Times this broker became master.", {},
-             self.became_master)]
+             self.became_master)] + [
+            ("ledgermq_checkpoint_resolved_by_broker_total", "PENDING sends of clients that "
+             "know no PENDING, resolved by the broker while they waited (UNKNOWN: answered "
+             "FLUSH_SLAVE_TIMEOUT).", {"resolution": r.value}, n)
+            for r, n in self.resolved_by_broker.items()]
         ha = self.links.master
         if ha is not None:
             out += [("ledgermq_checkpoint_offset", "The consistent checkpoint (bytes): saved "

@@ -18,7 +18,8 @@ def ha_config(config: BrokerConfig, store: MessageStore, checkpoint: bool = Fals
     return HAConfig(segment_size=store.config.mappedFileSizeCommitLog,
                     heartbeat_ms=config.haSendHeartbeatInterval,
                     housekeeping_ms=config.haHousekeepingInterval,
-                    sync_timeout_ms=store.config.syncFlushTimeout,
+                    sync_timeout_ms=config.checkpointSyncTimeoutMillis if checkpoint
+                    else store.config.syncFlushTimeout,
                     fallbehind_max=config.haSlaveFallbehindMax,
                     transfer_batch=config.haTransferBatchSize, checkpoint=checkpoint,
                     member_timeout_ms=config.checkpointMemberTimeout)

@@ -3,13 +3,15 @@ retries and dead letters, delays; then a write through the replication mode, ans
 once the mode's acknowledgement holds (RocketMQ's SendMessageProcessor)."""
 from __future__ import annotations
 
+import asyncio
 import inspect
 import random
-from typing import TYPE_CHECKING, Awaitable, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
 
 from ...remoting import Connection, RemotingCommand, ReplyWhen, RequestCode, ResponseCode
 from ...remoting.codes import PERM_WRITE, RETRY_PREFIX
 from ...remoting.transport import Handler
+from ...replication.checkpoint import Resolution
 from ...runtime.clock import wall_ms
 from ...store import PutResult, PutStatus, StoreError
 from ...store.mapped_file import DISK_FULL_ERRNOS
@@ -190,9 +192,11 @@ class SendProcessor:
         if type(outcome) is Later or getattr(outcome, "status", None) in _STORED:
             self.broker.stats.put(topic, len(batch.bodies), len(encoded.buf))
         if type(outcome) is Later:
-            settle = outcome.settle
-            return ReplyWhen(outcome.future,
-                             lambda value: self.respond(cmd, qid, settle(value)))
+            settle, future = outcome.settle, outcome.future
+            if outcome.may_pend and cmd.language != PENDING_AWARE_LANGUAGE:
+                future = asyncio.ensure_future(_resolved_by_broker(future, settle))
+                settle = _as_is
+            return ReplyWhen(future, lambda value: self.respond(cmd, qid, settle(value)))
         return self.respond(cmd, qid, cast(PutResult, outcome))
 
     def respond(self, cmd: RemotingCommand, qid: int,
@@ -211,10 +215,17 @@ class SendProcessor:
     def _pending(self, cmd: RemotingCommand, qid: int, p: Pending) -> RemotingCommand:
         result = p.result
         if cmd.language != PENDING_AWARE_LANGUAGE:
-            # RocketMQ's own clients know no PENDING (an unknown code is an error to them).
-            # FLUSH_SLAVE_TIMEOUT is their status for "stored on the master, not confirmed
-            # by a slave", which is what PENDING means; Java's does not resend it by
-            # default, the C++ client resends any non-SEND_OK, as against RocketMQ itself.
+            # RocketMQ's own clients know no PENDING (an unknown code is an error to them):
+            # the broker resolved it while they waited (put). DONE is a SEND_OK; RESEND a
+            # refusal they retry. Still unknown: FLUSH_SLAVE_TIMEOUT, their status for
+            # "stored on the master, not confirmed by a slave"; Java's does not resend it
+            # by default, the C++ client resends any non-SEND_OK.
+            if p.resolution is Resolution.DONE:
+                return self.respond(cmd, qid, result)
+            if p.resolution is Resolution.RESEND:
+                return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, (
+                    f"send {p.msg_id} was not kept: another master took over before it was "
+                    "safe; send it again"))
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
             result.error = f"pending {p.msg_id}: {p.why}; a failover may roll it back"
             return self.respond(cmd, qid, result)
@@ -285,3 +296,17 @@ class SendProcessor:
         if isinstance(r, ReplyWhen):  # waits for a flush, a slave or a quorum
             r = r.respond(await r.future)
         return cmd.response(r.code, r.remark)
+
+
+async def _resolved_by_broker(future: asyncio.Future[Any], settle: Callable[[Any], object]
+                              ) -> object:
+    """A send's outcome for a client that knows no PENDING: a Pending is resolved by the
+    broker (S3-4) while that client still waits for its answer."""
+    outcome = settle(await future)
+    if type(outcome) is Pending:
+        outcome.resolution = await outcome.resolve()
+    return outcome
+
+
+def _as_is(outcome: Any) -> Any:
+    return outcome
