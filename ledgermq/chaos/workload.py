@@ -68,6 +68,12 @@ async def create_topic(namesrv: str, queues: int, deadline_s: float = 60) -> lis
             await asyncio.sleep(0.5)
 
 
+def cpp_error_outcome(error: str) -> str:
+    """A failed C++ client send's outcome: "fail" where the client raises before any
+    request leaves it (it found no route for the topic), else "info" (it may be stored)."""
+    return "fail" if error.startswith("ProducerSendSyncFailed: No route info") else "info"
+
+
 def _id(m: MessageExt) -> str | None:
     """A workload message's id: its key (the C++ client sets its own UNIQ_KEY)."""
     return m.properties.get(PROPERTY_KEYS) or None
@@ -182,7 +188,7 @@ class Workload:
                 self.h.complete(rec["c"], "ok" if rec["status"] == 0 else "info",
                                 status=f"cpp:{rec['status']}", offset=rec["offset"])
             elif "e" in rec:
-                self.h.complete(rec["e"], "info", error=rec["error"])
+                self.h.complete(rec["e"], cpp_error_outcome(rec["error"]), error=rec["error"])
 
     # -- reading ------------------------------------------------------------------------
     def _on_push(self, msgs: list[MessageExt]) -> ConsumeStatus:
