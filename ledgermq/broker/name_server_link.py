@@ -111,9 +111,15 @@ class NameServerLink:
                 pass
 
     async def reregister(self) -> None:
-        """After a role change: the old route goes, the new one comes."""
-        await self.unregister()
-        await self.register()
+        """After a role change: the route names the new role at once (a name server moves
+        an address to the id it registers with), or drops this broker while it has none.
+        Unregistering first would leave a moment in which its group has no route at all,
+        and a client fetching it then takes the group for one that does not serve the
+        topic, until its next refresh (30 s)."""
+        if self.broker.mode.broker_id is None:
+            await self.unregister()
+        else:
+            await self.register()
 
     async def master_ha_address(self) -> str | None:
         if not self.learned_ha_master:

@@ -383,3 +383,50 @@ def test_a_stock_clients_pending_send_lost_to_a_takeover_is_refused_for_a_resend
     wait_for_master(d, not_name=master["name"])
     bodies = {b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q}
     assert b"held-resend" not in bodies
+
+
+def _route_samples(namesrv: str, old_master: str, started: threading.Event,
+                   timeout: float = 20.0) -> list:
+    """The groups' broker addresses in the route of "Replicated", as every name server
+    answers, sampled back to back until one names a master other than `old_master`."""
+    async def go():
+        client = RemotingClient()
+        samples: list = []
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                for ns in namesrv.split(";"):
+                    r = await client.invoke(ns, RemotingCommand(
+                        RequestCode.GET_ROUTEINFO_BY_TOPIC, ext={"topic": "Replicated"}), 3.0)
+                    doc = json.loads(r.body) if r.code == ResponseCode.SUCCESS else {}
+                    addrs = {bd["brokerName"]: bd["brokerAddrs"]
+                             for bd in doc.get("brokerDatas", ())}
+                    samples.append(addrs)
+                    started.set()
+                    if addrs.get("broker-a", {}).get("0") not in (None, old_master):
+                        return samples
+            raise AssertionError(f"no new master in the route: {samples[-3:]}")
+        finally:
+            await client.close()
+    return asyncio.run(go())
+
+
+def test_a_failover_never_takes_the_group_out_of_the_route(group):
+    """A promoted slave moves itself to id 0 in one registration. It used to unregister
+    first: for a moment the group had no route at all, and a producer that fetched the
+    route then left the group's queues unused until its 30 s route refresh (the chaos
+    runs' kill-master windows: 4.9 s until the group acknowledged again)."""
+    d, state = group
+    under_load(state["namesrv"], 0.3, "w", 0)  # the topic on every broker, with messages
+    master = wait_for_master(d)
+    for name in ("n0", "n1", "n2"):
+        if name != master["name"]:
+            wait_slave_caught_up(d, name)
+    started = threading.Event()
+    sampler = InBackground(lambda: _route_samples(
+        state["namesrv"], f"127.0.0.1:{master['port']}", started))
+    assert started.wait(10)
+    os.kill(master["pid"], signal.SIGKILL)
+    samples = sampler.result()
+    gaps = [s for s in samples if "broker-a" not in s]
+    assert not gaps, f"{len(gaps)} of {len(samples)} route answers without the group"
