@@ -215,6 +215,9 @@ def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: i
             hit |= {g for g in group_of.values() if g}
         per_window.append({**cw, "groups_hit": sorted(hit),
                            "group_recovery_s": _group_recovery(h, cw["start"], hit),
+                           # (#34's "restart + 2 s", "heal + 2 s": from the window's end)
+                           "group_recovery_after_heal_s": None if cw["end"] is None
+                           else _group_recovery(h, cw["end"], hit),
                            "applied": {k: v for k, v in ev.items() if k != "nodes"}})
     res = {
         "mode": o.mode, "seed": o.seed, "faults": faults, "duration": o.duration,

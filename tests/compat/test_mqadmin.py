@@ -56,6 +56,7 @@ def test_topics_cluster_and_brokers(dev):
     assert "is not supported by this broker" in unserved, unserved
 
 
+@pytest.mark.compat  # (make compat: a consumer JVM's start-up, ~10 s)
 def test_consumer_progress_and_a_message_by_key(dev):
     java("produce", dev.namesrv, "AdminProgress", 2, "TagA")
     java("push", dev.namesrv, "admin-progress", "AdminProgress", "*", 4, 60, "false")

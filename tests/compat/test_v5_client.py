@@ -210,6 +210,7 @@ def dledger_with_topic(d, topic, queues):
     return state, old, ";".join(f"127.0.0.1:{p['grpcPort']}" for p in brokers), leader
 
 
+@pytest.mark.compat  # (make compat: a 3-broker group, a kill and a failover, ~21 s; make test keeps the v5 client's core cases)
 def test_v5_acked_messages_stay_acked_and_unacked_come_back_after_a_failover(tmp_path, v5):
     """Ten received from one queue, the last five acked, the first five still out: after
     the leader is killed the new leader delivers exactly the first five again (the acks
