@@ -220,12 +220,25 @@ class BrokerConfig:
                 peers = parse_peers(self.dLegerPeers)
             except ValueError as e:
                 raise ConfigError(f"dLegerPeers={self.dLegerPeers!r}: {e}") from None
-            if self.preferredLeaderId and self.preferredLeaderId not in peers:
-                raise ConfigError(f"preferredLeaderId={self.preferredLeaderId!r} is not one of "
-                                  f"the dLegerPeers ids {sorted(peers)}")
+            problem = self.preferred_leader_problem(self.preferredLeaderId)
+            if problem:
+                raise ConfigError(problem)
             if self.dLegerSelfId not in peers:
                 raise ConfigError(f"dLegerSelfId={self.dLegerSelfId!r} is not one of the "
                                   f"dLegerPeers ids {sorted(peers)}")
+
+    def preferred_leader_problem(self, leader_id: str) -> str | None:
+        """Why `leader_id` cannot be this DLedger group's preferred leader, or None."""
+        if not leader_id:
+            return None  # no preference
+        if not self.enableDLegerCommitLog:
+            return "preferredLeaderId applies to DLedger groups (enableDLegerCommitLog=true)"
+        from ..drivers.raft.codec import parse_peers
+        peers = parse_peers(self.dLegerPeers)
+        if leader_id not in peers:
+            return (f"preferredLeaderId={leader_id!r} is not one of the dLegerPeers ids "
+                    f"{sorted(peers)}")
+        return None
 
     @property
     def replicated_log(self) -> bool:

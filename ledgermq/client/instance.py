@@ -89,6 +89,10 @@ class TopicRoute:
         return [qd["brokerName"] for qd in self.queue_datas
                 if qd["perm"] & PERM_WRITE and not self.broker_addr(qd["brokerName"])]
 
+    def names(self, broker_name: str) -> bool:
+        """Whether this route lists the group's brokers."""
+        return any(bd["brokerName"] == broker_name for bd in self.broker_datas)
+
     def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
         for bd in self.broker_datas:
             if bd["brokerName"] == broker_name:
@@ -224,11 +228,14 @@ class ClientInstance:
                 for addr in bd["brokerAddrs"].values()}
 
     def master_addr(self, broker_name: str) -> str | None:
+        """The group's master as the most recently fetched route naming the group says:
+        an older route of another topic (TBW102's, fetched to create a topic) may still name
+        a master deposed since."""
+        addr, newest = None, float("-inf")
         for r in self.routes.values():
-            addr = r.broker_addr(broker_name)
-            if addr:
-                return addr
-        return None
+            if r.fetched > newest and r.names(broker_name):
+                addr, newest = r.broker_addr(broker_name), r.fetched
+        return addr
 
     def read_addr(self, broker_name: str) -> str | None:
         """The master's address, or a slave's while the master is gone (reads only)."""

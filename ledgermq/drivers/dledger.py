@@ -34,7 +34,8 @@ class DLedgerDriver(RaftDriver):
 
     def __init__(self, store: MessageStore, self_id: str, peers: dict[str, str],
                  directory: Path, on_role_change: Callable[[Role], None],
-                 config: RaftConfig | None = None, preferred_leader: str = "",
+                 config: RaftConfig | None = None,
+                 preferred_leader: Callable[[], str] = lambda: "",
                  status_log_ms: int = STATUS_LOG_MS, auth: PeerAuth | None = None,
                  tls: Tls = DISABLED):
         if self_id not in peers:
@@ -47,7 +48,7 @@ class DLedgerDriver(RaftDriver):
             store.truncate(raft_log.log_end)
         self.node = self.raft = self.core = self.new_node(config or RaftConfig())
         self.on_role_change = on_role_change
-        self.preferred_leader = preferred_leader
+        self.preferred_leader = preferred_leader  # read at each tick: an operator may move it
         self._transfer_tried = -self.TRANSFER_RETRY_MS
         self._replicate_scheduled = False
         self._staged: list[asyncio.Future] = []  # appends waiting to become one entry
@@ -87,7 +88,7 @@ class DLedgerDriver(RaftDriver):
     def _hand_over_if_due(self, now: int) -> None:
         """RocketMQ's preferred leader: a leader that is not it hands over once the
         preferred node holds the whole log (so writes pause only for the hand-over)."""
-        p, node = self.preferred_leader, self.node
+        p, node = self.preferred_leader(), self.node
         if not p or p == self.self_id or not self.is_leader or node.transfer_to is not None:
             return
         if now - self._transfer_tried >= self.TRANSFER_RETRY_MS and node.caught_up(p):

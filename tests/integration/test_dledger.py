@@ -3,10 +3,12 @@ continuous sends; nothing acknowledged is lost, and the old leader rejoins."""
 import asyncio
 import os
 import signal
+import time
 
 import pytest
 
 from ledgermq import Message, Producer
+from ledgermq.client.instance import MQClientError
 from ledgermq.localcluster.cluster import down, restart, status, up
 
 from ..wait import until, wait_until
@@ -185,3 +187,56 @@ def test_a_follower_that_lost_its_data_directory_gets_the_whole_log_back(group):
     os.kill(st[leader["name"]]["pid"], signal.SIGKILL)
     leader_of(d, not_name=leader["name"])
     check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
+
+
+async def _update_config(addr: str, text: str):
+    """RocketMQ's UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig) to one broker."""
+    from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode
+    client = RemotingClient()
+    try:
+        return await client.invoke(addr, RemotingCommand(
+            RequestCode.UPDATE_BROKER_CONFIG, body=text.encode()), 5.0)
+    finally:
+        await client.close()
+
+
+def test_an_operator_moves_leadership_with_update_broker_config(group):
+    """#34: producers cut from a leader that keeps its peers wait, as with RocketMQ (no
+    election: the leader is alive). The operator's way out, without a restart:
+    `mqadmin updateBrokerConfig -k preferredLeaderId -v nX` on the group's brokers, and the
+    leader hands over once nX holds the whole log. A wrong id is refused, naming the ids.
+    A producer running throughout, which created its topic by sending (so it also holds the
+    route of TBW102, fetched before the hand-over), sends to the new leader within seconds:
+    it used to take the master from the first route it had, and sent to the old leader
+    until its 30 s route refresh."""
+    from ledgermq.remoting import ResponseCode
+    d, state = group
+    old = leader_of(d)
+    target = next(n for n, p in procs(d).items()
+                  if p.get("role") == "FOLLOWER" and p["alive"])
+    addrs = [f"127.0.0.1:{p['port']}" for p in procs(d).values() if "replPort" in p]
+    new_addr = f"127.0.0.1:{procs(d)[target]['port']}"
+
+    async def scenario():
+        async with Producer("mover", state["namesrv"]) as p:
+            await p.send(Message("MovedTopic", b"created by a send"))
+            wrong = await _update_config(addrs[0], "preferredLeaderId=n9\n")
+            assert wrong.code == ResponseCode.SYSTEM_ERROR and \
+                "not one of the dLegerPeers" in wrong.remark, wrong.remark
+            for addr in addrs:
+                r = await _update_config(addr, f"preferredLeaderId={target}\n")
+                assert r.code == ResponseCode.SUCCESS, r.remark
+            await until(lambda: asyncio.to_thread(
+                lambda: (single_leader(d) or {}).get("name") == target), f"{target} leads", 20)
+            moved = time.monotonic()
+            while time.monotonic() - moved < 20:
+                try:
+                    r = await p.send(Message("MovedTopic", b"after"))
+                except MQClientError:  # the old leader's "not the leader", until rerouted
+                    continue
+                if p.instance.master_addr(r.queue.broker_name) == new_addr:
+                    return time.monotonic() - moved
+            raise AssertionError("the producer never reached the new leader")
+    took = asyncio.run(scenario())
+    assert took < 5, f"{took:.1f} s after the hand-over"
+    assert leader_of(d)["name"] != old["name"]

@@ -117,7 +117,7 @@ class DLedgerMode(StandaloneMode):
                        max_pending_size=c.dLegerMaxPendingSize,
                        max_push_timeout_ms=c.dLegerMaxPushTimeOutMs,
                        quorum_ack_timeout_ms=c.dLegerQuorumAckTimeoutMs),
-            preferred_leader=c.preferredLeaderId, auth=self.auth, tls=c.tls)
+            preferred_leader=lambda: c.preferredLeaderId, auth=self.auth, tls=c.tls)
         await self.driver.start()
 
     def _role_changed(self, role: Role) -> None:

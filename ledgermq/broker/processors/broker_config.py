@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from typing import TYPE_CHECKING, Any, cast, get_type_hints
+from typing import TYPE_CHECKING, Any, Callable, cast, get_type_hints
 
 from ...remoting import Connection, RemotingCommand, ResponseCode
 from ...remoting.codes import RequestCode
@@ -24,7 +24,11 @@ log = logging.getLogger(__name__)
 # read where they are used (the store's append, retention, the transaction checker, a
 # held pull), so a new value takes effect with the next use
 LIVE_KEYS = frozenset({"maxMessageSize", "diskMaxUsedSpaceRatio", "fileReservedTime",
-                       "transactionTimeOut", "transactionCheckMax", "longPollingEnable"})
+                       "transactionTimeOut", "transactionCheckMax", "longPollingEnable",
+                       "preferredLeaderId"})  # (the DLedger leader reads it every tick)
+# what a live key's value must agree with besides its own check: why not, or None
+LIVE_CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
+    "preferredLeaderId": lambda config, value: config.preferred_leader_problem(value)}
 MAX_BODY = 64 << 10  # an update names a few keys
 
 
@@ -62,7 +66,8 @@ def apply(changes: dict[str, str], *configs: Any) -> str | None:
         except ConfigError as e:
             return str(e)
         field = next(f for f in dataclasses.fields(owner) if f.name == key)
-        problem = field.metadata.get("check", lambda v: None)(values[key])
+        problem = field.metadata.get("check", lambda v: None)(values[key]) or \
+            LIVE_CHECKS.get(key, lambda c, v: None)(owner, values[key])
         if problem:
             return f"{key}={raw!r}: {problem}"
     for key, value in values.items():
