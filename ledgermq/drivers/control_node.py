@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 from ..peer_auth.core import PeerAuth
 from ..peer_auth.remoting import PeerGate
@@ -15,6 +16,7 @@ log = logging.getLogger(__name__)
 # the sender waits checkpointSyncTimeoutMillis, then this for the control node: together
 # they stay below RocketMQ clients' 3 s send timeout (the control node answers in ms)
 CACHE_TIMEOUT_S = 1.0
+UNREACHABLE_WARN_EVERY_S = 5.0  # one line for a burst of sends, not one for each
 
 
 class ControlNodeClient:
@@ -23,6 +25,7 @@ class ControlNodeClient:
         """`auth`: the cluster secret, proven on each connection to the control node;
         `ssl_context`: TLS to it (tls.enable)."""
         self.addr, self.group = addr, group
+        self._warned_at, self._unwarned = float("-inf"), 0
         self.client = RemotingClient(
             authenticate=PeerGate(auth or PeerAuth(), "control node link").authenticate,
             ssl_context=ssl_context)
@@ -45,7 +48,7 @@ class ControlNodeClient:
                     "brokerName": self.group, "epoch": str(epoch), "offset": str(offset),
                     "end": str(end), "msgId": msg_id}, body=data), CACHE_TIMEOUT_S)
         except RemotingError as e:
-            log.warning("control node unreachable for caching: %s", e)
+            self._warn_unreachable("caching", e)
             return False
         return r.code == ResponseCode.SUCCESS
 
@@ -65,6 +68,16 @@ class ControlNodeClient:
         except ValueError as e:  # not an answer we know
             log.warning("control node's answer for %s unreadable: %s", msg_id, e)
         return Resolution.UNKNOWN
+
+    def _warn_unreachable(self, what: str, e: Exception) -> None:
+        """A warning for the first failure, then at most one each few seconds with the
+        count: a down control node fails every send's request."""
+        self._unwarned += 1
+        now = time.monotonic()
+        if now - self._warned_at >= UNREACHABLE_WARN_EVERY_S:
+            log.warning("control node unreachable for %s: %s (%d request(s) since the last "
+                        "such warning)", what, e, self._unwarned)
+            self._warned_at, self._unwarned = now, 0
 
     async def close(self) -> None:
         await self.client.close()
