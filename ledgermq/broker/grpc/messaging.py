@@ -62,8 +62,6 @@ _SEND_STATUS: dict[int, pb.Code] = {
 }
 
 
-
-
 def ms_of(d: Duration, default: int) -> int:
     ms = d.seconds * 1000 + d.nanos // 1_000_000
     return ms if ms > 0 else default

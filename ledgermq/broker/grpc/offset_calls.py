@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 
-
 class OffsetCalls:
     """Mixed into MessagingService (its `broker`)."""
 
