@@ -139,9 +139,10 @@ class BrokerConfig:
     haHousekeepingInterval: int = field(default=20_000, metadata=check(positive))  # ms
     haSlaveFallbehindMax: int = field(default=256 << 20, metadata=check(positive))  # bytes
     haTransferBatchSize: int = field(default=256 << 10, metadata=check(positive))  # bytes
-    # ledgermq's: a SYNC_MASTER that had slaves takes no write after a restart until a slave
-    # reported, and for this long (ms) refills from every slave holding more than it does
-    # (what a power cut or a damaged segment took from its log); 0: off, as in RocketMQ
+    # ledgermq's: a master that had slaves takes no write after a restart that may have lost
+    # bytes for this long (ms), refilling from every slave holding more than it does (what a
+    # power cut or a damaged segment took from its log), and a SYNC_MASTER until a slave
+    # reported too; 0: off, as in RocketMQ
     haMasterRecoveryWaitMillis: int = field(default=2000, metadata=check(non_negative))
     # consistent checkpoint + control node (S3)
     enableConsistentCheckpoint: bool = False

@@ -54,7 +54,7 @@ class HAMasterDriver:
                  checkpoint: int = 0, members: dict[int, int] | None = None,
                  epoch: int = 0, on_checkpoint: Callable[[int, tuple], None] | None = None,
                  auth: PeerAuth | None = None, tls: Tls = DISABLED,
-                 recover_ms: int | None = None,
+                 recover_ms: int | None = None, wait_for_a_slave: bool = True,
                  on_recovered: Callable[[], None] | None = None):
         self.store = store
         self.on_recovered = on_recovered  # S2 SYNC_MASTER: refilled, may take writes
@@ -65,7 +65,7 @@ class HAMasterDriver:
         self._stopped = False
         self.core = HAMaster(config, self._pushable(), mono_ms(),
                              checkpoint=checkpoint, members=members, epoch=epoch,
-                             recover_ms=recover_ms)
+                             recover_ms=recover_ms, had_slaves=wait_for_a_slave)
         self.host, self.port = host, port
         self.on_checkpoint = on_checkpoint
         self._save_wanted: tuple[int, tuple] | None = None  # the newest unsaved checkpoint

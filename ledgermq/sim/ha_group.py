@@ -144,8 +144,12 @@ class HAGroupSim(SlaveLinking, Simulation):
         return 0
 
     def _recover_ms(self, node: Node) -> int | None:
-        """How long a new master waits for its slaves to refill it (S2 SYNC_MASTER)."""
+        """How long a new master waits for its slaves to refill it (S2)."""
         return None
+
+    def _waits_for_a_slave(self) -> bool:
+        """Whether a recovering master also waits, past that time, for a slave to report."""
+        return True
 
     def _damage(self, node: Node) -> None:
         """What a crash does to a node's log (beyond what LOSES_UNFLUSHED says)."""
@@ -198,7 +202,7 @@ class HAGroupSim(SlaveLinking, Simulation):
         node.master = HAMaster(self.ha_config, self._pushable(node), self.w.now,
                                checkpoint=checkpoint, members=dict(members),
                                epoch=self._epoch(node), recover_ms=self._recover_ms(node),
-                               bug=self.ha_bug)
+                               had_slaves=self._waits_for_a_slave(), bug=self.ha_bug)
         self.w.log(f"{name} leads (log end {node.log.end})")
 
     def _follow(self, name: str, master: str) -> None:

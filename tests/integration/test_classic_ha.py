@@ -51,24 +51,33 @@ def test_kill9_sync_master_every_send_ok_is_on_the_slave(sync_group):
     assert procs(d)["n1"]["role"] == "SLAVE"
 
 
-def test_sync_master_that_lost_acked_messages_refills_them_from_its_slave(sync_group):
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_master_that_lost_acked_messages_refills_them_from_its_slave(tmp_path, mode):
     """A power cut under ASYNC_FLUSH (or a damaged segment) takes the tail of the master's
     log, acknowledged messages included: the slave holds them. The master takes no write
-    until it has them back; then nothing acknowledged is missing and the two logs agree."""
-    d, state = sync_group
-    acked = under_load(state["namesrv"], 2, "before", 0, statuses={})
-    end = wait_caught_up(d)
-    stop(d, "n0", signal.SIGKILL)
-    cut = cut_unsynced(d / "n0" / "store", 0, random.Random(7))
-    assert cut.offset < end - 1000, cut  # acknowledged messages are gone from its disk
-    restart(d, "n0")
-    wait_until(lambda: procs(d)["n0"].get("ha", {}).get("recovering") is False,
-               lambda: f"the master recovered: {procs(d)['n0']}")
-    statuses: dict = {}
-    more = under_load(state["namesrv"], 2, "after", 0, statuses=statuses)
-    assert len(more) > 10, statuses  # writable again once refilled
-    check_nothing_lost(acked + more, asyncio.run(read_all(state["namesrv"])))
-    assert wait_caught_up(d) > end  # one log again, the new messages after the old
+    until it has them back; then nothing acknowledged is missing and the two logs agree.
+    An ASYNC_MASTER too (#34, chaos async seed 6): it promises nothing when a slave takes
+    over, but here nothing fails over, and it used to write on over its cut log, so that
+    its slave, finding the logs forked, dropped its copy of the only good messages."""
+    d = tmp_path / mode
+    state = up(mode, 2, d, {"syncFlushTimeout": "1000", "haHousekeepingInterval": "3000"})
+    try:
+        wait_caught_up(d)
+        acked = under_load(state["namesrv"], 2, "before", 0, statuses={})
+        end = wait_caught_up(d)
+        stop(d, "n0", signal.SIGKILL)
+        cut = cut_unsynced(d / "n0" / "store", 0, random.Random(7))
+        assert cut.offset < end - 1000, cut  # acknowledged messages are gone from its disk
+        restart(d, "n0")
+        wait_until(lambda: procs(d)["n0"].get("ha", {}).get("recovering") is False,
+                   lambda: f"the master recovered: {procs(d)['n0']}")
+        statuses: dict = {}
+        more = under_load(state["namesrv"], 2, "after", 0, statuses=statuses)
+        assert len(more) > 10, statuses  # writable again once refilled
+        check_nothing_lost(acked + more, asyncio.run(read_all(state["namesrv"])))
+        assert wait_caught_up(d) > end  # one log again, the new messages after the old
+    finally:
+        down(d)
 
 
 def tear_tail(store_dir) -> tuple[int, int, int]:

@@ -67,3 +67,15 @@ def test_a_slave_whose_log_went_past_a_recovering_master_is_checked_again(seed):
     now closed, to reconnect and be checked against the refilled log."""
     r = ClassicHASim(seed, mode="sync", steps=STEPS).run()
     assert r.ok, (r.invariant, r.violation, "\n".join(r.tail(30)))
+
+
+def test_an_async_master_that_does_not_refill_is_caught():
+    """#34: a restarted ASYNC_MASTER refills from the slaves that report in its window too
+    (writing on over its cut log forked its slave's, which then dropped its copy); without
+    the refill, acked-kept fails."""
+    for seed in range(BUG_SEED_BOUND):
+        r = ClassicHASim(seed, mode="async", steps=STEPS, bugs=["no-refill"]).run()
+        if not r.ok:
+            assert r.invariant == "acked-kept", (seed, r.invariant, r.violation)
+            return
+    pytest.fail(f"an ASYNC_MASTER without refill went unnoticed for {BUG_SEED_BOUND} seeds")

@@ -59,7 +59,7 @@ class ClassicHAMode(HAPortMode):
     def __init__(self, host: ModeHost) -> None:
         super().__init__(host)
         self.role = self.config.brokerRole
-        self.recovering = False  # a restarted SYNC_MASTER refilling from its slaves
+        self.recovering = False  # a restarted master refilling from its slaves
 
     @property
     def is_writable(self) -> bool:
@@ -89,16 +89,21 @@ class ClassicHAMode(HAPortMode):
                                                   self._master_addr, auth=self.auth,
                                                   tls=c.tls))
             return
-        # a SYNC_MASTER's slaves may hold acknowledged messages its restart lost
-        self.recovering = self.role is BrokerRole.SYNC_MASTER and \
-            c.haMasterRecoveryWaitMillis > 0 and had_slaves(self.store) and \
+        # a master's slaves may hold acknowledged messages its restart lost: a
+        # SYNC_MASTER's, and an ASYNC_MASTER's too (it promises nothing when a slave takes
+        # over, but writing on over a cut log would fork it from its slaves', and they
+        # would drop their copies: the only good ones)
+        self.recovering = c.haMasterRecoveryWaitMillis > 0 and had_slaves(self.store) and \
             self._restart_lost()
         if self.recovering:
             self._cut_untrusted_tail()
         ha = HAMasterDriver(self.store, ha_config(c, self.store), c.bindAddress, c.ha_port,
                             auth=self.auth, tls=c.tls, on_recovered=self._recovered,
                             recover_ms=c.haMasterRecoveryWaitMillis if self.recovering
-                            else None)
+                            else None,
+                            # a SYNC_MASTER could not acknowledge without a slave anyway;
+                            # an ASYNC_MASTER takes writes once the window has passed
+                            wait_for_a_slave=self.role is BrokerRole.SYNC_MASTER)
         try:
             await ha.start()
         except OSError as e:
@@ -108,6 +113,7 @@ class ClassicHAMode(HAPortMode):
             # an ASYNC_MASTER without slaves loses nothing by it: say so, keep serving
             log.error("HA port %d unavailable (%s): slaves cannot follow this broker; "
                       "set haListenPort", c.ha_port, e)
+            self.recovering = False  # (no slave can refill it now)
             return
         await self.links.lead(ha)
         log.info("HA port %d (%s)", ha.port, self.role.value)
@@ -125,17 +131,18 @@ class ClassicHAMode(HAPortMode):
         return cmd.response(ResponseCode.SUCCESS, "recovery ended: taking writes")
 
     def _restart_lost(self) -> bool:
-        """Whether this SYNC_MASTER's restart may have lost what it acknowledged, said
-        loudly either way."""
+        """Whether this master's restart may have lost what it acknowledged, said loudly
+        either way."""
+        role = self.role.value
         why = restart_may_have_lost(self.store.recovery, self.store.config.flushDiskType)
         if why is None:
-            log.warning("SYNC_MASTER restarted without losing anything it wrote (%s): it "
-                        "takes writes at once, without refilling from its slaves",
+            log.warning("%s restarted without losing anything it wrote (%s): it takes "
+                        "writes at once, without refilling from its slaves", role,
                         "a crash of the process alone" if self.store.recovery and
                         self.store.recovery.crashed else "a clean shutdown")
             return False
-        log.warning("SYNC_MASTER restarted and %s: its slaves may hold acknowledged messages "
-                    "it lacks; it refills from them before it takes a write", why)
+        log.warning("%s restarted and %s: its slaves may hold acknowledged messages it "
+                    "lacks; it refills from them before it takes a write", role, why)
         return True
 
     def _cut_untrusted_tail(self) -> None:

@@ -1,5 +1,5 @@
-"""A classic-HA master (S2, SYNC_MASTER) that restarts refills its log from its slaves
-before it takes a write, sans-IO.
+"""A classic-HA master (S2) that restarts refills its log from its slaves before it
+takes a write, sans-IO (an ASYNC_MASTER waits for the window only: `need_slave` False).
 
 Why: a SYNC_MASTER acknowledges a send once a slave holds it, but under ASYNC_FLUSH its
 own copy may be in the page cache only. A power cut (or damage its CRCs find on restart)
