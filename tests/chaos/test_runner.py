@@ -63,7 +63,7 @@ def _applied(w: dict) -> None:
 def _short(tmp_path, mode: str, faults: str, seed: int, duration: float = 28,
            cpp: bool = False, interval: float = 6, quiet: float = 4) -> dict:
     # 4 s warm-up, windows of at most `interval`, gaps of at most `quiet`, a final quiet:
-    # with 6 and 4, two windows fit in 28 s, three in 40; with 5 and 3, two in 22
+    # with 6 and 4, two windows fit in 28 s, three in 40; with 4 and 3, two in 19
     res = run(Options(mode, faults, duration=duration, seed=seed, out=tmp_path,
                       interval=interval, quiet=quiet, final_quiet=quiet, rate=40,
                       cpp_python=str(cpp_client_python()) if cpp else None),
@@ -86,7 +86,7 @@ def _short(tmp_path, mode: str, faults: str, seed: int, duration: float = 28,
     return res
 
 
-SHORT = {"duration": 22, "interval": 5, "quiet": 3}  # the default run's: two 5 s windows
+SHORT = {"duration": 19, "interval": 4, "quiet": 3}  # the default run's: two 2-4 s windows
 
 
 @pytest.mark.parametrize("mode, faults, seed, cpp, windows", [

@@ -131,6 +131,23 @@ def test_pending_resolves_done_when_the_master_survives(group):
     assert {b"d-0", b"d-1", b"d-2"} <= bodies
 
 
+class InBackground(threading.Thread):
+    """`fn()` run in a thread; `result()` its value once done."""
+
+    def __init__(self, fn):
+        super().__init__(daemon=True)
+        self.fn, self.value = fn, None
+        self.start()
+
+    def run(self):
+        self.value = self.fn()
+
+    def result(self, timeout=30):
+        self.join(timeout)
+        assert not self.is_alive(), "still running"
+        return self.value
+
+
 def _raw_send(addr, body, language):
     """A SEND_MESSAGE_V2 as a client of `language` sends it (RocketMQ's request header)."""
     async def go():
@@ -156,10 +173,11 @@ def test_clients_that_know_no_pending_get_flush_slave_timeout(group):
     master = f"127.0.0.1:{st['n0']['port']}"
     frozen = [st["n1"]["pid"], st["n2"]["pid"], st["control"]["pid"]]
     _freeze(*frozen)
-    try:
-        java = _raw_send(master, b"from-java", "JAVA")
-        cpp = _raw_send(master, b"from-cpp", "CPP")
-        ours = _raw_send(master, b"from-ledgermq", "PYTHON")
+    try:  # (together: each stock client's send is held for the whole resolve window)
+        sends = [InBackground(lambda lang=lang, body=body: _raw_send(master, body, lang))
+                 for lang, body in (("JAVA", b"from-java"), ("CPP", b"from-cpp"),
+                                    ("PYTHON", b"from-ledgermq"))]
+        java, cpp, ours = (s.result() for s in sends)
     finally:
         _thaw(*frozen)
     assert java.code == cpp.code == ResponseCode.FLUSH_SLAVE_TIMEOUT, (java, cpp)
@@ -279,23 +297,6 @@ def test_a_slave_lost_for_good_stops_holding_sends_back(tmp_path):
                    f"{_members(d)}", timeout=30)
     finally:
         down(d)
-
-
-class InBackground(threading.Thread):
-    """`fn()` run in a thread; `result()` its value once done."""
-
-    def __init__(self, fn):
-        super().__init__(daemon=True)
-        self.fn, self.value = fn, None
-        self.start()
-
-    def run(self):
-        self.value = self.fn()
-
-    def result(self, timeout=30):
-        self.join(timeout)
-        assert not self.is_alive(), "still running"
-        return self.value
 
 
 def _control_state(d) -> dict:
