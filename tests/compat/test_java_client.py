@@ -6,9 +6,6 @@ runs tests/compat/java/JavaClient.java. Sync and batch sends with JSON and with 
 each comes back through the group's %RETRY% topic. Skips, saying why, only where Java or
 Maven is missing. The consumer tests run in `make compat` (marked compat)."""
 import asyncio
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ from bench.rocketmq_anchor import classpath, compile_java, missing_tools
 from ledgermq.client.admin import Admin
 
 from ..dev_process import DevProcess
+from .drivers import run_java
 from ..integration.load import read_all, until_read
 
 pytestmark = pytest.mark.skipif(missing_tools() is not None,
@@ -42,13 +40,9 @@ def compiled(client: str = "5.5.0") -> str:
 
 def java(*args, serialize="JSON", timeout=120, client="5.5.0") -> list[dict]:
     # (a rebalance a second, not every 20 s: the retry topic's route comes after the start)
-    r = subprocess.run(["java", f"-Drocketmq.serialize.type={serialize}", "-Xmx256m",
-                        "-Drocketmq.client.rebalance.waitInterval=1000",
-                        "-cp", f"{compiled(client)}{os.pathsep}{client_classpath(client)}",
-                        "JavaClient", *map(str, args)],
-                       capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    return run_java("JavaClient", compiled(client), client_classpath(client), *args,
+                    options=(f"-Drocketmq.serialize.type={serialize}",
+                             "-Drocketmq.client.rebalance.waitInterval=1000"), timeout=timeout)
 
 
 @pytest.fixture(scope="module")

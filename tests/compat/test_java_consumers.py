@@ -5,9 +5,6 @@ message, the dead-letter queue after maxReconsumeTimes, an SQL92 selector, the l
 consumer's assign mode with seek and a manual commit, DefaultMQPullConsumer, and a timer
 message sent with 5.x's setDeliverTimeMs. All in `make compat` (a consumer JVM each)."""
 import asyncio
-import json
-import os
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +15,7 @@ from bench.rocketmq_anchor import compile_java, missing_tools
 from ledgermq.client.admin import Admin
 
 from ..dev_process import DevProcess
+from .drivers import create_topic, run_java
 from ..integration.load import until_read
 from .test_java_client import CACHE, POMS, client_classpath
 
@@ -30,12 +28,9 @@ DRIVER = Path(__file__).with_name("java") / "JavaConsumers.java"
 
 def java(client: str, *args, timeout=120) -> list[dict]:
     cp = client_classpath(client)
-    r = subprocess.run(["java", "-Xmx256m", "-Drocketmq.client.rebalance.waitInterval=1000",
-                        "-cp", f"{compile_java(DRIVER, CACHE / client, cp)}{os.pathsep}{cp}",
-                        "JavaConsumers", *map(str, args)],
-                       capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    return run_java("JavaConsumers", compile_java(DRIVER, CACHE / client, cp), cp, *args,
+                    options=("-Drocketmq.client.rebalance.waitInterval=1000",),
+                    timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +42,7 @@ def dev(tmp_path_factory):  # (SQL92 on, short delay levels: a retry within a se
 
 
 def topic(d: DevProcess, name: str, queues: int = 2) -> str:
-    async def make():
-        async with Admin(d.namesrv) as a:
-            await a.update_topic(name, read_queues=queues, write_queues=queues)
-    asyncio.run(make())
+    create_topic(d.namesrv, name, queues)
     return name
 
 

@@ -5,9 +5,6 @@ change invisible duration) and PushConsumer, through tests/compat/java/GrpcClien
 (compiled once into .cache/java-compat/). Skips, saying why, only where Java or Maven is
 missing."""
 import asyncio
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +13,7 @@ from bench.rocketmq_anchor import GRPC_CLIENT_POM_DIR, classpath, compile_java, 
 from ledgermq.client.admin import Admin
 
 from ..dev_process import DevProcess
+from .drivers import create_topic, run_java
 
 # (make compat, all of it: make test stays within its 20 minutes)
 pytestmark = [pytest.mark.skipif(missing_tools() is not None,
@@ -29,13 +27,10 @@ CACHE = Path(__file__).parents[2] / ".cache" / "java-compat"
 def java(*args, timeout=120, props: dict[str, str] | None = None) -> dict:
     """Runs one GrpcClient command; `props` become -D options (ssl, ak, sk)."""
     cp = classpath(GRPC_CLIENT_POM_DIR)
-    r = subprocess.run(["java", "-Xmx256m", f"-Drocketmq.log.root={CACHE / 'grpc-logs'}",
-                        *(f"-D{k}={v}" for k, v in (props or {}).items()),
-                        "-cp", compile_java(DRIVER, CACHE, cp) + os.pathsep + cp,
-                        "GrpcClient", *map(str, args)],
-                       capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    return json.loads([line for line in r.stdout.splitlines() if line.startswith("{")][-1])
+    return run_java("GrpcClient", compile_java(DRIVER, CACHE, cp), cp, *args,
+                    options=(f"-Drocketmq.log.root={CACHE / 'grpc-logs'}",
+                             *(f"-D{k}={v}" for k, v in (props or {}).items())),
+                    timeout=timeout)[-1]
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +43,7 @@ def dev(tmp_path_factory):  # (open transactions checked back within a second)
 
 
 def create(d: DevProcess, topic: str, queues: int = 2) -> str:
-    async def make():
-        async with Admin(d.namesrv) as a:
-            await a.update_topic(topic, read_queues=queues, write_queues=queues)
-    asyncio.run(make())
+    create_topic(d.namesrv, topic, queues)
     return d.ready["grpc"]
 
 

@@ -15,6 +15,7 @@ from ledgermq import Message, Producer
 from ledgermq.client.admin import Admin
 
 from ..dev_process import DevProcess
+from .drivers import create_topic
 from ..integration.load import read_all
 from ..wait import wait_until
 
@@ -29,10 +30,7 @@ def broker(tmp_path):
 
 
 def create(d, topic, queues=4):
-    async def go():
-        async with Admin(d.namesrv) as a:
-            await a.update_topic(topic, read_queues=queues, write_queues=queues)
-    asyncio.run(go())
+    create_topic(d.namesrv, topic, queues)
 
 
 def test_v5_producer_and_simple_consumer_share_topics_with_remoting_clients(broker, v5):
