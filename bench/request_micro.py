@@ -1,0 +1,153 @@
+"""The broker's CPU per one-message request without the kernel (#32): a real Broker and
+store in this process, its remoting Connection fed SEND_MESSAGE_V2 frames one by one (the
+way RocketMQ's C++ and Java clients send them, JSON and binary headers) and PULL_MESSAGE
+frames asking for 32, its replies taken by a transport that only counts bytes. JSON rows:
+µs per request, native and (in a child process) LEDGERMQ_PURE=1.
+
+    python bench/request_micro.py [--requests 20000] [--profile]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ledgermq.broker import Broker  # noqa: E402
+from ledgermq.broker.config import load_broker_config  # noqa: E402
+from ledgermq.broker.meta.topic_table import TopicConfig  # noqa: E402
+from ledgermq.remoting import RemotingCommand, RequestCode  # noqa: E402
+from ledgermq.remoting.codes import SerializeType  # noqa: E402
+from ledgermq.remoting.transport import Connection  # noqa: E402
+from ledgermq.wire import native  # noqa: E402
+
+TOPIC = "BenchRequests"
+
+
+class CountingTransport:
+    """Takes what the connection writes; keeps only the byte count."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def writelines(self, buffers) -> None:
+        self.written += sum(map(len, buffers))
+
+    def write(self, data) -> None:
+        self.written += len(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+def send_frame(i: int, stype: SerializeType) -> bytes:
+    """A SEND_MESSAGE_V2 as RocketMQ's clients send one message (their header fields)."""
+    props = f"UNIQ_KEY\x01AC11000100002A9F0000{i:012X}\x02WAIT\x01true\x02"
+    ext = {"a": "bench-group", "b": TOPIC, "c": "TBW102", "d": "4", "e": str(i % 4),
+           "f": "0", "g": str(1_700_000_000_000 + i), "h": "0", "i": props, "j": "0",
+           "k": "false", "m": "false"}
+    cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=i, ext=ext, body=b"x" * 100,
+                          language="CPP", version=399, serialize_type=stype)
+    return cmd.to_bytes()
+
+
+def pull_frame(i: int, offset: int) -> bytes:
+    ext = {"consumerGroup": "bench-pull", "topic": TOPIC, "queueId": "0",
+           "queueOffset": str(offset), "maxMsgNums": "32", "sysFlag": "2",
+           "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0",
+           "expressionType": "TAG"}
+    return RemotingCommand(RequestCode.PULL_MESSAGE, opaque=i, ext=ext, language="JAVA",
+                           version=399).to_bytes()
+
+
+async def make_broker(d: Path) -> Broker:
+    bcfg, scfg, unknown = load_broker_config(None, {
+        "storePathRootDir": str(d), "listenPort": "0", "brokerRole": "ASYNC_MASTER",
+        "mappedFileSizeCommitLog": str(256 << 20)})
+    assert not unknown, unknown
+    b = Broker(bcfg, scfg, standalone=True)
+    b.store.open()
+    b.topics.create(TopicConfig(TOPIC, 4, 4))
+    return b
+
+
+async def drive(frames: list[bytes], b: Broker) -> float:
+    """Seconds to feed every frame, one data_received each, every reply written."""
+    conn = Connection(b.handle)
+    conn.connection_made(CountingTransport())
+    t0 = time.perf_counter()
+    for f in frames:
+        conn.data_received(f)
+        if conn.in_flight:  # (a reply waits for the loop: let it run)
+            await asyncio.sleep(0)
+    while conn.in_flight:
+        await asyncio.sleep(0)
+    return time.perf_counter() - t0
+
+
+async def measure(n: int, profile: bool) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="request-micro-") as tmp:
+        b = await make_broker(Path(tmp))
+        try:
+            for stype in (SerializeType.JSON, SerializeType.ROCKETMQ):
+                await drive([send_frame(i, stype) for i in range(2000)], b)  # warm-up
+                frames = [send_frame(i, stype) for i in range(n)]
+                prof = cProfile.Profile() if profile else None
+                if prof:
+                    prof.enable()
+                secs = await drive(frames, b)
+                if prof:
+                    prof.disable()
+                    pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+                rows.append({"request": f"SEND_MESSAGE_V2 ({stype.name} header)",
+                             "us_per_request": round(secs * 1e6 / n, 1)})
+            pulls = [pull_frame(i, (i * 32) % (n - 32)) for i in range(n // 10)]
+            secs = await drive(pulls, b)
+            rows.append({"request": "PULL_MESSAGE (32 messages)",
+                         "us_per_request": round(secs * 1e6 / len(pulls), 1)})
+        finally:
+            b.store.close()
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=20000)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--one", action="store_true", help="this implementation only")
+    args = ap.parse_args()
+    if not args.one:
+        for pure in ("0", "1"):
+            subprocess.run([sys.executable, __file__, "--one", "--requests",
+                            str(args.requests)] + (["--profile"] if args.profile else []),
+                           env={**os.environ, "LEDGERMQ_PURE": pure}, check=True)
+        return
+    try:
+        import uvloop
+        run = uvloop.run
+    except ImportError:
+        run = asyncio.run
+    for r in run(measure(args.requests, args.profile)):
+        print(json.dumps({"bench": "request path, in process", "impl": native.active(),
+                          **r}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
