@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..wire.scan import index_keys_of
 from ..wire.batch_body import split_batch
+from ..wire.native import twin_or_fallback
 from ..wire.message import (
     NAME_VALUE_SEPARATOR, PROPERTY_DEDUP, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC, PROPERTY_SEPARATOR, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
@@ -206,3 +207,38 @@ def drop_stored(batch: BatchBody, stored: Callable[[str], bool],
             setattr(batch, name, [col[i] for i in keep])
     return dropped
 
+
+
+# What a send's properties hold that the send path must look at further (read_send's marks)
+MARK_BROKER_ONLY = 1  # a hint of BROKER_ONLY_PROPERTIES: strip them before storing
+MARK_DEDUP = 2  # LMQ_DEDUP=1: an idempotent send
+MARK_TIMER = 4  # a TIMER_ property: maybe a timer message
+MARK_ZERO_END = 8  # ends with a zero byte (refused: recovery would read a torn write)
+
+
+def scan_send_properties(props: bytes) -> tuple[str | None, list[str], int, int]:
+    """(TAGS, index keys, marks, delay level) of a one-message send's properties."""
+    marks = (MARK_BROKER_ONLY if any(hint in props for hint in _BROKER_ONLY_HINTS) else 0) \
+        | (MARK_DEDUP if wants_dedup(props) else 0) \
+        | (MARK_TIMER if b"TIMER_" in props else 0) \
+        | (MARK_ZERO_END if props[-1:] == b"\0" else 0)
+    return tags_of(props), index_keys(props), marks, delay_level_of(props)
+
+
+# read_send's answer (see there)
+SendFields = tuple[str, str, int, int, int, int, int, int, "int | None", bool, bytes,
+                   "str | None", list[str], int, int]
+
+
+@twin_or_fallback("read_send")
+def read_send(ext: dict[str, str]) -> SendFields:
+    """Everything the send path reads from a send request's header, in one call:
+    (topic, defaultTopic, defaultTopicQueueNums, queueId, sysFlag, bornTimestamp, flag,
+    reconsumeTimes, maxReconsumeTimes or None, batch, properties as bytes, then
+    scan_send_properties of them). Refused naming the field when the header is bad.
+    (The compiled twin reads the usual header; anything else it leaves to this one.)"""
+    h = parse_send_header(ext)
+    props = props_from_header(h.properties)
+    return (h.topic, h.default_topic, h.default_topic_queue_nums, h.queue_id, h.sys_flag,
+            h.born_timestamp, h.flag, h.reconsume_times, h.max_reconsume_times, h.batch,
+            props, *scan_send_properties(props))

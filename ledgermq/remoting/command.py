@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import orjson  # headers are on every request: json's pure-Python paths cost ~20 µs each way
 
+from ..wire.native import twin_or_fallback
 from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 
 MAX_FRAME_DEFAULT = 16 * 1024 * 1024
@@ -156,6 +157,20 @@ def _decode_json_header(raw: memoryview) -> RemotingCommand:
 
 
 def _decode_binary_header(raw: memoryview) -> RemotingCommand:
+    code, lang, version, opaque, flag, remark, ext = binary_header_fields(raw)
+    return RemotingCommand(code, opaque, flag, remark, ext,
+                           language=_LANGUAGE_NAMES.get(lang, "OTHER"), version=version,
+                           serialize_type=SerializeType.ROCKETMQ)
+
+
+_LANGUAGE_NAMES = {m.value: m.name for m in LanguageCode}
+
+
+@twin_or_fallback("binary_header_fields")
+def binary_header_fields(raw: memoryview | bytes
+                         ) -> tuple[int, int, int, int, int, str | None, dict[str, str]]:
+    """(code, language code, version, opaque, flag, remark, extFields) of a binary header;
+    FrameError saying what is wrong with a malformed one."""
     try:
         code, lang, version, opaque, flag = _BIN_FIXED.unpack_from(raw, 0)
         p = _BIN_FIXED.size
@@ -186,9 +201,7 @@ def _decode_binary_header(raw: memoryview) -> RemotingCommand:
             p += vlen
     except struct.error:
         raise FrameError("binary header is truncated") from None
-    language = LanguageCode(lang).name if lang in LanguageCode._value2member_map_ else "OTHER"
-    return RemotingCommand(code, opaque, flag, remark, ext, language=language,
-                           version=version, serialize_type=SerializeType.ROCKETMQ)
+    return code, lang, version, opaque, flag, remark, ext
 
 
 class FrameSplitter:

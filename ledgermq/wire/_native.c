@@ -36,7 +36,7 @@ static PyObject *format_error(const char *fmt, ...) {
 /* Where property `key` has its value in r[0:n] (pairs "key\x01value\x02"): the first pair
  * that starts with the key counts, as message.property_value reads it.  Returns the
  * value's start, or -1 when absent; *vlen gets its length. */
-static Py_ssize_t find_property(const unsigned char *r, Py_ssize_t n, const char *key,
+Py_ssize_t find_property(const unsigned char *r, Py_ssize_t n, const char *key,
                                 Py_ssize_t klen, Py_ssize_t *vlen) {
     Py_ssize_t i = 0;
     while (i < n) {
@@ -54,12 +54,12 @@ static Py_ssize_t find_property(const unsigned char *r, Py_ssize_t n, const char
     return -1;
 }
 
-static PyObject *decode_utf8(const unsigned char *p, Py_ssize_t n) {
+PyObject *decode_utf8(const unsigned char *p, Py_ssize_t n) {
     return PyUnicode_DecodeUTF8((const char *)p, n, "replace");
 }
 
 /* The keys the index files a message under: KEYS split on spaces, then UNIQ_KEY. */
-static PyObject *index_keys(const unsigned char *r, Py_ssize_t n, PyObject *space) {
+PyObject *index_keys(const unsigned char *r, Py_ssize_t n, PyObject *space) {
     PyObject *out = PyList_New(0);
     if (!out)
         return NULL;
@@ -807,6 +807,8 @@ static PyMethodDef methods[] = {
     {"offset_msg_ids", offset_msg_ids, METH_VARARGS, offset_msg_ids_doc},
     {"walk_positions", walk_positions, METH_VARARGS, walk_positions_doc},
     {"tags_and_keys", tags_and_keys, METH_VARARGS, tags_and_keys_doc},
+    {"read_send", read_send, METH_O, read_send_doc},
+    {"binary_header_fields", binary_header_fields, METH_O, binary_header_fields_doc},
     {NULL, NULL, 0, NULL},
 };
 

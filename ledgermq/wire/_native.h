@@ -23,6 +23,20 @@ static inline int64_t rd64(const unsigned char *p) {
     return (int64_t)(((uint64_t)(uint32_t)rd32(p) << 32) | (uint32_t)rd32(p + 4));
 }
 
+/* _native.c: message properties (pairs "key\x01value\x02") */
+Py_ssize_t find_property(const unsigned char *r, Py_ssize_t n, const char *key, Py_ssize_t klen,
+                         Py_ssize_t *vlen);
+PyObject *decode_utf8(const unsigned char *p, Py_ssize_t n);
+PyObject *index_keys(const unsigned char *r, Py_ssize_t n, PyObject *space);
+
+/* _native_send.c */
+PyObject *read_send(PyObject *self, PyObject *ext);
+extern const char read_send_doc[];
+
+/* _native_frame.c */
+PyObject *binary_header_fields(PyObject *self, PyObject *arg);
+extern const char binary_header_fields_doc[];
+
 /* _native_walk.c */
 PyObject *walk_positions(PyObject *self, PyObject *args);
 extern const char walk_positions_doc[];

@@ -41,6 +41,25 @@ def twin(native_name: str, adapt: Callable[[Callable[..., Any]], Callable[..., A
     return register
 
 
+def twin_or_fallback(native_name: str) -> Callable[[_F], _F]:
+    """Like `twin`, for a compiled function that handles the usual inputs and returns None
+    for the rest (odd number forms, unusual types: whatever it would have to reimplement
+    Python's rules for); the pure twin then answers. Their contract, held by the property
+    tests: where the compiled one answers, it answers as the twin does."""
+    def register(pure: _F) -> _F:
+        compiled: Callable[..., Any] | None = getattr(_native, native_name, None)
+        if compiled is None:
+            TWINS[pure.__name__] = (pure, None)
+            return pure
+
+        def native_first(*args: Any) -> Any:
+            result = compiled(*args)
+            return pure(*args) if result is None else result
+        TWINS[pure.__name__] = (pure, native_first)
+        return pure if PURE else cast(_F, native_first)
+    return register
+
+
 def active() -> str:
     """Which implementation runs: "native" or "pure" (and why pure)."""
     if _native is None:

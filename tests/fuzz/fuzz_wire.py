@@ -17,9 +17,12 @@ from pathlib import Path
 import atheris
 import numpy as np
 
-with atheris.instrument_imports(include=["ledgermq.wire"]):
+with atheris.instrument_imports(include=["ledgermq.wire", "ledgermq.broker.send_parsing",
+                                         "ledgermq.remoting.command"]):
     from ledgermq.wire import batch, batch_body, hashes, native, scan, scan_batch  # noqa: F401
     from ledgermq.wire.message import HEADER_SIZE
+    from ledgermq.broker import send_parsing  # noqa: F401 (registers read_send's twins)
+    from ledgermq.remoting import command  # noqa: F401 (registers binary_header_fields')
 
 from ledgermq.client.producer import encode_batch_body  # noqa: E402
 
@@ -61,7 +64,32 @@ def structured(data: bytes) -> tuple[list, list, list]:
     return cols
 
 
+SEND_FIELDS = (["b", "c", "d", "e", "f", "g", "h", "j", "l", "m", "i"],
+               ["topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+                "bornTimestamp", "flag", "reconsumeTimes", "maxReconsumeTimes", "batch",
+                "properties"])
+
+
+def send_header(data: bytes) -> dict[str, str]:
+    """A send request's header (V1 or V2 names) whose values are fuzz text."""
+    fdp = atheris.FuzzedDataProvider(data)
+    names = SEND_FIELDS[fdp.ConsumeIntInRange(0, 1)]
+    return {name: fdp.ConsumeUnicodeNoSurrogates(fdp.ConsumeIntInRange(0, 24))
+            for name in names if fdp.ConsumeBool()}
+
+
+def same_or_fallback(name: str, arg) -> None:
+    """A compiled function that may leave an input to its twin (None): with its fallback
+    the two agree, and where it answers alone it answers as the twin."""
+    same(name, arg)
+    direct = getattr(native._native, name)(arg)
+    if direct is not None and ("ok", plain(direct)) != outcome(native.TWINS[name][0], arg):
+        raise AssertionError(f"{name} differs on {arg!r}: native {direct}")
+
+
 def test_one_input(data: bytes) -> None:
+    same_or_fallback("read_send", send_header(data))
+    same_or_fallback("binary_header_fields", data)  # a remoting header as it came
     same("split_batch", data)  # as it came off the wire
     same("split_pulled", data)
     same("java_string_hashes", [data.decode("utf-8", "replace"), data.decode("latin-1"),
@@ -83,7 +111,7 @@ def test_one_input(data: bytes) -> None:
 
 
 DICTIONARY = ["TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01", "\\x02", " ", "\\x01",
-              "\\xda\\xa3\\x20\\xa7"]
+              "\\xda\\xa3\\x20\\xa7", "DELAY\\x01", "LMQ_DEDUP\\x011", "TIMER_", "REAL_"]
 
 
 def seeds(into: Path) -> None:

@@ -24,7 +24,8 @@ export PYTHONMALLOC=malloc  # every object from malloc, so ASan sees their bound
 cd "$W"
 $PY -c 'import ledgermq.wire._native as n; print("== sanitized build:", n.__file__)'
 $PY -m pytest -q -p no:cacheprovider tests/wire/test_native_twins.py \
-    tests/wire/test_message.py tests/wire/test_scan.py tests/broker/test_send_parsing.py
+    tests/wire/test_message.py tests/wire/test_scan.py tests/broker/test_send_parsing.py \
+    tests/remoting/test_command.py
 echo "== fuzz under ASan/UBSan from $(ls corpus | wc -l) corpus units, ${SECS}s"
 $PY -m tests.fuzz.fuzz_wire --mutate "$SECS" corpus
 echo "sanitizer run: clean"

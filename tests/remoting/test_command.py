@@ -9,6 +9,8 @@ from ledgermq.remoting import (
     FLAG_RESPONSE, FrameError, FrameSplitter, RemotingCommand, SerializeType, decode_frame,
 )
 
+pytestmark = pytest.mark.usefixtures("wire_impl")  # compiled and pure header readers
+
 ext_values = st.dictionaries(st.text(min_size=1, max_size=10), st.text(max_size=30), max_size=5)
 
 
@@ -82,3 +84,42 @@ def test_random_bytes_never_raise_anything_but_frame_error(data):
         FrameSplitter(max_frame=1 << 16).feed(data)
     except FrameError:
         pass
+
+
+def outcome(fn, raw):
+    try:
+        return "ok", fn(raw)
+    except Exception as e:  # noqa: BLE001 - the point is to compare any error
+        return "error", type(e), str(e)
+
+
+@settings(max_examples=400, deadline=None)
+@given(remark=st.none() | st.text(max_size=20), ext=ext_values,
+       fixed=st.tuples(st.integers(-2**15, 2**15 - 1), st.integers(0, 255),
+                       st.integers(-2**15, 2**15 - 1), st.integers(-2**31, 2**31 - 1),
+                       st.integers(-2**31, 2**31 - 1)),
+       damage=st.tuples(st.sampled_from(["none", "cut", "set", "grow"]),
+                        st.integers(0, 10_000), st.integers(0, 255)))
+def test_binary_header_twins_agree(remark, ext, fixed, damage):
+    """The compiled binary-header reader answers as the pure twin on intact and damaged
+    headers (negative lengths, lengths past the end, invalid UTF-8), and leaves every
+    malformed one to the twin's FrameError."""
+    from ledgermq.wire import native
+    pure, compiled = native.TWINS["binary_header_fields"]
+    if compiled is None:
+        pytest.skip("the compiled module is not built")
+    code, lang, version, opaque, flag = fixed
+    raw = RemotingCommand(code & 0x7FFF, opaque, flag, remark, ext,
+                          serialize_type=SerializeType.ROCKETMQ)._binary_header()
+    raw = struct.pack(">hBhii", code, lang, version, opaque, flag) + raw[13:]
+    kind, at, value = damage
+    if raw and kind != "none":
+        at %= len(raw)
+        raw = raw[:at] if kind == "cut" else raw[:at] + bytes([value]) + raw[at + 1:] \
+            if kind == "set" else raw + bytes([value]) * (at % 25)
+    expected = outcome(pure, raw)
+    if kind == "none":
+        assert expected[0] == "ok" and expected[1][5:] == (remark or None, ext)
+    assert outcome(compiled, raw) == expected
+    direct = native._native.binary_header_fields(raw)
+    assert direct is None or ("ok", direct) == expected

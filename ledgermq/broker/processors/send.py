@@ -28,9 +28,9 @@ from ..modes import Later, Pending
 from ..refusals import Refused
 from .refusal_codes import REMOTING_CODES
 from ..send_parsing import (
-    BatchBody, delay_level_of, drop_stored, index_keys, parse_send_header, props_from_header,
-    split_batch_body, tags_of, to_schedule, wants_dedup, with_properties,
-    without_broker_properties,
+    MARK_BROKER_ONLY, MARK_DEDUP, MARK_TIMER, MARK_ZERO_END, BatchBody, drop_stored,
+    index_keys, read_send, scan_send_properties, split_batch_body, tags_of, to_schedule,
+    with_properties, without_broker_properties,
 )
 
 if TYPE_CHECKING:
@@ -80,50 +80,55 @@ class SendProcessor:
         why = self.broker.mode.refuse_write()
         if why is not None:
             return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, why)
-        h = parse_send_header(cmd.ext)
+        (topic, default_topic, default_queues, queue_id, sys_flag, born_ts, flag, reconsumed,
+         max_reconsume, batched, props, tags, keys, marks, level) = read_send(cmd.ext)
         try:
-            check_topic(h.topic)
+            check_topic(topic)
         except MessageFormatError as e:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        if not client_may_send(h.topic):
+        if not client_may_send(topic):
             return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"Sending message to topic[{h.topic}] is forbidden.")
-        tc = self.topics.get(h.topic)
+                                f"Sending message to topic[{topic}] is forbidden.")
+        tc = self.topics.get(topic)
         if tc is None:
             try:
-                tc = self.topics.new_for_send(h.topic, h.default_topic,
-                                              h.default_topic_queue_nums)
+                tc = self.topics.new_for_send(topic, default_topic, default_queues)
             except Refused as e:
                 return cmd.response(REMOTING_CODES[e.kind], str(e))
             if tc is None:
                 return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
-                                    f"topic[{h.topic}] not exist, apply first please!")
+                                    f"topic[{topic}] not exist, apply first please!")
             return self._send_creating(cmd, conn, tc)
         if not tc.perm & PERM_WRITE:
             return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"the topic[{h.topic}] sending is forbidden")
-        qid = h.queue_id if h.queue_id >= 0 else random.randrange(tc.writeQueueNums)
+                                f"the topic[{topic}] sending is forbidden")
+        qid = queue_id if queue_id >= 0 else random.randrange(tc.writeQueueNums)
         if qid >= tc.writeQueueNums:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"request queueId[{qid}] is illegal, topic {h.topic} has "
+                                f"request queueId[{qid}] is illegal, topic {topic} has "
                                 f"{tc.writeQueueNums} write queues")
-        topic = h.topic
-        try:
-            if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-                batch = split_batch_body(cast(bytes, cmd.body),  # a received body is bytes
-                                         props_from_header(h.properties))
-            else:
-                raw = props_from_header(h.properties)
-                batch = BatchBody([cast(bytes, cmd.body)], [raw], [h.flag], [tags_of(raw)],
-                                  [index_keys(raw)])
-        except MessageFormatError as e:
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        batch.props = [without_broker_properties(bytes(p)) for p in batch.props]
-        if any(p[-1:] == b"\0" for p in batch.props):  # (recovery reads it as a torn write)
+        if cmd.code == RequestCode.SEND_BATCH_MESSAGE or batched:
+            try:
+                batch = split_batch_body(cast(bytes, cmd.body), props)  # (received: bytes)
+            except MessageFormatError as e:
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+            batch.props = [without_broker_properties(bytes(p)) for p in batch.props]
+            if any(p[-1:] == b"\0" for p in batch.props):
+                marks = MARK_ZERO_END
+            elif batch.props:  # (a batch of one may be delayed or a timer message)
+                _, _, marks, level = scan_send_properties(batch.props[0])
+                if len(batch.props) > 1:
+                    marks, level = marks & MARK_DEDUP, 0
+        else:
+            if marks & MARK_BROKER_ONLY:
+                props = without_broker_properties(props)
+                _, _, marks, level = scan_send_properties(props)
+            batch = BatchBody([cast(bytes, cmd.body)], [props], [flag], [tags], [keys])
+        if marks & MARK_ZERO_END:  # (recovery would read it as a torn write)
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
                                 "the message's properties end with a zero byte")
         index = self.store.index
-        if batch.props and wants_dedup(batch.props[0]) and index is not None:
+        if marks & MARK_DEDUP and index is not None:
             # an idempotent (retried) send: what is stored already is not stored twice
             drop_stored(batch, lambda key: bool(self.store.query_by_key(topic, key, 1)),
                         lambda keys: index.maybe_present(topic, keys))
@@ -132,11 +137,10 @@ class SendProcessor:
                                     {"msgId": "", "queueId": str(qid), "queueOffset": "-1"})
         if topic.startswith(RETRY_PREFIX):
             sg = self.broker.subgroups.get(topic[len(RETRY_PREFIX):])
-            max_times = h.max_reconsume_times if h.max_reconsume_times is not None \
+            max_times = max_reconsume if max_reconsume is not None \
                 else sg.retryMaxTimes if sg else self.config.maxReconsumeTimes
-            if h.reconsume_times >= max_times:
+            if reconsumed >= max_times:
                 topic, qid = self.topics.dlq(topic[len(RETRY_PREFIX):])
-        sys_flag = h.sys_flag
         if sys_flag & SYSFLAG_TRANSACTION_MASK == SYSFLAG_TRANSACTION_PREPARED:
             if len(batch.bodies) != 1:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
@@ -144,14 +148,13 @@ class SendProcessor:
             # invisible until END_TRANSACTION commits it to its real topic and queue
             batch.props = [to_half(bytes(batch.props[0]), topic, qid)]
             topic, qid = TRANS_HALF_TOPIC, 0
-            sys_flag &= ~SYSFLAG_TRANSACTION_MASK
-            return self.put(cmd, conn, topic, qid, batch, sys_flag, h.born_timestamp,
-                            h.reconsume_times)
-        if len(batch.bodies) == 1 and b"TIMER_" in bytes(batch.props[0]):  # cheap test first
-            props = decode_properties(bytes(batch.props[0]))
+            return self.put(cmd, conn, topic, qid, batch, sys_flag & ~SYSFLAG_TRANSACTION_MASK,
+                            born_ts, reconsumed)
+        if marks & MARK_TIMER:
+            decoded = decode_properties(bytes(batch.props[0]))
             now = wall_ms()
             try:
-                at = deliver_time(props, now)
+                at = deliver_time(decoded, now)
             except ValueError as e:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
             if at is not None and at - now > self.config.timerMaxDelaySec * 1000:
@@ -159,15 +162,13 @@ class SendProcessor:
                     f"timer message due in {(at - now) / 1000:.0f} s: the most is "
                     f"timerMaxDelaySec={self.config.timerMaxDelaySec} s"))
             if at is not None and at > now:  # waits in the timer topic until due
-                batch.props = [to_timer(props, topic, qid, at)]
-                return self.put(cmd, conn, TIMER_TOPIC, 0, batch, sys_flag, h.born_timestamp,
-                                h.reconsume_times)
-        level = delay_level_of(bytes(batch.props[0])) if len(batch.bodies) == 1 else 0
+                batch.props = [to_timer(decoded, topic, qid, at)]
+                return self.put(cmd, conn, TIMER_TOPIC, 0, batch, sys_flag, born_ts,
+                                reconsumed)
         if level > 0:
             batch.props = [to_schedule(bytes(batch.props[0]), topic, qid)]
             topic, qid = SCHEDULE_TOPIC, min(level, len(self.config.delay_levels_ms)) - 1
-        return self.put(cmd, conn, topic, qid, batch, h.sys_flag, h.born_timestamp,
-                        h.reconsume_times)
+        return self.put(cmd, conn, topic, qid, batch, sys_flag, born_ts, reconsumed)
 
     def put(self, cmd: RemotingCommand, conn: Connection, topic: str, qid: int,
             batch: BatchBody, sys_flag: int, born_ts: int,
