@@ -259,7 +259,7 @@ class Broker:
             result = handler(cmd, conn)
         except (Refused, KeyError, ValueError) as e:
             return self._bad_request(cmd, e)
-        if asyncio.iscoroutine(result):
+        if type(result) is not RemotingCommand and asyncio.iscoroutine(result):
             return self._guard(cmd, result)
         return result
 

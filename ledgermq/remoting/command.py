@@ -30,7 +30,7 @@ class FrameError(ValueError):
     """Bytes that are not a valid remoting frame; the connection cannot continue."""
 
 
-@dataclass
+@dataclass(slots=True)
 class RemotingCommand:
     code: int
     opaque: int = 0
@@ -65,8 +65,13 @@ class RemotingCommand:
                "opaque": self.opaque, "flag": self.flag, "serializeTypeCurrentRPC": "JSON"}
         if self.remark is not None:
             doc["remark"] = self.remark
-        if self.ext:
-            doc["extFields"] = {k: str(v) for k, v in self.ext.items() if v is not None}
+        ext = self.ext
+        if ext:
+            for v in ext.values():
+                if type(v) is not str:  # (values are mostly strings already)
+                    ext = {k: str(v) for k, v in ext.items() if v is not None}
+                    break
+            doc["extFields"] = ext
         return orjson.dumps(doc)
 
     def _binary_header(self) -> bytes:
@@ -90,8 +95,9 @@ class RemotingCommand:
     def encode(self) -> list:
         """The frame as a list of buffers (the body is not copied)."""
         header = self.header_bytes()
-        bodies = self.body if isinstance(self.body, list) else [self.body] if self.body else []
-        body_len = sum(len(b) for b in bodies)
+        body = self.body
+        bodies = body if type(body) is list else [body] if body else []
+        body_len = sum(map(len, bodies))
         prefix = _PREFIX.pack(4 + len(header) + body_len,
                               (int(self.serialize_type) << 24) | len(header))
         return [prefix, header, *bodies]
@@ -126,34 +132,40 @@ def _decode_json_header(raw: memoryview) -> RemotingCommand:
         doc = orjson.loads(raw)  # RocketMQ's headers are UTF-8
     except orjson.JSONDecodeError as e:
         raise FrameError(f"header is not valid JSON: {e}") from None
-    if not isinstance(doc, dict):
+    if type(doc) is not dict:
         raise FrameError("JSON header is not an object")
+    get = doc.get
+    code, opaque, flag, version = get("code"), get("opaque", 0), get("flag", 0), get("version", 0)
+    if not (type(code) is int and type(opaque) is int and type(flag) is int and
+            type(version) is int):  # (clients send numbers; other forms are read as Java would)
+        code, opaque, flag, version = _header_numbers(code, opaque, flag, version)
+    if not (_INT32_MIN <= code <= _INT32_MAX and _INT32_MIN <= opaque <= _INT32_MAX and
+            _INT32_MIN <= flag <= _INT32_MAX and _INT32_MIN <= version <= _INT32_MAX):
+        raise FrameError("JSON header's code/opaque/flag/version are not 32-bit integers")
+    ext = get("extFields") or {}
+    if type(ext) is not dict:
+        raise FrameError("extFields is not an object")
+    for v in ext.values():
+        if type(v) is not str:  # the usual case: every value a string already
+            ext = {k: "" if v is None else (v if isinstance(v, str) else orjson.dumps(v).decode()
+                                            if isinstance(v, (dict, list)) else str(v))
+                   for k, v in ext.items()}
+            break
+    language = get("language", "OTHER")
+    if type(language) is not str:
+        language = _LANGUAGE_NAMES.get(language, "OTHER") if isinstance(language, int) \
+            else str(language)
+    remark = get("remark")
+    return RemotingCommand(code, opaque, flag, None if remark is None else str(remark), ext,
+                           language=language, version=version,
+                           serialize_type=SerializeType.JSON)
+
+
+def _header_numbers(*values: object) -> list[int]:
     try:
-        code = int(doc.get("code"))
-        opaque = int(doc.get("opaque", 0))
-        flag = int(doc.get("flag", 0))
-        version = int(doc.get("version", 0))
+        return [int(v) for v in values]  # type: ignore[call-overload]
     except (TypeError, ValueError, OverflowError):
         raise FrameError("JSON header lacks a numeric code/opaque/flag") from None
-    if not all(_INT32_MIN <= v <= _INT32_MAX for v in (code, opaque, flag, version)):
-        raise FrameError("JSON header's code/opaque/flag/version are not 32-bit integers")
-    ext_raw = doc.get("extFields") or {}
-    if not isinstance(ext_raw, dict):
-        raise FrameError("extFields is not an object")
-    if all(type(v) is str for v in ext_raw.values()):
-        ext = ext_raw  # the usual case: every value a string already
-    else:
-        ext = {k: "" if v is None else (v if isinstance(v, str) else orjson.dumps(v).decode()
-                                        if isinstance(v, (dict, list)) else str(v))
-               for k, v in ext_raw.items()}
-    language = doc.get("language", "OTHER")
-    if isinstance(language, int):
-        language = LanguageCode(language).name if language in LanguageCode._value2member_map_ \
-            else "OTHER"
-    remark = doc.get("remark")
-    return RemotingCommand(code, opaque, flag, None if remark is None else str(remark), ext,
-                           language=str(language), version=version,
-                           serialize_type=SerializeType.JSON)
 
 
 def _decode_binary_header(raw: memoryview) -> RemotingCommand:

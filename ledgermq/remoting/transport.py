@@ -221,7 +221,9 @@ class Connection(asyncio.Protocol):
         except Exception as e:  # a handler bug must not take the connection down
             log.exception("handler failed on code %s", cmd.code)
             result = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
-        if type(result) is ReplyWhen:
+        if result is None or type(result) is RemotingCommand:
+            self._reply(cmd, result)
+        elif type(result) is ReplyWhen:
             self.in_flight += 1
             result.future.add_done_callback(
                 lambda f, c=cmd, respond=result.respond: self._reply_from_task(c, f, respond))

@@ -22,8 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime.files import fsync_dir
-from ..wire.hashes import java_string_hashes
-from ..wire.message import java_string_hash
+from ..wire.hashes import java_string_hash, java_string_hashes
 from ..wire.native import twin
 
 ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("diff", ">i4"), ("prev", ">i4")])

@@ -22,6 +22,10 @@ class PutStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
+    # members are singletons: hashed by identity, not by Enum's Python-level __hash__ (a
+    # status is looked up in a dict or set several times on every send)
+    __hash__ = object.__hash__
+
 
 @dataclass(slots=True)
 class PutResult:

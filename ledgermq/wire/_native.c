@@ -513,7 +513,10 @@ static int64_t hash_units16(const unsigned char *be, Py_ssize_t nbytes) {
     return (int32_t)h;
 }
 
-static int java_hash_one(PyObject *s, int64_t *out) {
+/* `utf8_first`: a lone surrogate raises the UTF-8 encoder's error, as the many-strings
+ * twin (which encodes to UTF-8 first) does; else the UTF-16 encoder's, as the one-string
+ * twin does. */
+static int java_hash_one(PyObject *s, int64_t *out, int utf8_first) {
     if (!PyUnicode_Check(s)) {
         PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(s)->tp_name);
         return -1;
@@ -541,7 +544,7 @@ static int java_hash_one(PyObject *s, int64_t *out) {
     }
     /* astral characters (surrogate pairs) or a lone surrogate: an error, the one the
      * twin's UTF-8 encode raises */
-    if (!PyUnicode_AsUTF8AndSize(s, NULL))
+    if (utf8_first && !PyUnicode_AsUTF8AndSize(s, NULL))
         return -1;
     PyObject *be = PyUnicode_AsEncodedString(s, "utf-16-be", "strict");
     if (!be)
@@ -549,6 +552,17 @@ static int java_hash_one(PyObject *s, int64_t *out) {
     *out = hash_units16((const unsigned char *)PyBytes_AS_STRING(be), PyBytes_GET_SIZE(be));
     Py_DECREF(be);
     return 0;
+}
+
+PyDoc_STRVAR(java_string_hash_doc,
+"java_string_hash(s) -> int\n\n"
+"Java's String.hashCode of one string, as a signed 32-bit int (see message.java_string_hash).");
+
+static PyObject *java_string_hash(PyObject *self, PyObject *arg) {
+    int64_t h;
+    if (java_hash_one(arg, &h, 0) < 0)
+        return NULL;
+    return PyLong_FromLongLong(h);
 }
 
 static PyObject *java_string_hashes(PyObject *self, PyObject *arg) {
@@ -560,7 +574,7 @@ static PyObject *java_string_hashes(PyObject *self, PyObject *arg) {
     if (out) {
         int64_t *h = (int64_t *)PyByteArray_AS_STRING(out);
         for (Py_ssize_t i = 0; i < n; i++) {
-            if (java_hash_one(PySequence_Fast_GET_ITEM(seq, i), &h[i]) < 0) {
+            if (java_hash_one(PySequence_Fast_GET_ITEM(seq, i), &h[i], 1) < 0) {
                 Py_CLEAR(out);
                 break;
             }
@@ -801,6 +815,7 @@ static PyMethodDef methods[] = {
     {"encode_batch_body", encode_batch_body, METH_VARARGS, encode_batch_body_doc},
     {"split_pulled", split_pulled, METH_O, split_pulled_doc},
     {"java_string_hashes", java_string_hashes, METH_O, java_string_hashes_doc},
+    {"java_string_hash", java_string_hash, METH_O, java_string_hash_doc},
     {"unique_ids", unique_ids, METH_VARARGS, unique_ids_doc},
     {"index_put", index_put, METH_VARARGS, index_put_doc},
     {"fill_positions", fill_positions, METH_VARARGS, fill_positions_doc},

@@ -6,8 +6,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .message import _POWERS, _POWERS_LEN, java_string_hash
+from .message import _POWERS, _POWERS_LEN, java_string_hash as _pure_java_string_hash
 from .native import twin
+
+# one key (the index's single-message path): compiled beside its twin in message.py
+java_string_hash = twin("java_string_hash")(_pure_java_string_hash)
 
 
 def _arrays(native: Callable[..., Any]) -> Callable[[list[str]], np.ndarray]:

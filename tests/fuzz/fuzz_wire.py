@@ -92,8 +92,11 @@ def test_one_input(data: bytes) -> None:
     same_or_fallback("binary_header_fields", data)  # a remoting header as it came
     same("split_batch", data)  # as it came off the wire
     same("split_pulled", data)
-    same("java_string_hashes", [data.decode("utf-8", "replace"), data.decode("latin-1"),
-                                data[:len(data) & ~1].decode("utf-16-le", "surrogatepass")])
+    texts = [data.decode("utf-8", "replace"), data.decode("latin-1"),
+             data[:len(data) & ~1].decode("utf-16-le", "surrogatepass")]
+    same("java_string_hashes", texts)
+    for text in texts:
+        same("java_string_hash", text)
     bodies, props, flags = structured(data)
     same("split_batch", encode_batch_body(bodies, props, flags))  # deep in the properties
     same("encode_stored", bytes(HEADER_SIZE), b"\x01T", bodies, props, flags, 5, 1 << 20)

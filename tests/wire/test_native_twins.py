@@ -233,6 +233,8 @@ def test_walk_positions_sees_a_blank_marker_and_a_wrong_crc():
                 max_size=8))
 def test_java_string_hashes_twins_agree(strings):
     both("java_string_hashes", strings)
+    for s in strings:  # the one-key version (the index's single-message path)
+        both("java_string_hash", s)
 
 
 def test_java_string_hashes_match_java():
@@ -242,6 +244,8 @@ def test_java_string_hashes_match_java():
     words = ["", "abc", "TopicTest#KEY1", "\u4e2d\u6587", "\U0001F600"]
     for fn in filter(None, (pure, compiled)):
         assert fn(words).tolist() == expected
+    for fn in filter(None, native.TWINS["java_string_hash"]):
+        assert list(map(fn, words)) == expected
 
 
 @needs_native

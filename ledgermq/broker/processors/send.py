@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ...remoting import Connection, RemotingCommand, ReplyWhen, RequestCode, ResponseCode
 from ...remoting.codes import PERM_WRITE, RETRY_PREFIX
@@ -109,7 +109,7 @@ class SendProcessor:
                                 f"{tc.writeQueueNums} write queues")
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or batched:
             try:
-                batch = split_batch_body(cast(bytes, cmd.body), props)  # (received: bytes)
+                batch = split_batch_body(cmd.body, props)  # type: ignore[arg-type]  # (bytes)
             except MessageFormatError as e:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
             batch.props = [without_broker_properties(bytes(p)) for p in batch.props]
@@ -123,7 +123,7 @@ class SendProcessor:
             if marks & MARK_BROKER_ONLY:
                 props = without_broker_properties(props)
                 _, _, marks, level = scan_send_properties(props)
-            batch = BatchBody([cast(bytes, cmd.body)], [props], [flag], [tags], [keys])
+            batch = BatchBody([cmd.body], [props], [flag], [tags], [keys])  # type: ignore[list-item]
         if marks & MARK_ZERO_END:  # (recovery would read it as a torn write)
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
                                 "the message's properties end with a zero byte")
@@ -198,13 +198,13 @@ class SendProcessor:
                 future = asyncio.ensure_future(_resolved_by_broker(future, settle))
                 settle = _as_is
             return ReplyWhen(future, lambda value: self.respond(cmd, qid, settle(value)))
-        return self.respond(cmd, qid, cast(PutResult, outcome))
+        return self.respond(cmd, qid, outcome)  # type: ignore[arg-type]  # (not Later here)
 
     def respond(self, cmd: RemotingCommand, qid: int,
                 outcome: PutResult | Pending) -> RemotingCommand:
         if type(outcome) is Pending:
             return self._pending(cmd, qid, outcome)
-        result = cast(PutResult, outcome)
+        result: PutResult = outcome  # type: ignore[assignment]  # (no cast call per send)
         code = _SEND_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if result.status not in _STORED:
             return cmd.response(code, f"{result.status.value}: {result.error}")
