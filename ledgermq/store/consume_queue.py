@@ -79,6 +79,17 @@ class ConsumeQueue:
         count = min(count, self.max_offset - offset, (seg.end - at) // ENTRY_SIZE)
         return np.frombuffer(seg.mm, dtype=ENTRY, count=count, offset=at - seg.start)
 
+    def raw_entries(self, offset: int, count: int) -> memoryview:
+        """entries() as bytes: up to `count` 20-byte entries from `offset`, one segment's."""
+        if offset < self.min_offset or offset >= self.max_offset or count <= 0:
+            return memoryview(b"")
+        at = offset * ENTRY_SIZE
+        seg = self.files.find(at)
+        if seg is None:
+            return memoryview(b"")
+        count = min(count, self.max_offset - offset, (seg.end - at) // ENTRY_SIZE)
+        return seg.view[at - seg.start:at - seg.start + count * ENTRY_SIZE]
+
     def entry(self, offset: int) -> tuple[int, int, int] | None:
         e = self.entries(offset, 1)
         return (int(e["phys"][0]), int(e["size"][0]), int(e["tag"][0])) if len(e) else None

@@ -16,10 +16,13 @@ from ..wire.message import (
     decode_offset_msg_id,
 )
 from .commitlog import CommitLog
-from .consume_queue import ConsumeQueue
+from .consume_queue import ENTRY_SIZE, ConsumeQueue
 from .index import IndexService
 from .mapped_file import StoreError
 from .results import GetResult, GetStatus
+
+
+_ENTRY = struct.Struct(">qiq")  # a consume-queue entry: commit-log offset, size, tag code
 
 
 class StoreReads:
@@ -46,25 +49,85 @@ class StoreReads:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
-        codes = None if tag_codes is None else np.fromiter(tag_codes, np.int64)
         result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
+        if tag_codes is None:
+            return self._walk_plain(cq, offset, max_count, max_bytes, result)
+        return self._walk_filtered(cq, offset, max_count, max_bytes, result,
+                                   np.fromiter(tag_codes, np.int64))
+
+    def _walk_plain(self, cq: ConsumeQueue, offset: int, max_count: int, max_bytes: int,
+                    result: GetResult) -> GetResult:
+        """get_messages without a tag filter: a pull takes tens of entries, which a loop
+        over unpacked tuples walks faster than numpy's per-call cost allows (the filtered
+        walk may skip through thousands)."""
+        hi, log = result.max_offset, self.commitlog
+        log_min, seg_size = log.min_offset, log.file_size
+        cur, count, total, qoffs = offset, 0, 0, []
+        while cur < hi and count < max_count and total < max_bytes:
+            ents = cq.raw_entries(cur, max_count - count)
+            if not ents:
+                break
+            runs: list[int] = []  # lo, hi, lo, hi, ... of contiguous stretches of the log
+            n = 0
+            for phys, size, _ in _ENTRY.iter_unpack(ents):
+                if phys >= log_min:
+                    if total + size > max_bytes and count:
+                        break  # (always take at least one message)
+                    if runs and runs[-1] == phys and (phys - 1) // seg_size == phys // seg_size:
+                        runs[-1] = phys + size
+                    else:
+                        runs += (phys, phys + size)
+                    qoffs.append(cur + n)
+                    count += 1
+                    total += size
+                n += 1
+                if total > max_bytes:  # (an oversized first message: taken, then stop)
+                    break
+            if runs:
+                self._views(runs, result)
+            cur += n
+            if n * ENTRY_SIZE < len(ents):
+                break
+        result.next_begin_offset = cur
+        result.message_count, result.total_bytes = count, total
+        if count:
+            result.status = GetStatus.FOUND
+            result.queue_offsets = np.array(qoffs, np.int64)
+        elif cur > offset:
+            result.status = GetStatus.NO_MATCHED_MESSAGE
+        return result
+
+    def _views(self, runs: list[int], result: GetResult) -> None:
+        """Views on the commit log for runs lo, hi, lo, hi, ... (none crosses a segment)."""
+        log = self.commitlog
+        seg = log.files.find(runs[0])
+        if seg is not None and runs[-1] <= min(seg.end, log.max_offset):
+            # every run in one segment (the usual case): sliced here
+            view, base = seg.view, seg.start
+            result.buffers += [view[runs[i] - base:runs[i + 1] - base]
+                               for i in range(0, len(runs), 2)]
+        else:
+            result.buffers += [log.read(runs[i], runs[i + 1] - runs[i])
+                               for i in range(0, len(runs), 2)]
+
+    def _walk_filtered(self, cq: ConsumeQueue, offset: int, max_count: int, max_bytes: int,
+                       result: GetResult, codes: np.ndarray) -> GetResult:
+        hi = result.max_offset
         qoffs: list[np.ndarray] = []
         cur = offset
         log_min = self.commitlog.min_offset
-        # with a tag filter, skip through up to this many entries looking for matches
-        budget = max(16000, max_count * 20) if codes is not None else max_count
+        # skip through up to this many entries looking for matches
+        budget = max(16000, max_count * 20)
         while (cur < hi and budget > 0 and result.message_count < max_count
                and result.total_bytes < max_bytes):
             want = max_count - result.message_count
-            ents = cq.entries(cur, budget if codes is not None else want)
+            ents = cq.entries(cur, budget)
             budget -= len(ents)
             if len(ents) == 0:
                 break
             phys = ents["phys"].astype(np.int64)
             sizes = ents["size"].astype(np.int64)
-            keep = phys >= log_min
-            if codes is not None:
-                keep &= np.isin(ents["tag"], codes)
+            keep = (phys >= log_min) & np.isin(ents["tag"], codes)
             # stop where max_bytes would be passed (always take at least one message)
             taken_bytes = np.cumsum(np.where(keep, sizes, 0)) + result.total_bytes
             over = np.nonzero(keep & (taken_bytes > max_bytes))[0]
@@ -74,7 +137,7 @@ class StoreReads:
                 n = first_over + (1 if result.message_count == 0 and
                                   not keep[:first_over].any() else 0)
             sel = np.nonzero(keep[:n])[0][:want]
-            if len(sel) == want and codes is not None:
+            if len(sel) == want:
                 n = min(n, int(sel[-1]) + 1)
             if len(sel):
                 self._gather(phys[sel], sizes[sel], result)
@@ -96,11 +159,10 @@ class StoreReads:
         seg_size = self.commitlog.file_size
         breaks = np.nonzero((phys[1:] != ends[:-1]) |
                             (phys[1:] // seg_size != phys[:-1] // seg_size))[0] + 1
-        starts = np.concatenate(([0], breaks))
-        stops = np.concatenate((breaks, [len(phys)]))
-        for a, b in zip(starts.tolist(), stops.tolist()):
-            lo = int(phys[a])
-            result.buffers.append(self.commitlog.read(lo, int(ends[b - 1]) - lo))
+        runs = np.empty(2 * (len(breaks) + 1), np.int64)
+        runs[0::2] = phys[np.concatenate(([0], breaks))]
+        runs[1::2] = ends[np.concatenate((breaks - 1, [len(phys) - 1]))]
+        self._views(runs.tolist(), result)
         result.message_count += len(phys)
         result.total_bytes += int(sizes.sum())
 

@@ -421,3 +421,29 @@ def test_a_message_encoded_again_keeps_its_origin_and_is_found_by_its_new_tags_a
         [b"payload"]
     assert read_all(store, "Real", 3, tag_codes=[tag_hash("old")]) == []
     assert [m.queue_offset for m in store.query_by_key("Real", "order-42")] == [0]
+
+
+def test_unfiltered_and_filtered_walks_read_the_same(make_store):
+    """A pull without a tag filter walks the queue by unpacked tuples; with one, by numpy.
+    With every tag wanted the two must read the same bytes, counts and next offsets: random
+    sizes over three interleaved queues and 64 KB segments, random offsets and limits."""
+    import random
+    rng = random.Random(32)
+    store = make_store()
+    for i in range(900):
+        q = rng.randrange(3)
+        put(store, "T", q, [bytes([65 + q]) * rng.randrange(1, 3000)], tags=f"t{q}")
+    for _ in range(400):
+        q = rng.randrange(3)
+        hi = store.max_offset_in_queue("T", q)
+        offset, count = rng.randrange(hi + 2), rng.randrange(1, 40)
+        limit = rng.choice([1, 500, 4096, 20000, 256 * 1024])
+        plain = store.get_messages("T", q, offset, count, limit)
+        filtered = store.get_messages("T", q, offset, count, limit, [tag_hash(f"t{q}")])
+        assert (plain.status, plain.next_begin_offset, plain.message_count,
+                plain.total_bytes) == (filtered.status, filtered.next_begin_offset,
+                                       filtered.message_count, filtered.total_bytes)
+        assert b"".join(plain.buffers) == b"".join(filtered.buffers)
+        if plain.message_count:
+            assert list(plain.queue_offsets) == list(filtered.queue_offsets)
+            assert plain.total_bytes <= limit or plain.message_count == 1

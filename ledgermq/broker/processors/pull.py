@@ -4,7 +4,7 @@ the group's master only (RocketMQ's PullMessageProcessor)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable, NamedTuple
 
 from ...filter.sql92 import Props, compile_sql
 from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
@@ -30,6 +30,17 @@ _PULL_CODES = {
     GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
     GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
 }
+
+
+class Query(NamedTuple):
+    """What one pull asks for, as the store reads it."""
+    topic: str
+    qid: int
+    offset: int
+    max_nums: int
+    codes: frozenset[int] | None
+    predicate: Callable[[Props], bool] | None
+    group: str
 
 
 def pull_code(status: GetStatus, offset: int) -> ResponseCode:
@@ -110,7 +121,10 @@ class PullProcessor:
                 out.append(raw)
         return out
 
-    async def pull(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def pull(self, cmd: RemotingCommand, conn: Connection
+             ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """Answered at once when the queue has something (or the pull may not wait); else a
+        coroutine that holds it (long polling). No task for a pull that finds messages."""
         ext = cmd.ext
         group, topic = ext["consumerGroup"], ext["topic"]
         qid, offset = int(ext["queueId"]), int(ext["queueOffset"])
@@ -140,25 +154,34 @@ class PullProcessor:
         commit = int(ext.get("commitOffset", -1) or -1)
         if sys_flag & PULL_FLAG_COMMIT_OFFSET and commit >= 0 and self.broker.mode.is_writable:
             self.broker.offsets.commit(topic, group, qid, commit)
+        query = Query(topic, qid, offset, max_nums, codes, predicate, group)
+        got = self.store.get_messages(topic, qid, offset, max_nums,
+                                      self.config.pullBatchMaxBytes, codes)
+        code = pull_code(got.status, offset)
         # held no longer than the broker allows, whatever the request asks
         suspend_ms = min(int(ext.get("suspendTimeoutMillis", 0) or 0),
                          self.config.pullSuspendMaxMillis)
-        deadline = time.monotonic() + suspend_ms / 1000
+        if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PULL_FLAG_SUSPEND and \
+                self.config.longPollingEnable and suspend_ms > 0:
+            return self._held(cmd, query, time.monotonic() + suspend_ms / 1000)
+        return self._answer(cmd, query, got, code)
+
+    async def _held(self, cmd: RemotingCommand, q: Query, deadline: float) -> RemotingCommand:
+        """A pull that found nothing, held until the queue grows or `deadline`."""
         while True:
-            got = self.store.get_messages(topic, qid, offset, max_nums,
-                                          self.config.pullBatchMaxBytes, codes)
-            code = pull_code(got.status, offset)
-            if (code != ResponseCode.PULL_NOT_FOUND or not sys_flag & PULL_FLAG_SUSPEND
-                    or not self.config.longPollingEnable):
-                break
             left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            assert self.broker.holds is not None  # set once the broker runs
-            await self.broker.holds.wait(topic, qid, offset, left)
-            if time.monotonic() >= deadline and \
-                    self.store.max_offset_in_queue(topic, qid) <= offset:
-                break
+            if left > 0:
+                assert self.broker.holds is not None  # set once the broker runs
+                await self.broker.holds.wait(q.topic, q.qid, q.offset, left)
+            got = self.store.get_messages(q.topic, q.qid, q.offset, q.max_nums,
+                                          self.config.pullBatchMaxBytes, q.codes)
+            code = pull_code(got.status, q.offset)
+            if code != ResponseCode.PULL_NOT_FOUND or time.monotonic() >= deadline:
+                return self._answer(cmd, q, got, code)
+
+    def _answer(self, cmd: RemotingCommand, q: Query, got: GetResult,
+                code: ResponseCode) -> RemotingCommand:
+        offset, predicate = q.offset, q.predicate
         if code == ResponseCode.PULL_OFFSET_MOVED and offset > got.max_offset and \
                 not self._queues_authoritative():
             # past what this broker's queue holds, but it is not the writable master (or
@@ -176,9 +199,9 @@ class PullProcessor:
             if not selected:  # nothing matched: move the consumer past what was looked at
                 return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY,
                                     "no message matched the SQL92 filter", resp_ext)
-            self.broker.stats.pulled(topic, group, len(selected), sum(map(len, selected)))
+            self.broker.stats.pulled(q.topic, q.group, len(selected), sum(map(len, selected)))
             return cmd.response(code, None, resp_ext, selected)
         if code == ResponseCode.SUCCESS:
-            self.broker.stats.pulled(topic, group, got.message_count, got.total_bytes)
+            self.broker.stats.pulled(q.topic, q.group, got.message_count, got.total_bytes)
             return cmd.response(code, None, resp_ext, list(got.buffers))
         return cmd.response(code, got.status.value, resp_ext)
