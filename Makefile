@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test typecheck test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-rocketmq bench-tls proto \
+.PHONY: install run test typecheck test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-rocketmq bench-tls bench-requests proto \
 	clean fuzz sanitize bench-native soak compat
 
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard ledgermq/wire/_native*.[ch])
@@ -103,6 +103,13 @@ bench-grpc: install
 # RocketMQ's Java client: latency, throughput, CPU per message, RSS, failover and loss
 bench-rocketmq: install
 	$(PY) bench/rocketmq_bench.py
+
+# one message per request, as RocketMQ's clients send: N processes of its C++ client against
+# ledgermq (native and pure) and RocketMQ 5, single node and DLedger x3 (bench/request_bench.py);
+# then the broker's request path in process, without the kernel (bench/request_micro.py)
+bench-requests: install $(CPP_CLIENT)/.ready
+	$(PY) bench/request_bench.py
+	$(PY) bench/request_micro.py
 
 # the cost of TLS on a single node: sync send p50, pipelined throughput, a new connection
 bench-tls: install

@@ -1,8 +1,8 @@
 """One message per request, as RocketMQ's real clients send (#32): N processes of RocketMQ's
 C++ client (PyPI rocketmq==0.4.4) each sending 100-byte messages synchronously from one
 thread, against ledgermq (native, then LEDGERMQ_PURE=1) and Apache RocketMQ 5 in the same
-run, on the same 2 cores. JSON rows: msgs/s, sync p50/p99, and each server process's CPU
-per message (user + system, over the timed window only).
+run, on the same 2 cores. JSON rows: msgs/s, sync p50/p99, each server process's CPU per
+message and the client processes' together (user + system, over the timed window only).
 
     python bench/request_bench.py [--layouts single,dledger] [--procs 1,4,16]
                                   [--seconds 10] [--systems ledgermq,pure,rocketmq]
@@ -47,10 +47,11 @@ def run(s: Side, procs: int, seconds: float) -> dict:
                                 text=True) for _ in range(procs)]
     try:
         pids = s.pids()
+        clients = {f"client{i}": p.pid for i, p in enumerate(senders)}
         time.sleep(max(0.0, start - time.time()))  # the measuring window's edges
-        before = cpu_seconds(pids)
+        before, client_before = cpu_seconds(pids), cpu_seconds(clients)
         time.sleep(max(0.0, end - time.time()))
-        after = cpu_seconds(pids)
+        after, client_after = cpu_seconds(pids), cpu_seconds(clients)
         results = []
         for p in senders:
             out, _ = p.communicate(timeout=60)
@@ -68,7 +69,10 @@ def run(s: Side, procs: int, seconds: float) -> dict:
             "msgs_per_s": round(msgs / seconds), "p50_ms": pct(lats, 0.5),
             "p99_ms": pct(lats, 0.99), "mean_ms": round(statistics.fmean(lats), 3) if lats
             else 0.0, "cpu_us_per_msg": per,
-            "cpu_us_per_msg_total": round(sum(v for v in per.values() if v), 1)}
+            "cpu_us_per_msg_total": round(sum(v for v in per.values() if v), 1),
+            "client_cpu_us_per_msg": round(sum(client_after[n] - client_before[n]
+                                               for n in client_after if n in client_before)
+                                           * 1e6 / msgs, 1) if msgs else None}
 
 
 def main() -> None:
