@@ -70,17 +70,11 @@ class ConsumeQueue:
     # ---- reads ----------------------------------------------------------------------
     def entries(self, offset: int, count: int) -> np.ndarray:
         """Up to `count` entries from `offset`, within one segment (a zero-copy view)."""
-        if offset < self.min_offset or offset >= self.max_offset or count <= 0:
-            return np.empty(0, dtype=ENTRY)
-        at = offset * ENTRY_SIZE
-        seg = self.files.find(at)
-        if seg is None:
-            return np.empty(0, dtype=ENTRY)
-        count = min(count, self.max_offset - offset, (seg.end - at) // ENTRY_SIZE)
-        return np.frombuffer(seg.mm, dtype=ENTRY, count=count, offset=at - seg.start)
+        raw = self.raw_entries(offset, count)
+        return np.frombuffer(raw, dtype=ENTRY) if raw else np.empty(0, dtype=ENTRY)
 
     def raw_entries(self, offset: int, count: int) -> memoryview:
-        """entries() as bytes: up to `count` 20-byte entries from `offset`, one segment's."""
+        """The same as bytes: up to `count` 20-byte entries from `offset`, one segment's."""
         if offset < self.min_offset or offset >= self.max_offset or count <= 0:
             return memoryview(b"")
         at = offset * ENTRY_SIZE
