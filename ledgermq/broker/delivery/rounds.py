@@ -17,19 +17,21 @@ Round = Callable[[], "bool | None | Awaitable[bool | None]"]
 async def run_rounds(what: str, interval_s: float, round_: Round,
                      *, active: Callable[[], bool] = lambda: True,
                      on_inactive: Callable[[], None] | None = None,
-                     rest: Callable[[], Awaitable[None]] | None = None) -> None:
+                     rest: Callable[[], Awaitable[None]] | None = None,
+                     inactive_s: float | None = None) -> None:
     """Run `round_` every `interval_s` seconds while `active()` (usually: this broker is
     the writable master), until cancelled. A round that raises is logged and the next one
     tries again (one unreadable message or a full disk must not stop a service for good).
     A round that returns True has more to do: the next starts at once, after the requests
     waiting on the event loop; one that returns False or None waits `interval_s`.
-    `on_inactive` runs on every round skipped. `rest`, when given, is awaited instead of
-    the `interval_s` wait (a service that knows when it is next needed)."""
+    `on_inactive` runs on every round skipped, `inactive_s` apart (default `interval_s`).
+    `rest`, when given, is awaited instead of the `interval_s` wait (a service that knows
+    when it is next needed)."""
     while True:
         if not active():
             if on_inactive is not None:
                 on_inactive()
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(interval_s if inactive_s is None else inactive_s)
             continue
         try:
             more = round_()

@@ -51,6 +51,7 @@ SLOT_MS = 10
 NEAR_MS = 2000  # timers due within this long sit in slots
 TICK_S = 0.005
 IDLE_S = 1.0  # the longest an idle timer service rests between looks
+INACTIVE_S = 0.1  # how often a slave's (or follower's) timer service looks for mastership
 TICK_MAX = 500  # deliveries per tick: a backlog (after a failover) must not stall the loop
 CHUNK = 4096  # pending counts per this many queue offsets give the low mark
 LOAD_BATCH = 1024
@@ -188,7 +189,7 @@ class TimerService:
         # otherwise it rests until the next is due or a new one is stored
         await run_rounds("timer", TICK_S, self._tick_round,
                          active=lambda: self.broker.mode.is_writable, on_inactive=forget_wheel,
-                         rest=self._rest)
+                         rest=self._rest, inactive_s=INACTIVE_S)
 
     def _tick_round(self) -> None:
         self.tick()
