@@ -7,6 +7,8 @@ from hypothesis import example, given, settings, strategies as st
 from ledgermq.broker import send_parsing  # noqa: F401 (registers read_send with its twin)
 from ledgermq.wire import native
 
+from ..twins import outcome
+
 prop_text = st.text(alphabet=st.characters(blacklist_characters="\x00\x01\x02",
                                            blacklist_categories=("Cs",)), max_size=12)
 
@@ -46,13 +48,6 @@ def send_headers(draw):
     if draw(st.integers(0, 5)) == 0:
         ext["topic" if v2 else "b"] = "Other"  # both layouts' topic names at once
     return ext
-
-
-def outcome(fn, ext):
-    try:
-        return "ok", fn(ext)
-    except Exception as e:  # noqa: BLE001 - the point is to compare any error
-        return "error", type(e), str(e)
 
 
 @settings(max_examples=500, deadline=None)

@@ -9,6 +9,8 @@ from ledgermq.remoting import (
     FLAG_RESPONSE, FrameError, FrameSplitter, RemotingCommand, SerializeType, decode_frame,
 )
 
+from ..twins import outcome
+
 pytestmark = pytest.mark.usefixtures("wire_impl")  # compiled and pure header readers
 
 ext_values = st.dictionaries(st.text(min_size=1, max_size=10), st.text(max_size=30), max_size=5)
@@ -84,13 +86,6 @@ def test_random_bytes_never_raise_anything_but_frame_error(data):
         FrameSplitter(max_frame=1 << 16).feed(data)
     except FrameError:
         pass
-
-
-def outcome(fn, raw):
-    try:
-        return "ok", fn(raw)
-    except Exception as e:  # noqa: BLE001 - the point is to compare any error
-        return "error", type(e), str(e)
 
 
 @settings(max_examples=400, deadline=None)
