@@ -323,6 +323,16 @@ class Connection(asyncio.Protocol):
         if fut is not None and not fut.done():
             fut.set_exception(RemotingTimeout(
                 f"no response from {self.peer} to code {code} within {timeout:.1f}s"))
+            if time.monotonic() - self.last_active >= timeout and self.is_open:
+                # not a byte from the peer for the whole timeout: the path is likely cut
+                # (or the peer hung). Closed, so the next request connects afresh: a
+                # connection whose segments went unanswered retransmits with TCP's growing
+                # backoff (seconds) long after the path is back; a new one gets through
+                # (aborted: what waits in its buffer would never drain over a cut path)
+                log.info("closing %s: silent for %.1f s", self.peer, timeout)
+                self.silent_close_hint = ""
+                assert self.transport is not None  # (open)
+                self.transport.abort()
 
     def oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = next_opaque()
