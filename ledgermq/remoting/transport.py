@@ -329,7 +329,7 @@ class Connection(asyncio.Protocol):
                 # connection whose segments went unanswered retransmits with TCP's growing
                 # backoff (seconds) long after the path is back; a new one gets through
                 # (aborted: what waits in its buffer would never drain over a cut path)
-                log.info("closing %s: silent for %.1f s", self.peer, timeout)
+                log.debug("closing %s: silent for %.1f s", self.peer, timeout)
                 self.silent_close_hint = ""
                 assert self.transport is not None  # (open)
                 self.transport.abort()
