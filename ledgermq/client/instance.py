@@ -158,8 +158,11 @@ class ClientInstance:
             raise ValueError("no name server address given")
         self.client_id = client_id or default_client_id()
         self.request_timeout = request_timeout
+        # a connection silent for a whole request timeout is dropped and made again: after
+        # a partition heals, a new one gets through where the old waits on TCP's backoff
         self.remoting = RemotingClient(on_request or self._default_handler,
-                                       signer=env_signer(), ssl_context=tls_context(tls))
+                                       signer=env_signer(), ssl_context=tls_context(tls),
+                                       drop_silent=True)
         self.routes: dict[str, TopicRoute] = {}
         self._ns_index = 0
 

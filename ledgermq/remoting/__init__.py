@@ -3,9 +3,8 @@ from .codes import (
     FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, RequestCode, ResponseCode, SerializeType,
 )
 from .command import FrameError, FrameSplitter, RemotingCommand, decode_frame
-from .transport import (
-    Connection, RemotingClient, RemotingError, RemotingServer, RemotingTimeout, ReplyWhen,
-)
+from .transport import Connection, RemotingError, RemotingServer, RemotingTimeout, ReplyWhen
+from .client import RemotingClient
 
 __all__ = [
     "FLAG_ONEWAY", "FLAG_RESPONSE", "LanguageCode", "RequestCode", "ResponseCode",

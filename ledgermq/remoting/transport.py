@@ -14,7 +14,6 @@ import inspect
 import itertools
 import logging
 import socket
-import ssl
 import time
 from typing import Awaitable, Callable, Union
 
@@ -49,15 +48,6 @@ class RemotingError(Exception):
 
 class RemotingTimeout(RemotingError):
     pass
-
-
-def split_address(addr: str) -> tuple[str, int]:
-    """(host, port) of "host:port"; RemotingError saying what was expected otherwise."""
-    host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise RemotingError(f"{addr!r} is not an address: expected host:port "
-                            "(e.g. 127.0.0.1:9876)")
-    return host, int(port)
 
 
 _opaques = itertools.count(1)
@@ -96,8 +86,12 @@ CORK_BYTES = 256 << 10  # replies gathered from one read are written out at this
 class Connection(asyncio.Protocol):
     def __init__(self, handler: Handler | None, *, max_frame: int = MAX_FRAME_DEFAULT,
                  on_close: Callable[["Connection"], None] | None = None,
-                 max_in_flight: int = MAX_IN_FLIGHT_DEFAULT):
+                 max_in_flight: int = MAX_IN_FLIGHT_DEFAULT, drop_silent: bool = False):
+        """`drop_silent`: abort when a request times out without a byte from the peer for
+        the whole timeout (clients: see _expire). Off where closing means something to the
+        peer (a broker's link to a name server: its close unregisters the broker)."""
         self.handler = handler
+        self.drop_silent = drop_silent
         self.max_in_flight = max_in_flight
         self.in_flight = 0  # requests handled whose answer is not written yet
         self.splitter = FrameSplitter(max_frame)
@@ -323,16 +317,15 @@ class Connection(asyncio.Protocol):
         if fut is not None and not fut.done():
             fut.set_exception(RemotingTimeout(
                 f"no response from {self.peer} to code {code} within {timeout:.1f}s"))
-            if time.monotonic() - self.last_active >= timeout and self.is_open:
+            if self.drop_silent and self.is_open and \
+                    time.monotonic() - self.last_active >= timeout:
                 # not a byte from the peer for the whole timeout: the path is likely cut
-                # (or the peer hung). Closed, so the next request connects afresh: a
+                # (or the peer hung). Aborted, so the next request connects afresh: a
                 # connection whose segments went unanswered retransmits with TCP's growing
                 # backoff (seconds) long after the path is back; a new one gets through
-                # (aborted: what waits in its buffer would never drain over a cut path)
                 log.debug("closing %s: silent for %.1f s", self.peer, timeout)
                 self.silent_close_hint = ""
-                assert self.transport is not None  # (open)
-                self.transport.abort()
+                self.transport.abort()  # type: ignore[union-attr]  # (open)
 
     def oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = next_opaque()
@@ -403,99 +396,3 @@ class RemotingServer:
             for conn in list(self.connections):
                 conn.close()
             await self._server.wait_closed()
-
-
-class RemotingClient:
-    """Connections to many servers, one per address, reused and re-opened as needed."""
-
-    def __init__(self, handler: Handler | None = None, *, connect_timeout: float = 3.0,
-                 max_frame: int = MAX_FRAME_DEFAULT,
-                 signer: Callable[[RemotingCommand], None] | None = None,
-                 ssl_context: ssl.SSLContext | None = None,
-                 authenticate: Callable[[Connection], Awaitable[None]] | None = None):
-        """`ssl_context`: connect with TLS (verifying servers as it says); None: plaintext."""
-        self.handler = handler
-        self.ssl_context = ssl_context
-        self.connect_timeout = connect_timeout
-        self.max_frame = max_frame
-        self.signer = signer  # signs every request (ACL credentials), if given
-        # proves us to the server on each new connection before it is used (peer_auth.py);
-        # raises RemotingError when either side fails
-        self.authenticate = authenticate
-        self._conns: dict[str, Connection] = {}
-        self._connecting: dict[str, asyncio.Future] = {}
-
-    async def connection(self, addr: str) -> Connection:
-        conn = self._conns.get(addr)
-        if conn is not None and conn.is_open:
-            return conn
-        pending = self._connecting.get(addr)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut = asyncio.get_running_loop().create_future()
-        self._connecting[addr] = fut
-        try:
-            host, port = split_address(addr)
-            loop = asyncio.get_running_loop()
-            try:
-                _, conn = await asyncio.wait_for(loop.create_connection(
-                    lambda: Connection(self.handler, max_frame=self.max_frame), host,
-                    port, ssl=self.ssl_context), self.connect_timeout)
-            except ssl.SSLCertVerificationError as e:
-                raise RemotingError(f"cannot connect to {addr}: TLS: {e.verify_message} (is "
-                                    "the CA that signed its certificate the one trusted here: "
-                                    "tls.client.trustCertPath / LEDGERMQ_TLS_CA?)") from None
-            except (OSError, asyncio.TimeoutError, ValueError) as e:
-                tls_hint = " (TLS handshake: is the server serving TLS?)" \
-                    if isinstance(e, ssl.SSLError) else ""
-                raise RemotingError(f"cannot connect to {addr}: {e or 'timeout'}{tls_hint}"
-                                    ) from None
-            conn.signer = self.signer
-            if self.ssl_context is None:
-                conn.silent_close_hint = (" before answering (a server with tls.server.mode="
-                                          "enforcing closes plaintext: connect with TLS)")
-            if self.authenticate is not None:
-                try:
-                    await self.authenticate(conn)
-                except BaseException:
-                    conn.close()
-                    raise
-            self._conns[addr] = conn
-            fut.set_result(conn)
-            return conn
-        except BaseException as e:
-            if not fut.done():
-                fut.set_exception(e)
-                fut.exception()  # retrieved: waiters get it through shield
-            raise
-        finally:
-            self._connecting.pop(addr, None)
-
-    def open_connection(self, addr: str) -> Connection | None:
-        """The open connection to `addr`, if there is one (no connecting)."""
-        conn = self._conns.get(addr)
-        return conn if conn is not None and conn.is_open else None
-
-    async def invoke(self, addr: str, cmd: RemotingCommand,
-                     timeout: float = 3.0) -> RemotingCommand:
-        conn = await self.connection(addr)
-        return await conn.request(cmd, timeout)
-
-    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
-        (await self.connection(addr)).oneway(cmd)
-
-    def close_connection(self, addr: str) -> None:
-        conn = self._conns.pop(addr, None)
-        if conn is not None:
-            conn.close()
-
-    async def close(self) -> None:
-        conns = list(self._conns.values())
-        self._conns.clear()
-        for c in conns:
-            c.close()
-        for c in conns:
-            try:
-                await asyncio.wait_for(asyncio.shield(c.closed), 1)
-            except asyncio.TimeoutError:
-                pass

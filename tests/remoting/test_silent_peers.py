@@ -1,13 +1,15 @@
-"""A connection whose peer says nothing for a whole request timeout is closed, so the next
-request connects afresh (#34: after a partition heals, the old connection's segments wait
-out TCP's retransmission backoff, seconds; a new connection gets through at once). A peer
-that answers other requests meanwhile is slow, not gone: its connection stays."""
+"""A client connection whose peer says nothing for a whole request timeout is closed, so the
+next request connects afresh (#34: after a partition heals, the old connection's segments
+wait out TCP's retransmission backoff, seconds; a new connection gets through at once). A
+peer that answers other requests meanwhile is slow, not gone: its connection stays. Off by
+default: a broker's link to a name server keeps its connection (its close would unregister
+the broker)."""
 import asyncio
 
 import pytest
 
 from ledgermq.remoting import RemotingCommand, ResponseCode
-from ledgermq.remoting.transport import RemotingClient, RemotingServer, RemotingTimeout
+from ledgermq.remoting import RemotingClient, RemotingServer, RemotingTimeout
 
 IGNORED, PING = 9001, 9002
 
@@ -25,7 +27,7 @@ async def server():
 def test_a_silent_peer_is_dropped_and_the_next_request_reconnects():
     async def main():
         s = await server()
-        client = RemotingClient()
+        client = RemotingClient(drop_silent=True)
         try:
             with pytest.raises(RemotingTimeout):
                 await client.invoke(s.address, RemotingCommand(IGNORED), timeout=0.3)
@@ -46,7 +48,7 @@ def test_a_silent_peer_is_dropped_and_the_next_request_reconnects():
 def test_a_peer_that_answers_other_requests_keeps_its_connection():
     async def main():
         s = await server()
-        client = RemotingClient()
+        client = RemotingClient(drop_silent=True)
         try:
             first = await client.connection(s.address)
             ignored = asyncio.ensure_future(
@@ -56,6 +58,23 @@ def test_a_peer_that_answers_other_requests_keeps_its_connection():
                 await asyncio.sleep(0.05)
             with pytest.raises(RemotingTimeout):
                 await ignored
+            assert client.open_connection(s.address) is first
+        finally:
+            await client.close()
+            await s.stop()
+    asyncio.run(main())
+
+
+def test_off_by_default_a_silent_peer_keeps_its_connection():
+    """A broker's link to a name server: closing it would unregister the broker there."""
+    async def main():
+        s = await server()
+        client = RemotingClient()
+        try:
+            first = await client.connection(s.address)
+            with pytest.raises(RemotingTimeout):
+                await client.invoke(s.address, RemotingCommand(IGNORED), timeout=0.3)
+            # (a drop would be decided with the timeout itself: abort marks it closing)
             assert client.open_connection(s.address) is first
         finally:
             await client.close()
