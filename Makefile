@@ -29,7 +29,8 @@ soak: install
 	SOAK_SECONDS=$${SOAK_SECONDS:-60} $(PY) -m pytest -q -s -m slow tests/security/test_soak.py
 
 # RocketMQ's own clients, the longer runs left out of make test (marked compat): the Java
-# push consumer through %RETRY%, every kind of send, the lite pull consumer
+# push consumer through %RETRY%, every kind of send, the lite pull consumer, and the
+# RocketMQ anchor (Apache RocketMQ from Maven Central driven by its benchmark producer)
 compat: install
 	$(PY) -m pytest -q -m compat tests/compat
 

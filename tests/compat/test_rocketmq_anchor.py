@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(missing_tools() is not None,
                                        f"{missing_tools()}")
 
 
+@pytest.mark.compat  # (46 s: in make compat, beside the other long client runs)
 def test_the_official_benchmark_producer_sends_to_rocketmq_and_to_ledgermq(tmp_path):
     ours = DevProcess(tmp_path / "ledgermq").start()
     try:
