@@ -47,16 +47,12 @@ def twin_or_fallback(native_name: str) -> Callable[[_F], _F]:
     Python's rules for); the pure twin then answers. Their contract, held by the property
     tests: where the compiled one answers, it answers as the twin does."""
     def register(pure: _F) -> _F:
-        compiled: Callable[..., Any] | None = getattr(_native, native_name, None)
-        if compiled is None:
-            TWINS[pure.__name__] = (pure, None)
-            return pure
-
-        def native_first(*args: Any) -> Any:
-            result = compiled(*args)
-            return pure(*args) if result is None else result
-        TWINS[pure.__name__] = (pure, native_first)
-        return pure if PURE else cast(_F, native_first)
+        def falling_back(compiled: Callable[..., Any]) -> Callable[..., Any]:
+            def native_first(*args: Any) -> Any:
+                result = compiled(*args)
+                return pure(*args) if result is None else result
+            return native_first
+        return twin(native_name, adapt=falling_back)(pure)
     return register
 
 
