@@ -55,6 +55,10 @@ class CheckpointMode(HAPortMode):
                                          self.auth, ssl_context=self.config.tls.client)
         self.wants_master = self.config.brokerRole.name != "SLAVE"
         self.slot = 0
+        # a slave standing by stays in the route under its slot until its next role: its
+        # group's only other brokers may be a dead master and a slave being promoted, and
+        # a group out of the route is one clients stop using until their next refresh
+        self.standby_slot: int | None = None
         self.master_epoch = -1  # the epoch this broker leads, when it is master
         self.slave_checkpoint = 0
         self._task: asyncio.Task[None] | None = None
@@ -72,10 +76,11 @@ class CheckpointMode(HAPortMode):
 
     @property
     def broker_id(self) -> int | None:
-        """The master is 0, a slave its control-node slot; None while waiting."""
+        """The master is 0, a slave (also one standing by) its control-node slot; None for a
+        broker without a role yet and a master standing by (it cannot take writes)."""
         if self.is_writable:
             return 0
-        return self.slot if self.links.slave is not None else None
+        return self.slot if self.links.slave is not None else self.standby_slot
 
     @property
     def state_version(self) -> int:
@@ -234,6 +239,10 @@ class CheckpointMode(HAPortMode):
         for a in actions:
             if isinstance(a, Stand):
                 log.warning("checkpoint mode: standing by (%s)", a.reason)
+                if self.links.master is not None:
+                    self.standby_slot = None
+                elif self.links.slave is not None:
+                    self.standby_slot = self.slot
                 await self.links.stop()
                 await self.host.role_changed()
             elif isinstance(a, Truncate):
