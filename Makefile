@@ -38,8 +38,9 @@ compat: install
 test-slow: install
 	$(PY) -m pytest -q -m slow
 
-# every simulator protocol over SIM_SEEDS seeds, every injected bug caught (minutes)
-SIM_SEEDS ?= 2000
+# every simulator protocol over SIM_SEEDS seeds (a process per core), every injected bug
+# caught (about an hour on 2 cores)
+SIM_SEEDS ?= 10000
 sim-long: install
 	$(PY) -m tests.sim.long --seeds $(SIM_SEEDS)
 
