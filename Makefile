@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test typecheck test-slow sim-long spark-cluster chaos bench bench-timer bench-grpc bench-rocketmq bench-tls bench-requests proto \
+.PHONY: install run test typecheck test-slow sim-long spark-cluster chaos chaos-rocketmq bench bench-timer bench-grpc bench-rocketmq bench-tls bench-requests proto \
 	clean fuzz sanitize bench-native soak compat
 
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard ledgermq/wire/_native*.[ch])
@@ -30,9 +30,10 @@ soak: install
 
 # RocketMQ's own clients, the longer runs left out of make test (marked compat): the Java
 # push consumer through %RETRY%, every kind of send, the lite pull consumer, and the
-# RocketMQ anchor (Apache RocketMQ from Maven Central driven by its benchmark producer)
+# RocketMQ anchor (Apache RocketMQ from Maven Central driven by its benchmark producer), and
+# RocketMQ's DLedger layout under a chaos run (a killed leader)
 compat: install
-	$(PY) -m pytest -q -m compat tests/compat
+	$(PY) -m pytest -q -m compat tests/compat tests/chaos/test_rocketmq_side.py
 
 # the tests left out of the default run (marked slow: long chaos runs, a Spark cluster)
 test-slow: install
@@ -69,6 +70,16 @@ chaos: install $(CPP_CLIENT)/.ready
 	  if [ $$rc -eq 3 ]; then exit 0; fi; \
 	  if [ $$rc -ne 0 ]; then status=1; fi; \
 	done; exit $$status
+
+# Apache RocketMQ (Maven Central) under the same seeded schedules as ledgermq (#34): its
+# DLedger and controller layouts on test hosts, every fault family both can take, each seed
+# run on ledgermq then on RocketMQ; the side-by-side table in chaos-results/rocketmq/
+CHAOS_COMPARE_SEEDS ?= 1 2 3
+chaos-rocketmq: install $(CPP_CLIENT)/.ready
+	mkdir -p chaos-results/rocketmq
+	$(PY) -m bench.rocketmq_chaos --modes dledger,controller --seeds "$(CHAOS_COMPARE_SEEDS)" \
+	  --duration $(CHAOS_DURATION) --cpp-client $(CPP_CLIENT)/bin/python \
+	  --out chaos-results/rocketmq | tee chaos-results/rocketmq/table.md
 
 bench: install
 	$(PY) bench/store_bench.py

@@ -135,6 +135,25 @@ def broker_ports(n: int) -> list[int]:
     raise AnchorUnavailable(f"no {n} free broker ports with free neighbours")
 
 
+def node_command(node: Node, d: Path) -> tuple[list[str], dict[str, str]]:
+    """The java command line and environment that start `node` in its directory `d`
+    (its .conf and logback files written there)."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "logback.xml").write_text(LOGBACK)
+    conf = d / f"{node.kind}.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in node.conf.items()))
+    heap = HEAPS[node.kind]
+    argv = ["java", f"-Xms{heap}", f"-Xmx{heap}", *OPENS,
+            f"-Drocketmq.home.dir={d}", f"-Drmq.logback.configurationFile={d / 'logback.xml'}",
+            f"-Drmqlog={d / 'rocketmq.log'}", "-cp", classpath(), MAINS[node.kind]]
+    if node.kind == "proxy":  # local mode: the broker runs inside the proxy's process
+        (d / "proxy.json").write_text(json.dumps(node.proxy))
+        argv += ["-pm", "local", "-bc", str(conf), "-pc", str(d / "proxy.json")]
+    else:
+        argv += ["-c", str(conf)]
+    return argv, {"ROCKETMQ_HOME": str(d), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
+
+
 @dataclass
 class RocketMQ:
     """One of LAYOUTS (single, sync, dledger, controller) of Apache RocketMQ, as
@@ -168,22 +187,9 @@ class RocketMQ:
 
     def start_node(self, node: Node) -> None:
         d = self.workdir / node.name
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "logback.xml").write_text(LOGBACK)
-        conf = d / f"{node.kind}.conf"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in node.conf.items()))
-        heap = HEAPS[node.kind]
-        argv = ["java", f"-Xms{heap}", f"-Xmx{heap}", *OPENS,
-                f"-Drocketmq.home.dir={d}", f"-Drmq.logback.configurationFile={d / 'logback.xml'}",
-                f"-Drmqlog={d / 'rocketmq.log'}", "-cp", classpath(), MAINS[node.kind]]
-        if node.kind == "proxy":  # local mode: the broker runs inside the proxy's process
-            (d / "proxy.json").write_text(json.dumps(node.proxy))
-            argv += ["-pm", "local", "-bc", str(conf), "-pc", str(d / "proxy.json")]
-        else:
-            argv += ["-c", str(conf)]
+        argv, env = node_command(node, d)
         with open(d / "stdout.log", "wb") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=d,
-                                    env={"ROCKETMQ_HOME": str(d), "PATH": "/usr/bin:/bin"})
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=d, env=env)
         self.procs[node.name] = proc
         if node.kind in READY:
             _wait_for(d / "stdout.log", READY[node.kind], proc, 120)

@@ -139,11 +139,15 @@ class Injector:
             out, errors = {}, {}
             for n in a.nodes:
                 try:
-                    out[n] = cluster.start(self.d, n, self.place)["pid"]
+                    out[n] = self.restart(n)
                 except RuntimeError as e:
                     errors[n] = str(e)
             return {"restarted": out, **({"restart_errors": errors} if errors else {})}
         a.undo = restart
+
+    def restart(self, name: str) -> int:
+        """Start a killed node again, as it was started: its new pid."""
+        return int(cluster.start(self.d, name, self.place)["pid"])
 
     def _pause(self, a: Applied) -> None:
         pids = {n: self._proc(n)["pid"] for n in a.nodes}

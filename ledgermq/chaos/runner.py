@@ -51,6 +51,30 @@ class Unavailable(RuntimeError):
     """This machine cannot run test hosts (not root, no namespaces): the reason."""
 
 
+class System:
+    """The system under test on the test hosts: ledgermq (`cluster.up`'s layouts). Another
+    system (bench/rocketmq_chaos.py: Apache RocketMQ) gives its own layout, start, health
+    and injector; the schedule, workload and checks are the same."""
+    name = "ledgermq"
+
+    def hosts(self, mode: str, replicas: int, groups: int, namesrvs: int,
+              controllers: int) -> dict[str, str]:
+        return layout.hosts(mode, replicas, groups=groups, namesrvs=namesrvs,
+                            controllers=controllers)
+
+    def up(self, net: TestNet, mode: str, replicas: int, d: Path, groups: int, namesrvs: int,
+           controllers: int) -> dict:
+        """Start it; the state (cluster.json's: "namesrv", "processes") it wrote to `d`."""
+        return layout.up_on(net, mode, replicas, d, groups=groups, namesrvs=namesrvs,
+                            controllers=controllers)
+
+    def health(self, d: Path) -> tuple[bool, str]:
+        return cluster.health(cluster.status(d))
+
+    def injector(self, net: TestNet, d: Path) -> Injector:
+        return Injector(net, d, layout.placement(net))
+
+
 @dataclass
 class Options:
     mode: str
@@ -68,9 +92,10 @@ class Options:
     cpp_python: str | None = None  # a Python with RocketMQ's C++ client: a second producer
 
 
-def run(o: Options, log=print) -> dict:
+def run(o: Options, log=print, system: System | None = None) -> dict:
     """One run; the results (also in o.out/results.json). Raises Unavailable, NotSupported
     or ValueError before starting anything when the run cannot be made."""
+    system = system or System()
     why = available()
     if why:
         raise Unavailable(why)
@@ -79,8 +104,7 @@ def run(o: Options, log=print) -> dict:
     faults = parse_faults(o.faults)
     replicas = o.replicas or (3 if o.mode == "dledger" else 2)
     controllers = 3 if o.mode == "controller" else 1
-    nodes = layout.hosts(o.mode, replicas, groups=o.groups, namesrvs=o.namesrvs,
-                         controllers=controllers)
+    nodes = system.hosts(o.mode, replicas, o.groups, o.namesrvs, controllers)
     windows = plan(o.seed, faults, nodes, o.duration, o.interval, quiet=o.quiet,
                    final_quiet=o.final_quiet)
     o.out.mkdir(parents=True, exist_ok=True)
@@ -90,22 +114,23 @@ def run(o: Options, log=print) -> dict:
     brokers = [n for n, role in nodes.items() if role.startswith("broker")]
     disks = brokers if any(f.startswith("disk-full") for f in faults) else []
     with small_disks(o.out / "cluster", disks), TestNet(list(nodes)) as net:
-        place = layout.placement(net)
-        state = layout.up_on(net, o.mode, replicas, o.out / "cluster", groups=o.groups,
-                             namesrvs=o.namesrvs, controllers=controllers)
-        log(f"{o.mode}: {len(state['processes'])} processes on test hosts, "
+        state = system.up(net, o.mode, replicas, o.out / "cluster", o.groups, o.namesrvs,
+                          controllers)
+        log(f"{system.name} {o.mode}: {len(state['processes'])} processes on test hosts, "
             f"name servers {state['namesrv']}")
-        _wait_healthy(o.out / "cluster", 90)
+        _wait_healthy(system, o.out / "cluster", 90)
         with HistoryWriter(hist_path) as h:
-            h.meta(mode=o.mode, seed=o.seed, faults=faults, duration=o.duration,
+            h.meta(system=system.name, mode=o.mode, seed=o.seed, faults=faults,
+                   duration=o.duration,
                    cpp_producer=bool(o.cpp_python),
                    groups=o.groups, namesrvs=o.namesrvs, replicas=replicas,
                    schedule=[w.to_json() for w in windows])
-            evidence = _drive(o, net, place, state, h, windows, log)
-    return _results(o, faults, windows, evidence, hist_path, replicas)
+            evidence = _drive(o, system.injector(net, o.out / "cluster"), system, state, h,
+                              windows, log)
+    return _results(o, faults, windows, evidence, hist_path, replicas, system.name)
 
 
-def _drive(o: Options, net: TestNet, place, state: dict, h: HistoryWriter, windows,
+def _drive(o: Options, inj: Injector, system: System, state: dict, h: HistoryWriter, windows,
            log) -> list[dict]:
     """The workload on its own event-loop thread; the windows applied from here, on time."""
     loop = asyncio.new_event_loop()
@@ -124,7 +149,7 @@ def _drive(o: Options, net: TestNet, place, state: dict, h: HistoryWriter, windo
             return task
         task = asyncio.run_coroutine_threadsafe(start(), loop).result(90)
         t0 = time.monotonic()
-        inj, out = Injector(net, o.out / "cluster", place), []
+        out: list[dict] = []
         for win in windows:
             _sleep_until(t0 + win.start)
             a = inj.apply(win)
@@ -136,7 +161,7 @@ def _drive(o: Options, net: TestNet, place, state: dict, h: HistoryWriter, windo
             h.fault_end(n)
             out.append({"window": win.to_json(), "nodes": a.nodes, **a.evidence, **after})
         _sleep_until(t0 + o.duration)
-        healthy = _wait_healthy(o.out / "cluster", 60, fail=False)
+        healthy = _wait_healthy(system, o.out / "cluster", 60, fail=False)
         w.stop()
         asyncio.run_coroutine_threadsafe(asyncio.wait_for(task, 60), loop).result(90)
         drained = asyncio.run_coroutine_threadsafe(w.drain(180), loop).result(240)
@@ -152,11 +177,11 @@ def _sleep_until(t: float) -> None:
     threading.Event().wait(max(0.0, t - time.monotonic()))
 
 
-def _wait_healthy(d: Path, timeout: float, fail: bool = True) -> bool:
+def _wait_healthy(system: System, d: Path, timeout: float, fail: bool = True) -> bool:
     end, line = time.monotonic() + timeout, ""
     while time.monotonic() < end:
         try:
-            ok, line = cluster.health(cluster.status(d))
+            ok, line = system.health(d)
         except Exception as e:  # noqa: BLE001 - not up yet
             ok, line = False, str(e)
         if ok:
@@ -192,7 +217,8 @@ def _excused(h, evidence: list[dict], group_of: dict, outside: dict) -> set[str]
     return out
 
 
-def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: int) -> dict:
+def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: int,
+             system: str) -> dict:
     h = load(hist_path)
     c = check(h)
     group_of = {p["name"]: p.get("group") for p in json.loads(
@@ -220,7 +246,7 @@ def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: i
                            else _group_recovery(h, cw["end"], hit),
                            "applied": {k: v for k, v in ev.items() if k != "nodes"}})
     res = {
-        "mode": o.mode, "seed": o.seed, "faults": faults, "duration": o.duration,
+        "system": system, "mode": o.mode, "seed": o.seed, "faults": faults, "duration": o.duration,
         "interval": o.interval, "groups": o.groups, "namesrvs": o.namesrvs,
         "replicas": replicas, "rate": o.rate,
         "promise": {"no_loss": promised, "what": promise, "not_against": outside},
