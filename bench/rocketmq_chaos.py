@@ -26,7 +26,7 @@ from pathlib import Path
 from bench.chaos_table import table
 from bench.rocketmq_anchor import READY, _wait_for, node_command
 from bench.rocketmq_layouts import Node, on_hosts
-from ledgermq.chaos.faults import MASTER_WAIT_S, Injector
+from ledgermq.chaos.faults import Injector
 from ledgermq.chaos.netns import TestNet
 from ledgermq.chaos.runner import Options, System, run
 from ledgermq.client.admin import Admin
@@ -130,23 +130,17 @@ class RocketMQInjector(Injector):
     def restart(self, name: str) -> int:
         return self.system.restart(self.d, name)
 
-    def master(self, targets: list[str]) -> str | None:
-        st = self._state()
-        by_addr = {f"{p['host']}:{p['port']}": p["name"] for p in st["processes"]}
-        end = time.monotonic() + MASTER_WAIT_S
-        while True:
-            masters = asyncio.run(masters_by_group(st["namesrv"]))
-            found = [by_addr.get(a) for a in masters.values() if by_addr.get(a) in targets]
-            if found:
-                return found[0]
-            if time.monotonic() > end:
-                return None
-            time.sleep(0.3)
+    def master_now(self, targets: list[str]) -> str | None:
+        """The group's master as the name servers' routes say."""
+        by_addr = self.by_addr()
+        masters = asyncio.run(masters_by_group(self._state()["namesrv"]))
+        found = [by_addr[a] for a in masters.values() if by_addr.get(a) in targets]
+        return found[0] if found else None
 
     def controller_leader(self) -> str | None:
         """RocketMQ's controllers name their leader in CONTROLLER_GET_METADATA_INFO's header."""
         st = self._state()
-        by_addr = {f"{p['host']}:{p['port']}": p["name"] for p in st["processes"]}
+        by_addr = self.by_addr()
 
         async def ask() -> str | None:
             client = RemotingClient()

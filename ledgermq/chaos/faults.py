@@ -53,27 +53,35 @@ class Injector:
     def _proc(self, name: str) -> dict:
         return next(p for p in self._state()["processes"] if p["name"] == name)
 
+    def by_addr(self) -> dict[str, str]:
+        """Each process's name by its host:port."""
+        return {f"{p['host']}:{p['port']}": p["name"] for p in self._state()["processes"]}
+
     def master(self, targets: list[str]) -> str | None:
-        """Whichever of `targets` is master now (asked of the brokers); None if none is."""
-        brokers = [t for t in targets if self._proc(t)["kind"] == "broker"]
+        """Whichever of `targets` is master now; None if none is within MASTER_WAIT_S."""
         end = time.monotonic() + MASTER_WAIT_S
         while True:
-            try:
-                st = cluster.status(self.d)
-            except Exception:  # noqa: BLE001 - a broker mid-failover: ask again
-                st = {"processes": []}
-            for p in st["processes"]:
-                if p["name"] in brokers and p.get("alive") and \
-                        p.get("role") in cluster.MASTER_ROLES:
-                    return p["name"]
-            if time.monotonic() > end:
-                return None
+            found = self.master_now(targets)
+            if found or time.monotonic() > end:
+                return found
             time.sleep(0.3)
+
+    def master_now(self, targets: list[str]) -> str | None:
+        """Whichever of `targets` the brokers say is master (None: none, or mid-failover)."""
+        brokers = [t for t in targets if self._proc(t)["kind"] == "broker"]
+        try:
+            st = cluster.status(self.d)
+        except Exception:  # noqa: BLE001 - a broker mid-failover: ask again
+            return None
+        for p in st["processes"]:
+            if p["name"] in brokers and p.get("alive") and p.get("role") in cluster.MASTER_ROLES:
+                return str(p["name"])
+        return None
 
     def controller_leader(self) -> str | None:
         from ..controller.client import ControllerClient
         st = self._state()
-        by_addr = {f"{p['host']}:{p['port']}": p["name"] for p in st["processes"]}
+        by_addr = self.by_addr()
 
         async def ask():
             async with ControllerClient(st["controllerAddr"], timeout=1.0) as c:

@@ -226,6 +226,29 @@ class ClientInstance:
             return await self.fetch_route(topic)
         return self.routes[topic]
 
+    async def look_past_silent_masters(self, silent_s: float) -> None:
+        """A master that owes this client answers and has said nothing for `silent_s` may
+        have been replaced (paused, cut off, hung): the routes naming it are fetched again,
+        and where one now names another master, the connection to the old one is dropped,
+        so the sends waiting on it fail now and are retried on the new master, not at their
+        timeout (as a killed master's sends fail when its connection resets). Their fate
+        is as unknown as a timed-out send's."""
+        silent = set(self.remoting.silent(silent_s))
+        for topic, route in list(self.routes.items()):
+            old = {bd["brokerName"]: bd["brokerAddrs"].get(str(MASTER_ID))
+                   for bd in route.broker_datas}
+            if not silent.intersection(old.values()):
+                continue
+            new = await self.fetch_route(topic)
+            for name, addr in old.items():
+                now = new.broker_addr(name) if new is not None else None
+                if addr in silent and now not in (None, addr):
+                    log.warning("broker %s has owed answers for %.1f s and the route names "
+                                "%s as %s's master now: its waiting requests fail now",
+                                addr, silent_s, now, name)
+                    self.remoting.abort(addr)
+                    silent.discard(addr)
+
     def broker_addrs(self) -> set[str]:
         return {addr for r in self.routes.values() for bd in r.broker_datas
                 for addr in bd["brokerAddrs"].values()}

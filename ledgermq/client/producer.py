@@ -63,6 +63,9 @@ _REROUTE_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILAB
                   ResponseCode.NO_PERMISSION}
 REROUTE_PAUSE_S = 0.1
 MASTERLESS_REFRESH_S = 1.0  # how often a route missing a group's master is fetched again
+# a master silent this long while sends wait on it: is it still the master? (looked at
+# every SILENT_CHECK_S; see ClientInstance.look_past_silent_masters)
+SILENT_MASTER_S, SILENT_CHECK_S = 1.0, 0.5
 COALESCE_MAX_BODY = 64 * 1024  # larger messages are sent alone
 COALESCE_MAX_BYTES = 1 << 20  # a held batch is sent once its bodies reach this size
 
@@ -137,7 +140,9 @@ class Producer:
     async def start(self) -> "Producer":
         self.started = True
         self._tasks = [asyncio.create_task(periodic(30, self._heartbeat, "producer heartbeat")),
-                       asyncio.create_task(periodic(30, self._refresh_routes, "route refresh"))]
+                       asyncio.create_task(periodic(30, self._refresh_routes, "route refresh")),
+                       asyncio.create_task(periodic(
+                           SILENT_CHECK_S, self._look_past_silent_masters, "silent masters"))]
         return self
 
     async def shutdown(self) -> None:
@@ -156,6 +161,9 @@ class Producer:
 
     async def _heartbeat(self) -> None:
         await self.instance.heartbeat([self.group], [])
+
+    async def _look_past_silent_masters(self) -> None:
+        await self.instance.look_past_silent_masters(SILENT_MASTER_S)
 
     async def _refresh_routes(self) -> None:
         for topic in list(self.instance.routes):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from typing import Awaitable, Callable
 
 from .command import MAX_FRAME_DEFAULT, RemotingCommand
@@ -101,6 +102,19 @@ class RemotingClient:
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         (await self.connection(addr)).oneway(cmd)
+
+    def silent(self, silent_s: float) -> list[str]:
+        """Addresses whose connection owes answers and has sent nothing for `silent_s`: the
+        server hung, paused or was cut off (or holds a long poll)."""
+        now = time.monotonic()
+        return [a for a, c in self._conns.items()
+                if c.pending and c.is_open and now - c.last_active >= silent_s]
+
+    def abort(self, addr: str) -> None:
+        """Drop the connection to `addr` at once: the requests waiting on it fail now."""
+        conn = self._conns.pop(addr, None)
+        if conn is not None and conn.transport is not None:
+            conn.transport.abort()
 
     def close_connection(self, addr: str) -> None:
         conn = self._conns.pop(addr, None)

@@ -21,10 +21,10 @@ class Ack:
     at: float
 
 
-async def send_for(namesrv, seconds, acked, prefix, statuses=None):
+async def send_for(namesrv, seconds, acked, prefix, statuses=None, send_timeout=3.0):
     """Send one message at a time for `seconds`; record every SEND_OK as an Ack and count
     every status (or error) in `statuses`."""
-    async with Producer("p-" + prefix, namesrv, retry_times=3, send_timeout=3) as p:
+    async with Producer("p-" + prefix, namesrv, retry_times=3, send_timeout=send_timeout) as p:
         end = time.monotonic() + seconds
         i = 0
         while time.monotonic() < end:
@@ -83,13 +83,15 @@ def check_nothing_lost(acked, stored):
         assert positions == sorted(positions), f"queue {qid}: order changed"
 
 
-def under_load(ns, seconds, prefix, fault_at, *signals, statuses=None) -> list:
+def under_load(ns, seconds, prefix, fault_at, *signals, statuses=None,
+               send_timeout=3.0) -> list:
     """Send for `seconds`; at `fault_at` deliver `signals` (pid, signal, pause after) to
     processes. Returns what was acknowledged, as Acks in the order they came."""
     acked: list = []
 
     async def scenario():
-        sender = asyncio.create_task(send_for(ns, seconds, acked, prefix, statuses))
+        sender = asyncio.create_task(send_for(ns, seconds, acked, prefix, statuses,
+                                              send_timeout))
         await asyncio.sleep(fault_at)  # the fault schedule, not a wait
         for pid, sig, pause in signals:
             os.kill(pid, sig)
