@@ -82,6 +82,13 @@ class TopicRoute:
     broker_datas: list[dict[str, Any]]
     _write_queues: list[MessageQueue] | None = None
     fetched: float = field(default_factory=time.monotonic)  # when the name server said so
+    doubted: bool = False  # a broker it names as master said it is not (a failover is on)
+
+    def stale(self, age_s: float) -> bool:
+        """Whether to ask for it again: a group had no master, or a master it names said it
+        is not one, and it is older than `age_s`."""
+        return (self.doubted or bool(self.masterless())) and \
+            time.monotonic() - self.fetched > age_s
 
     def masterless(self) -> list[str]:
         """Groups with writable queues but no master in this route (mid-failover when it

@@ -172,11 +172,12 @@ class Producer:
     # ---- routing --------------------------------------------------------------------
     async def queues(self, topic: str) -> list[MessageQueue]:
         route = self.instance.routes.get(topic)
-        if route is not None and route.masterless() and \
-                time.monotonic() - route.fetched > MASTERLESS_REFRESH_S:
-            # a group had no master when the route was fetched (a failover under way): ask
-            # again for its new master now, not at the 30 s refresh, or its queues stay
-            # unused that long (found by the chaos runner: 22 s after a master was replaced)
+        if route is not None and route.stale(MASTERLESS_REFRESH_S):
+            # a group had no master when the route was fetched, or its master refused as
+            # not being one (a failover under way): ask again for its new master now, not
+            # at the 30 s refresh, or its queues stay unused (or refused) that long (found
+            # by the chaos runner: 22 s after a master was replaced; 14 s of refusals to a
+            # selector's sends by a DLedger leader deposed by a partition)
             route = await self.instance.route(topic, refresh=True)
         route = route or await self.instance.route(topic)
         queues = route.write_queues() if route is not None else None
@@ -406,6 +407,9 @@ class Producer:
             if status is not None:
                 return _send_result(status, uniq, resp, q)
             last = MQClientError(resp.code, resp.remark)
+            route = self.instance.routes.get(topic)
+            if resp.code in _REROUTE_CODES and route is not None:
+                route.doubted = True  # the next send asks for the route again (at most 1/s)
             if resp.code not in _RETRY_CODES or selector is not None:
                 raise last
             avoid = q.broker_name
