@@ -136,9 +136,9 @@ def _drive(o: Options, inj: Injector, system: System, state: dict, h: HistoryWri
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="chaos-workload", daemon=True)
     thread.start()
+    w = Workload(Settings(state["namesrv"], rate=o.rate, cpp_python=o.cpp_python), h)
     try:
         asyncio.run_coroutine_threadsafe(create_topic(state["namesrv"], 4), loop).result(90)
-        w = Workload(Settings(state["namesrv"], rate=o.rate, cpp_python=o.cpp_python), h)
         ready = threading.Event()
 
         async def start():
@@ -167,7 +167,8 @@ def _drive(o: Options, inj: Injector, system: System, state: dict, h: HistoryWri
         drained = asyncio.run_coroutine_threadsafe(w.drain(180), loop).result(240)
         log(f"  healthy before the drain: {healthy}; drained: {drained}; sent {w.sent}")
         return out
-    finally:
+    finally:  # (a run ended early, by SIGTERM or an error, leaves no C++ producer behind)
+        asyncio.run_coroutine_threadsafe(w.kill_children(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
 

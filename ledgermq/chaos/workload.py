@@ -86,9 +86,17 @@ class Workload:
         self.s, self.h = s, history
         self._stop = asyncio.Event()
         self.sent = 0
+        self._children: list[asyncio.subprocess.Process] = []  # the C++ producer, while up
 
     def stop(self) -> None:
         self._stop.set()
+
+    async def kill_children(self) -> None:
+        """SIGKILL what the workload started and has not reaped (a run ended early)."""
+        for proc in self._children:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
 
     async def run(self, ready: asyncio.Event | None = None) -> None:
         push = PushConsumer(PUSH_GROUP, self.s.namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET",
@@ -164,6 +172,7 @@ class Workload:
                 self.s.cpp_python, str(script), self.s.namesrv, TOPIC,
                 str(self.s.rate * self.s.cpp_share), "cpp", stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, env={**os.environ, "HOME": home})
+            self._children.append(proc)
             lines = asyncio.ensure_future(self._cpp_events(proc.stdout))
             await self._stop.wait()
             proc.stdin.close()  # it finishes the sends in flight and exits

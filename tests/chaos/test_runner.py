@@ -7,14 +7,21 @@ saying why otherwise. Long runs: `make chaos`."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from ledgermq.chaos import available
 from ledgermq.chaos.history import load
 from ledgermq.chaos.runner import Options, run
+from ledgermq.localcluster.cluster import pid_alive
 
 from ..compat.venv import cpp_client_python
+from ..wait import wait_until
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 
@@ -110,3 +117,45 @@ def test_store_faults_a_minority_node_loses_nothing(tmp_path):
     """DLedger: a node's unsynced tail cut after kill -9, its flushed bytes zeroed or flipped,
     its disk filled while it runs; the group loses no acknowledged message."""
     _short(tmp_path, "dledger", "lost-writes,corrupt,disk-full", 1, duration=40)
+
+
+def _children(pid: int) -> dict[int, str]:
+    """pid -> command line of `pid`'s child processes (from /proc)."""
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rpartition(")")[2].split()[1])
+            if ppid == pid:
+                out[int(stat.parent.name)] = \
+                    (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return out
+
+
+def test_a_terminated_run_leaves_no_cpp_producer_behind(tmp_path):
+    """SIGTERM unwinds a run (its nets closed, its brokers stopped); the C++ producer, a
+    process of the workload's own, used to stay behind until its sends in flight gave up
+    (to a hung broker: seconds, sending to nothing)."""
+    out = tmp_path / "run"
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "ledgermq", "chaos", "--mode", "dledger", "--groups", "1",
+         "--namesrvs", "1", "--replicas", "1", "--faults", "pause", "--duration", "120",
+         "--cpp-client", str(cpp_client_python()), "--out", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        hist = out / "history.jsonl"
+        wait_until(lambda: hist.exists() and '"cpp-' in hist.read_text(),
+                   "the C++ producer's first send", 90)
+        cpp = [p for p, cmd in _children(runner.pid).items() if "cpp_producer.py" in cmd]
+        assert len(cpp) == 1, _children(runner.pid)
+        broker = next(p for p in json.loads((out / "cluster" / "cluster.json").read_text())
+                      ["processes"] if p["kind"] == "broker")
+        os.kill(broker["pid"], signal.SIGSTOP)  # the producer's sends now hang
+        runner.terminate()
+        runner.wait(60)
+        wait_until(lambda: not pid_alive(cpp[0]), "the C++ producer gone", 2)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
