@@ -8,6 +8,7 @@ windows (what `pick: master` resolves to depends on the cluster at that moment).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -168,7 +169,8 @@ def _drive(o: Options, inj: Injector, system: System, state: dict, h: HistoryWri
         log(f"  healthy before the drain: {healthy}; drained: {drained}; sent {w.sent}")
         return out
     finally:  # (a run ended early, by SIGTERM or an error, leaves no C++ producer behind)
-        asyncio.run_coroutine_threadsafe(w.kill_children(), loop).result(10)
+        with contextlib.suppress(Exception):  # (cleanup: the run's own error is the one told)
+            asyncio.run_coroutine_threadsafe(w.kill_children(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
 

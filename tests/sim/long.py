@@ -1,6 +1,7 @@
 """The long simulator run (`make sim-long`): `ledgermq sim` for every protocol over many
-seeds (10,000 by default, split over --jobs processes), and every injected bug of every simulator caught, by the
-invariant it breaks, within the seed bound the default test run gives it.
+seeds (10,000 by default, split over --jobs processes), and every injected bug of every
+simulator caught, by the invariant it breaks, within the seed bound the default test run
+gives it.
 
 It runs the real command (`python -m ledgermq sim ... --json`), one run at a time, with
 the steps and profiles of the default tests (tests/sim), so a failure here replays with
