@@ -19,14 +19,11 @@ def _family(label: str) -> str:
     return label.split(":", 1)[0]
 
 
-def cell(windows: list[dict], key: str) -> str:
-    """"2x 1.3 s": the windows of one family and the longest of `key` ("never": a window
-    whose groups took no write again before the run ended)."""
-    if not windows:
-        return "—"
+def worst(windows: list[dict], key: str) -> str:
+    """The longest of `key` over `windows`: "1.3 s", or "never" (a window whose groups took
+    no write again before the run ended)."""
     times = [w[key] for w in windows]
-    worst = "never" if None in times else f"{max(times):.1f} s"
-    return f"{len(windows)}x {worst}"
+    return "never" if None in times else f"{max(times):.1f} s"
 
 
 def row(res: dict, families: list[str]) -> str:
@@ -36,11 +33,9 @@ def row(res: dict, families: list[str]) -> str:
     a = res["check"]["attempts"]
     tail = f"{res['lost']} / {res['unexpected']} / {res['duplicates']} / " \
         f"{res['indeterminate']} of {a['total']:,} ({a['fail']:,} refused)"
-    cells = []
-    for f in families:
-        ws = by_family[f]
-        after = cell(ws, "group_recovery_after_heal_s").split(" ", 1)[-1]
-        cells.append(f"{cell(ws, 'group_recovery_s')} ({after} after the heal)" if ws else "—")
+    cells = [f"{len(ws)}x {worst(ws, 'group_recovery_s')} "
+             f"({worst(ws, 'group_recovery_after_heal_s')} after the heal)" if ws else "—"
+             for ws in (by_family[f] for f in families)]
     return "| " + " | ".join([res.get("system", "ledgermq"), res["mode"], str(res["seed"]),
                               *cells, tail]) + " |"
 

@@ -100,7 +100,7 @@ def compile_java(source: Path, into: Path, cp: str = "") -> str:
     return str(out)
 
 
-def _wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> None:
+def wait_for_output(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> None:
     """Until `text` appears in `path` (a process's stdout), or fail saying why."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -192,7 +192,7 @@ class RocketMQ:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=d, env=env)
         self.procs[node.name] = proc
         if node.kind in READY:
-            _wait_for(d / "stdout.log", READY[node.kind], proc, 120)
+            wait_for_output(d / "stdout.log", READY[node.kind], proc, 120)
 
     async def master(self, timeout: float = 60.0, not_at: str = "") -> str:
         """The group's master (or DLedger leader) address, once the name server has one

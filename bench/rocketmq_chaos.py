@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bench.chaos_table import table
-from bench.rocketmq_anchor import READY, _wait_for, node_command
+from bench.rocketmq_anchor import READY, node_command, wait_for_output
 from bench.rocketmq_layouts import Node, on_hosts
 from ledgermq.chaos.faults import Injector
 from ledgermq.chaos.netns import TestNet
@@ -79,7 +79,7 @@ class RocketMQSystem(System):
 
     def _ready(self, d: Path, node: Node, p: subprocess.Popen) -> None:
         if node.kind in READY:
-            _wait_for(d / node.name / "stdout.log", READY[node.kind], p, 180)
+            wait_for_output(d / node.name / "stdout.log", READY[node.kind], p, 180)
 
     def restart(self, d: Path, name: str) -> int:
         """Start a killed process again (same configuration, same store); its new pid. Not

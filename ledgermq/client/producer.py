@@ -62,7 +62,7 @@ _RETRY_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE
 _REROUTE_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE,
                   ResponseCode.NO_PERMISSION}
 REROUTE_PAUSE_S = 0.1
-MASTERLESS_REFRESH_S = 1.0  # how often a route missing a group's master is fetched again
+ROUTE_RECHECK_S = 1.0  # how often a stale route (no master, or one doubted) is fetched again
 # a master silent this long while sends wait on it: is it still the master? (looked at
 # every SILENT_CHECK_S; see ClientInstance.look_past_silent_masters)
 SILENT_MASTER_S, SILENT_CHECK_S = 1.0, 0.5
@@ -172,7 +172,7 @@ class Producer:
     # ---- routing --------------------------------------------------------------------
     async def queues(self, topic: str) -> list[MessageQueue]:
         route = self.instance.routes.get(topic)
-        if route is not None and route.stale(MASTERLESS_REFRESH_S):
+        if route is not None and route.stale(ROUTE_RECHECK_S):
             # a group had no master when the route was fetched, or its master refused as
             # not being one (a failover under way): ask again for its new master now, not
             # at the 30 s refresh, or its queues stay unused (or refused) that long (found
