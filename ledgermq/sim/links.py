@@ -1,5 +1,7 @@
 """TCP-like links between simulated brokers (HA connections): messages on a link arrive in
-order and only while it is open; closing one tells both ends a moment later."""
+order and only while it is open, and a message a cut drops breaks its link (a connection
+never delivers a later byte without the earlier ones); closing one tells both ends a
+moment later."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -42,9 +44,11 @@ class Links:
         return link
 
     def send(self, src: str, dst: str, msg: Any, link: int | None = None) -> None:
-        """Deliver later (unless the way is cut); on a link, in order."""
+        """Deliver later, on a link in order; a cut drops the message and breaks its link."""
         w = self.w
         if (src, dst) in w.net.blocked:
+            if link is not None:
+                self.close(link, f"{src}->{dst} cut: a frame was lost")
             return
         t = w.now + w.rng.randint(w.net.min_delay_ms, w.net.max_delay_ms)
         if link is not None:

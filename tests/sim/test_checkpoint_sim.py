@@ -54,10 +54,12 @@ def test_slaves_that_join_empty_after_the_first_segment():
 
 def test_exercises_pending_and_both_resolutions():
     seen: dict[str, int] = {}
-    for seed in range(30):
+    for seed in range(BUG_SEED_BOUND):  # DONE is rare: about one seed in ten has one
         for k, v in CheckpointSim(seed, steps=STEPS).run().stats["sent"].items():
             seen[k] = seen.get(k, 0) + v
-    assert seen.get("DONE", 0) > 0 and seen.get("RESEND", 0) > 0, seen
+        if seen.get("DONE", 0) > 0 and seen.get("RESEND", 0) > 0:
+            return
+    pytest.fail(f"no PENDING resolved both ways in {BUG_SEED_BOUND} seeds: {seen}")
 
 
 def test_every_bug_names_its_invariant():
@@ -100,4 +102,14 @@ def test_a_master_restarted_in_its_epoch_counts_a_member_its_file_missed():
     naming it was still being written when the master crashed; restarted in the same
     epoch, the master counted its file's members only (members-saved-hold-checkpoint)."""
     r = CheckpointSim(751, steps=STEPS).run()
+    assert r.ok, (r.invariant, r.violation, "\n".join(r.tail(30)))
+
+
+def test_a_frame_a_cut_drops_breaks_its_link():
+    """Seed 9433 (make sim-long at 10,000 seeds), kept as found: b1 came back on an empty
+    disk and linked to master b0 as a 252 ms partition began; the frames 0..4096 were
+    dropped while the link stayed open, and the next frame (at 4096) reached the empty
+    slave, which starts its log at the first offset it is sent. A TCP connection never
+    delivers a later byte without the earlier ones: a frame lost on the way breaks it."""
+    r = CheckpointSim(9433, steps=STEPS).run()
     assert r.ok, (r.invariant, r.violation, "\n".join(r.tail(30)))
