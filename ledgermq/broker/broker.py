@@ -54,7 +54,8 @@ log = logging.getLogger(__name__)
 
 # these only from a peer that proved the cluster secret (clusterSecret), ACL or not; an
 # operator's END_HA_RECOVERY is an admin request besides (the client ACL applies)
-AUTHENTICATED_CODES = frozenset({RequestCode.CONTROL_PROMOTE, RequestCode.END_HA_RECOVERY})
+AUTHENTICATED_CODES = frozenset({RequestCode.CONTROL_PROMOTE, RequestCode.END_HA_RECOVERY,
+                                 RequestCode.CLIENTS_CANNOT_REACH_LEADER})
 # the cluster's own protocols: no client account, the cluster secret when ACL is on
 PEER_CODES = frozenset(code for code, rule in ACL_RULES.items() if rule.peer)
 PEER_CODES_CLOSED = ("this broker has aclEnable=true and no cluster secret: the cluster's own "
@@ -158,6 +159,9 @@ class Broker:
 
     async def master_ha_address(self) -> str | None:
         return await self.namesrv.master_ha_address()
+
+    async def master_address(self) -> str | None:
+        return await self.namesrv.master_address()
 
     # ---- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:

@@ -187,6 +187,10 @@ class BrokerConfig:
     dLegerMaxPushTimeOutMs: int = field(default=1000, metadata=check(positive))
     dLegerQuorumAckTimeoutMs: int = field(default=3000, metadata=check(positive))
     preferredLeaderId: str = ""  # a dLegerSelfId: leadership moves there once it caught up
+    # ledgermq's own: a leader no client has reached for clientQuietMillis hands over to a
+    # follower whose clients report they cannot reach it (modes/dledger_handover.py)
+    handOverOnClientReports: bool = True
+    clientQuietMillis: int = field(default=2000, metadata=check(positive))
     # TLS: RocketMQ's tls.* keys (tls.server.mode, tls.enable, ...), read by
     # load_broker_config into this; not a key of its own
     tls: ClassVar[Tls] = DISABLED

@@ -156,7 +156,7 @@ class NameServerLink:
             except (RemotingError, ValueError, KeyError) as e:
                 log.debug("sync from master failed: %s", e)
 
-    async def _master_address(self) -> str | None:
+    async def master_address(self) -> str | None:
         """The group's master as the first name server that knows it says (a dead name
         server, or one just restarted that knows no master yet, is passed over)."""
         for ns in self.namesrvs:
@@ -175,7 +175,7 @@ class NameServerLink:
         return None
 
     async def sync_from_master(self) -> None:
-        master = await self._master_address()
+        master = await self.master_address()
         if not master or master == self.broker.address:
             return
         topics, offsets = self.broker.topics.table, self.broker.offsets

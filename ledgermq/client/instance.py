@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 MASTER_ID = 0
 AUTO_CREATE_TOPIC = "TBW102"
+REPORT_EVERY_S = 1.0  # a silent master is reported to its group's followers this often
+REPORT_TIMEOUT_S = 1.0
 
 # what serves the requests brokers send a client, and a client's `tls` argument
 OnRequest = Callable[[RemotingCommand, Connection], "RemotingCommand | None"]
@@ -171,6 +173,7 @@ class ClientInstance:
                                        signer=env_signer(), ssl_context=tls_context(tls),
                                        drop_silent=True)
         self.routes: dict[str, TopicRoute] = {}
+        self._reported: dict[str, float] = {}  # group -> when its silent master was reported
         self._ns_index = 0
 
     @staticmethod
@@ -255,6 +258,29 @@ class ClientInstance:
                                 addr, silent_s, now, name)
                     self.remoting.abort(addr)
                     silent.discard(addr)
+                elif addr in silent and now == addr and new is not None:
+                    await self._report_unreachable(name, addr, new)
+
+    async def _report_unreachable(self, name: str, master: str, route: TopicRoute) -> None:
+        """Tell the group's other brokers that its master does not answer this client: a
+        DLedger leader no client reaches hands over to a follower whose clients say so
+        (broker/modes/dledger_handover.py). At most once per REPORT_EVERY_S a group."""
+        now = time.monotonic()
+        if now - self._reported.get(name, float("-inf")) < REPORT_EVERY_S:
+            return
+        self._reported[name] = now
+        others = [a for bd in route.broker_datas if bd["brokerName"] == name
+                  for bid, a in bd["brokerAddrs"].items() if str(bid) != str(MASTER_ID)]
+        if not others:
+            return
+        log.warning("%s's master %s owes this client answers and says nothing; telling %s",
+                    name, master, ", ".join(others))
+        results = await asyncio.gather(*(self.remoting.invoke(a, RemotingCommand(
+            RequestCode.REPORT_MASTER_UNREACHABLE, ext={"brokerName": name,
+                                                        "masterAddr": master}),
+            REPORT_TIMEOUT_S) for a in others), return_exceptions=True)
+        for a, r in zip(others, results):
+            log.debug("report to %s: %s", a, r.remark if isinstance(r, RemotingCommand) else r)
 
     def broker_addrs(self) -> set[str]:
         return {addr for r in self.routes.values() for bd in r.broker_datas

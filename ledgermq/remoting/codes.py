@@ -74,6 +74,11 @@ class RequestCode(enum.IntEnum):
     # ledgermq's own: an operator lets a restarted SYNC_MASTER take writes without the
     # refill from its slaves, accepting the loss of what only they hold (cluster secret)
     END_HA_RECOVERY = 9915
+    # ledgermq's own (DLedger): a client tells a follower it cannot reach the group's
+    # leader; a follower passes that on to its leader, which hands over if no client
+    # reaches it (modes/dledger_handover.py)
+    REPORT_MASTER_UNREACHABLE = 9916
+    CLIENTS_CANNOT_REACH_LEADER = 9917
     # ledgermq's own: servers of one cluster prove they know its secret (peer_auth.py)
     PEER_AUTH = 9920
     # controller mode (S1): RocketMQ 5's codes; the bodies are ledgermq's JSON

@@ -181,6 +181,7 @@ RULES: dict[int, Rule] = {
     C.GET_TOPIC_STATS_INFO: Rule("SUB on the topic", _topic_sub),
     C.GET_TOPIC_CONFIG: Rule("SUB on the topic", _topic_sub),
     C.QUERY_TOPIC_CONSUME_BY_WHO: Rule("SUB on the topic", _topic_sub),
+    C.REPORT_MASTER_UNREACHABLE: ANYONE,  # (a hint: the leader decides on its own state)
     C.GET_ROUTEINFO_BY_TOPIC: ANYONE,  # (gRPC QueryRoute: routes are the name server's)
     # the broker's configuration and every group's state
     C.UPDATE_AND_CREATE_TOPIC: ADMIN,
@@ -199,6 +200,7 @@ RULES: dict[int, Rule] = {
     C.END_HA_RECOVERY: Rule("an admin account and the cluster secret", admin=True),
     # the cluster's own protocols
     C.CONTROL_PROMOTE: PEER,
+    C.CLIENTS_CANNOT_REACH_LEADER: PEER,
     C.GET_BROKER_EPOCH_CACHE: PEER,
     C.PEER_AUTH: Rule("anyone: the cluster-secret handshake itself", peer=True),
 }

@@ -43,6 +43,12 @@ class ModeHost(Protocol):
     async def master_ha_address(self) -> str | None:
         """The group master's HA address as the name server knows it."""
 
+    async def master_address(self) -> str | None:
+        """The group master's broker address as the name servers know it."""
+
+    def client_connections(self) -> list[Any]:
+        """Every client connected now (remoting connections and gRPC channels)."""
+
 
 @dataclass(slots=True)
 class Later:

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import TYPE_CHECKING
 
 from ...drivers.dledger import DLedgerDriver, parse_peers
+from ...remoting import RequestCode
 from ...replication.raft import Code, Complete, RaftConfig, Role
 from ...store import PutResult, PutStatus
 from ...wire.batch import EncodedBatch
 from .base import Later, ModeHost, StandaloneMode
+from .dledger_handover import ClientHandOver
 from .protocol import Metric
+
+if TYPE_CHECKING:
+    from ...remoting.transport import Handler
 
 
 class DLedgerMode(StandaloneMode):
@@ -21,6 +27,9 @@ class DLedgerMode(StandaloneMode):
         self.driver: DLedgerDriver | None = None
         self.role_changes = 0
         self.elections_won = 0
+        self.hand_over = ClientHandOver(
+            host.config, lambda: self.driver, host.client_connections, host.master_address,
+            self.auth, host.config.tls.client)
 
     @property
     def is_writable(self) -> bool:
@@ -90,7 +99,18 @@ class DLedgerMode(StandaloneMode):
             ("ledgermq_raft_role_changes_total", "Raft role changes of this node.", {},
              self.role_changes),
             ("ledgermq_raft_elections_won_total", "Times this node became the leader.", {},
-             self.elections_won)]
+             self.elections_won),
+            ("ledgermq_dledger_client_reports_total", "Clients' reports that they cannot "
+             "reach this group's leader, heard by this follower.", {}, self.hand_over.reports),
+            ("ledgermq_dledger_client_hand_overs_total", "Times this leader handed over "
+             "because no client reached it and a follower's clients could not.", {},
+             self.hand_over.hand_overs)]
+
+    def handlers(self) -> dict[int, Handler]:
+        return {RequestCode.REPORT_MASTER_UNREACHABLE:
+                lambda cmd, conn: self.hand_over.client_report(cmd, conn),
+                RequestCode.CLIENTS_CANNOT_REACH_LEADER:
+                lambda cmd, conn: self.hand_over.follower_report(cmd, conn)}
 
     def replica_offsets(self) -> dict[str, int]:
         """On the leader: each follower's match index, as a commit-log offset."""
@@ -117,7 +137,8 @@ class DLedgerMode(StandaloneMode):
                        max_pending_size=c.dLegerMaxPendingSize,
                        max_push_timeout_ms=c.dLegerMaxPushTimeOutMs,
                        quorum_ack_timeout_ms=c.dLegerQuorumAckTimeoutMs),
-            preferred_leader=lambda: c.preferredLeaderId, auth=self.auth, tls=c.tls)
+            preferred_leader=lambda: c.preferredLeaderId or self.hand_over.target(),
+            auth=self.auth, tls=c.tls)
         await self.driver.start()
 
     def _role_changed(self, role: Role) -> None:
@@ -126,5 +147,6 @@ class DLedgerMode(StandaloneMode):
         asyncio.get_running_loop().create_task(self.host.role_changed())
 
     async def stop(self) -> None:
+        await self.hand_over.stop()
         if self.driver is not None:
             await self.driver.stop()

@@ -1,0 +1,61 @@
+"""DLedger on test hosts: producers cut off from a leader that keeps its peers. Raft sees a
+healthy leader, so before, every send waited for the heal. ledgermq's client now tells
+the followers that the leader does not answer; the leader, reached by no client, hands
+over to one of them, and the sends are acknowledged again before the cut heals. Needs
+root; skips saying why otherwise."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from ledgermq.chaos import TestNet, available, layout
+from ledgermq.localcluster.cluster import down, status
+
+from ..integration.load import acked_after, check_nothing_lost, read_all, send_for
+from ..wait import wait_until
+
+pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
+
+CUT_AT_S = 3.0  # into the load
+SEND_FOR_S = 14.0  # the cut lasts the rest of it: a heal cannot be what ends the wait
+BACK_WITHIN_S = 6.0  # from the cut to the next SEND_OK (the leader hears nothing for 2 s)
+
+
+def leader(d) -> dict | None:
+    leaders = [p for p in status(d)["processes"] if p.get("role") == "LEADER" and p["alive"]]
+    return leaders[0] if len(leaders) == 1 else None
+
+
+def test_a_leader_no_client_reaches_hands_over_to_a_follower(tmp_path):
+    d = tmp_path / "cluster"
+    with TestNet(list(layout.hosts("dledger", 3))) as net:
+        state = layout.up_on(net, "dledger", 3, d)
+        try:
+            first = wait_until(lambda: leader(d), "a leader", 30)["name"]
+            acked: list = []
+            cut: list[float] = []
+            ended: list[float] = []
+
+            async def scenario():
+                sender = asyncio.create_task(send_for(state["namesrv"], SEND_FOR_S, acked,
+                                                      "cut"))
+                await asyncio.sleep(CUT_AT_S)  # the fault schedule, not a wait
+                net.cut_clients(first)
+                cut.append(time.monotonic())
+                await sender
+                ended.append(time.monotonic())
+            asyncio.run(scenario())
+            # the sends in flight at the cut may still be answered: the longest time
+            # without a SEND_OK from the cut to the end of the load is what counts
+            times = [cut[0]] + [a.at for a in acked_after(acked, cut[0])] + [ended[0]]
+            gaps = [b - a for a, b in zip(times, times[1:])]
+            assert max(gaps) <= BACK_WITHIN_S, f"no SEND_OK for {max(gaps):.1f} s"
+            now = wait_until(lambda: leader(d), "a leader", 15)
+            assert now["name"] != first, now
+            net.heal()
+            check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
+        finally:
+            net.heal()
+            down(d)
