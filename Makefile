@@ -111,6 +111,7 @@ bench-native: install
 # RocketMQ 5's gRPC endpoint next to remoting (sync send, pipelined, consume everything)
 bench-grpc: install
 	$(PY) bench/grpc_bench.py
+	$(PY) bench/grpc_floor.py
 
 # ledgermq beside Apache RocketMQ 5 (from Maven Central) in every layout, both driven by
 # RocketMQ's Java client: latency, throughput, CPU per message, RSS, failover and loss
