@@ -93,16 +93,19 @@ class ClientHandOver:
         if now - self._passed_on_at < PASS_ON_EVERY_S:
             return cmd.response(ResponseCode.SUCCESS, "passed on to the leader already")
         self._passed_on_at = now
-        task = asyncio.get_running_loop().create_task(self._pass_on(d.self_id))
+        reported = str(cmd.ext.get("masterAddr", ""))[:64]
+        task = asyncio.get_running_loop().create_task(self._pass_on(d.self_id, reported))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return cmd.response(ResponseCode.SUCCESS, "passing it on to the leader")
 
-    async def _pass_on(self, self_id: str) -> None:
+    async def _pass_on(self, self_id: str, reported: str) -> None:
+        """To the leader the name servers name, unless the client's report named another:
+        its route is older than the last election, and the leader it missed is gone."""
         addr = await self._master_address()
-        if not addr:
-            log.info("a client cannot reach %s's leader; no name server names one",
-                     self.config.brokerName)
+        if not addr or (reported and addr != reported):
+            log.info("a client cannot reach %s's leader %s; the name servers name %s",
+                     self.config.brokerName, reported or "?", addr or "none")
             return
         try:
             r = await self.client.invoke(addr, RemotingCommand(
