@@ -82,7 +82,9 @@ class ClientHandOver:
                                 f"this broker is in group {self.config.brokerName}, "
                                 f"not {str(name)[:64]!r}")
         d = self._driver()
-        if d is None or d.is_leader:
+        if d is None:
+            return cmd.response(ResponseCode.SYSTEM_BUSY, "this broker is starting")
+        if d.is_leader:
             return cmd.response(ResponseCode.SUCCESS,
                                 f"this broker leads {name} now: fetch the route again")
         self.reports += 1
