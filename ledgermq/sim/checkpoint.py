@@ -344,7 +344,8 @@ class CheckpointSim(HAGroupSim):
         """Most crashed brokers come back; one may not, some on an empty disk: one lost
         copy at a time, never the master's (the control node holds its cache, not its log),
         nor that of the broker being promoted: it may have taken over and answered before
-        it crashed, and is then the master, possibly of no member but itself."""
+        it crashed, and is then the master, possibly of no member but itself. A replaced
+        disk loses a copy as a lost broker does, so only where `_may_lose` allows one."""
         roll = self.loss_rng.random()
         one_at_a_time = self.lost is None and not any(n.wiped or n.wipe_on_restart
                                                       for n in self.nodes.values())
@@ -354,8 +355,8 @@ class CheckpointSim(HAGroupSim):
             return
         st = self.ctl.state
         slot = st.slots.get(name)
-        if one_at_a_time and roll < LOSE_SHARE + WIPE_SHARE and slot not in (st.master,
-                                                                           st.promoting):
+        if one_at_a_time and roll < LOSE_SHARE + WIPE_SHARE and \
+                slot not in (st.master, st.promoting) and self._may_lose(name):
             self.nodes[name].wipe_on_restart = True
         super()._restart_later(name)
 
