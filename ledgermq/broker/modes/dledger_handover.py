@@ -124,7 +124,9 @@ class ClientHandOver:
     # ---- on the leader: a follower's clients cannot reach it -------------------------
     def follower_report(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         follower = str(cmd.ext.get("follower", ""))
-        why = self._why_not(follower)
+        name = cmd.ext.get("brokerName")
+        why = self._why_not(follower) if name == self.config.brokerName else \
+            f"this broker is in group {self.config.brokerName}, not {str(name)[:64]!r}"
         if why is not None:
             log.info("clients of follower %s cannot reach this leader; not handing over: %s",
                      follower[:64], why)
