@@ -72,11 +72,12 @@ def test_a_reached_leader_stays_and_an_idle_one_hands_over_once(tmp_path):
         assert r.ext["handingOver"] == "true", r.remark
         wait_until(lambda: (single_leader(d) or {}).get("name") == target, f"{target} leads",
                    15)
-        # and the new leader, just as idle, does not hand on at once (once per 30 s each)
+        # the old leader no longer decides; the new one, just as idle, hands back once (its
+        # own first), and then the first refuses another within 30 s of its hand-over
         again = follower_says(first, target, key)
         assert again.ext["handingOver"] == "false" and "not the leader" in again.remark
         back = follower_says(leader_of(d), first["name"], key)
-        assert back.ext["handingOver"] == "true", back.remark  # its own first
+        assert back.ext["handingOver"] == "true", back.remark
         wait_until(lambda: (single_leader(d) or {}).get("name") == first["name"],
                    "the first leader leads again", 15)
         r = follower_says(leader_of(d), target, key)
