@@ -11,9 +11,10 @@ import time
 import pytest
 
 from ledgermq.chaos import TestNet, available, layout
-from ledgermq.localcluster.cluster import down, status
+from ledgermq.localcluster.cluster import down
 
 from ..integration.load import acked_after, check_nothing_lost, read_all, send_for
+from ..integration.test_dledger import single_leader
 from ..wait import wait_until
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
@@ -23,17 +24,12 @@ SEND_FOR_S = 14.0  # the cut lasts the rest of it: a heal cannot be what ends th
 BACK_WITHIN_S = 6.0  # from the cut to the next SEND_OK (the leader hears nothing for 2 s)
 
 
-def leader(d) -> dict | None:
-    leaders = [p for p in status(d)["processes"] if p.get("role") == "LEADER" and p["alive"]]
-    return leaders[0] if len(leaders) == 1 else None
-
-
 def test_a_leader_no_client_reaches_hands_over_to_a_follower(tmp_path):
     d = tmp_path / "cluster"
     with TestNet(list(layout.hosts("dledger", 3))) as net:
         state = layout.up_on(net, "dledger", 3, d)
         try:
-            first = wait_until(lambda: leader(d), "a leader", 30)["name"]
+            first = wait_until(lambda: single_leader(d), "a leader", 30)["name"]
             acked: list = []
             cut: list[float] = []
             ended: list[float] = []
@@ -52,7 +48,7 @@ def test_a_leader_no_client_reaches_hands_over_to_a_follower(tmp_path):
             times = [cut[0]] + [a.at for a in acked_after(acked, cut[0])] + [ended[0]]
             gaps = [b - a for a, b in zip(times, times[1:])]
             assert max(gaps) <= BACK_WITHIN_S, f"no SEND_OK for {max(gaps):.1f} s"
-            now = wait_until(lambda: leader(d), "a leader", 15)
+            now = wait_until(lambda: single_leader(d), "a leader", 15)
             assert now["name"] != first, now
             net.heal()
             check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))

@@ -27,9 +27,7 @@ class DLedgerMode(StandaloneMode):
         self.driver: DLedgerDriver | None = None
         self.role_changes = 0
         self.elections_won = 0
-        self.hand_over = ClientHandOver(
-            host.config, lambda: self.driver, host.client_connections, host.master_address,
-            self.auth, host.config.tls.client)
+        self.hand_over = ClientHandOver(host, lambda: self.driver)
 
     @property
     def is_writable(self) -> bool:
@@ -107,6 +105,7 @@ class DLedgerMode(StandaloneMode):
              self.hand_over.hand_overs)]
 
     def handlers(self) -> dict[int, Handler]:
+        # (looked up at each request: tests list a mode's codes on an instance not set up)
         return {RequestCode.REPORT_MASTER_UNREACHABLE:
                 lambda cmd, conn: self.hand_over.client_report(cmd, conn),
                 RequestCode.CLIENTS_CANNOT_REACH_LEADER:

@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ...peer_auth.core import PeerAuth
 from ...peer_auth.remoting import PeerGate
 from ...remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
     from ...drivers.dledger import DLedgerDriver
     from ...remoting.transport import Connection
-    from ..config import BrokerConfig
+    from .base import ModeHost
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +46,13 @@ def last_heard(conn: Any) -> float | None:
 
 
 class ClientHandOver:
-    def __init__(self, config: BrokerConfig, driver: Callable[[], DLedgerDriver | None],
-                 clients: Callable[[], Iterable[Any]],
-                 master_address: Callable[[], Awaitable[str | None]], auth: PeerAuth,
-                 ssl_context: ssl.SSLContext | None = None):
-        self.config = config
+    def __init__(self, host: ModeHost, driver: Callable[[], DLedgerDriver | None]):
+        self.host = host  # its client connections; the leader's address (name servers)
+        self.config = host.config
         self._driver = driver
-        self._clients = clients  # the broker's client connections now
-        self._master_address = master_address  # async: the leader's address (name server)
         self.client = RemotingClient(
-            authenticate=PeerGate(auth, "dledger hand-over").authenticate,
-            ssl_context=ssl_context)
+            authenticate=PeerGate(host.peer_auth, "dledger hand-over").authenticate,
+            ssl_context=host.config.tls.client)
         self._target: tuple[str, float] | None = None  # (follower, until) on the leader
         self._handed_over_at = float("-inf")
         self._passed_on_at = float("-inf")
@@ -104,7 +98,7 @@ class ClientHandOver:
     async def _pass_on(self, self_id: str, reported: str) -> None:
         """To the leader the name servers name, unless the client's report named another:
         its route is older than the last election, and the leader it missed is gone."""
-        addr = await self._master_address()
+        addr = await self.host.master_address()
         if not addr or (reported and addr != reported):
             log.info("a client cannot reach %s's leader %s; the name servers name %s",
                      self.config.brokerName, reported or "?", addr or "none")
@@ -161,7 +155,7 @@ class ClientHandOver:
 
     def _quiet_s(self, now: float) -> float:
         """Seconds since a client last brought this broker a byte (inf: none connected)."""
-        heard = [t for conn in self._clients() if (t := last_heard(conn)) is not None]
+        heard = [t for conn in self.host.client_connections() if (t := last_heard(conn)) is not None]
         return now - max(heard) if heard else float("inf")
 
     async def stop(self) -> None:
