@@ -58,52 +58,66 @@ class RemotingCommand:
                                version=self.version, serialize_type=self.serialize_type)
 
     # ---- encoding -------------------------------------------------------------------
-    def header_bytes(self) -> bytes:
-        if self.serialize_type == SerializeType.ROCKETMQ:
-            return self._binary_header()
-        doc = {"code": self.code, "language": self.language, "version": self.version,
-               "opaque": self.opaque, "flag": self.flag, "serializeTypeCurrentRPC": "JSON"}
-        if self.remark is not None:
-            doc["remark"] = self.remark
-        ext = self.ext
-        if ext:
-            for v in ext.values():
-                if type(v) is not str:  # (values are mostly strings already)
-                    ext = {k: str(v) for k, v in ext.items() if v is not None}
-                    break
-            doc["extFields"] = ext
-        return orjson.dumps(doc)
-
-    def _binary_header(self) -> bytes:
-        try:
-            lang = LanguageCode[self.language].value
-        except KeyError:
-            lang = LanguageCode.OTHER.value
-        remark = self.remark.encode() if self.remark else b""
-        parts = [_BIN_FIXED.pack(self.code, lang, self.version, self.opaque, self.flag),
-                 _LEN.pack(len(remark)), remark]
-        ext = []
-        for k, v in self.ext.items():
-            if v is None:
-                continue
-            kb, vb = k.encode(), str(v).encode()
-            ext.append(struct.pack(">h", len(kb)) + kb + _LEN.pack(len(vb)) + vb)
-        ext_raw = b"".join(ext)
-        parts += [_LEN.pack(len(ext_raw)), ext_raw]
-        return b"".join(parts)
-
     def encode(self) -> list:
         """The frame as a list of buffers (the body is not copied)."""
-        header = self.header_bytes()
         body = self.body
         bodies = body if type(body) is list else [body] if body else []
-        body_len = sum(map(len, bodies))
-        prefix = _PREFIX.pack(4 + len(header) + body_len,
-                              (int(self.serialize_type) << 24) | len(header))
-        return [prefix, header, *bodies]
+        head = encode_head(self.serialize_type, self.code, self.language, self.version,
+                           self.opaque, self.flag, self.remark, self.ext,
+                           sum(map(len, bodies)))
+        return [head, *bodies]
 
     def to_bytes(self) -> bytes:
         return b"".join(bytes(b) if isinstance(b, memoryview) else b for b in self.encode())
+
+
+@twin_or_fallback("encode_head")
+def encode_head(stype: int, code: int, language: str, version: int, opaque: int, flag: int,
+                remark: str | None, ext: dict[str, str], body_len: int) -> bytes:
+    """A frame's length prefix and header, for a body of `body_len` bytes: the header in
+    the serialization `stype` names (JSON unless ROCKETMQ). (Its compiled twin writes the
+    usual header; anything else, a value that is not a str or a number past its width,
+    it leaves to this one.)"""
+    if stype == SerializeType.ROCKETMQ:
+        header = _binary_header(code, language, version, opaque, flag, remark, ext)
+    else:
+        header = _json_header(code, language, version, opaque, flag, remark, ext)
+    return _PREFIX.pack(4 + len(header) + body_len, (int(stype) << 24) | len(header)) + header
+
+
+def _json_header(code: int, language: str, version: int, opaque: int, flag: int,
+                 remark: str | None, ext: dict[str, str]) -> bytes:
+    doc = {"code": code, "language": language, "version": version, "opaque": opaque,
+           "flag": flag, "serializeTypeCurrentRPC": "JSON"}
+    if remark is not None:
+        doc["remark"] = remark
+    if ext:
+        for v in ext.values():
+            if type(v) is not str:  # (values are mostly strings already)
+                ext = {k: str(v) for k, v in ext.items() if v is not None}
+                break
+        doc["extFields"] = ext
+    return orjson.dumps(doc)
+
+
+def _binary_header(code: int, language: str, version: int, opaque: int, flag: int,
+                   remark: str | None, ext: dict[str, str]) -> bytes:
+    try:
+        lang = LanguageCode[language].value
+    except KeyError:
+        lang = LanguageCode.OTHER.value
+    remark_raw = remark.encode() if remark else b""
+    parts = [_BIN_FIXED.pack(code, lang, version, opaque, flag), _LEN.pack(len(remark_raw)),
+             remark_raw]
+    fields = []
+    for k, v in ext.items():
+        if v is None:
+            continue
+        kb, vb = k.encode(), str(v).encode()
+        fields.append(struct.pack(">h", len(kb)) + kb + _LEN.pack(len(vb)) + vb)
+    ext_raw = b"".join(fields)
+    parts += [_LEN.pack(len(ext_raw)), ext_raw]
+    return b"".join(parts)
 
 
 def decode_frame(frame: memoryview | bytes) -> RemotingCommand:

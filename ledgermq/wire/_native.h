@@ -36,6 +36,8 @@ extern const char read_send_doc[];
 /* _native_frame.c */
 PyObject *binary_header_fields(PyObject *self, PyObject *arg);
 extern const char binary_header_fields_doc[];
+PyObject *encode_head(PyObject *self, PyObject *args);
+extern const char encode_head_doc[];
 
 /* _native_walk.c */
 PyObject *walk_positions(PyObject *self, PyObject *args);
