@@ -146,9 +146,12 @@ def node_command(node: Node, d: Path) -> tuple[list[str], dict[str, str]]:
     argv = ["java", f"-Xms{heap}", f"-Xmx{heap}", *OPENS,
             f"-Drocketmq.home.dir={d}", f"-Drmq.logback.configurationFile={d / 'logback.xml'}",
             f"-Drmqlog={d / 'rocketmq.log'}", "-cp", classpath(), MAINS[node.kind]]
-    if node.kind == "proxy":  # local mode: the broker runs inside the proxy's process
+    if node.kind == "proxy":
         (d / "proxy.json").write_text(json.dumps(node.proxy))
-        argv += ["-pm", "local", "-bc", str(conf), "-pc", str(d / "proxy.json")]
+        if node.proxy and node.proxy.get("proxyMode") == "cluster":  # brokers of its own
+            argv += ["-pm", "cluster", "-pc", str(d / "proxy.json")]
+        else:  # local mode: the broker runs inside the proxy's process
+            argv += ["-pm", "local", "-bc", str(conf), "-pc", str(d / "proxy.json")]
     else:
         argv += ["-c", str(conf)]
     return argv, {"ROCKETMQ_HOME": str(d), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}

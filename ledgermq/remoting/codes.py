@@ -65,6 +65,12 @@ class RequestCode(enum.IntEnum):
     SEND_BATCH_MESSAGE = 320
     QUERY_CONSUME_QUEUE = 321
     QUERY_DATA_VERSION = 322
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352  # RocketMQ 5: one group's config (its proxy asks)
+    # RocketMQ 5's POP over remoting: what its proxy in cluster mode sends a broker
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    BATCH_ACK_MESSAGE = 200151
     # ledgermq's own: the control node of checkpoint mode (S3)
     CONTROL_HEARTBEAT = 9910
     CONTROL_CACHE = 9911
@@ -120,6 +126,8 @@ class ResponseCode(enum.IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
     # ledgermq's own (S3): stored, replicated to no checkpoint and not cached by the
     # control node; the producer resolves it (see Producer.resolve)
     SEND_PENDING = 9920

@@ -90,6 +90,15 @@ def _topic_and_group(ask: Ask) -> list[Need]:
     return [topic(_field(ask, "topic"), SUB), group(_field(ask, "consumerGroup"))]
 
 
+def _group_named(ask: Ask) -> list[Need]:
+    return [group(_field(ask, "group"))]
+
+
+def _batch_ack(ask: Ask) -> list[Need]:
+    acks = _json(ask).get("acks") or []
+    return [n for a in acks for n in (topic(str(a["t"]), SUB), group(str(a["c"])))]
+
+
 def _group(ask: Ask) -> list[Need]:
     return [group(_field(ask, "consumerGroup"))]
 
@@ -158,6 +167,10 @@ RULES: dict[int, Rule] = {
     # consuming
     C.PULL_MESSAGE: Rule("SUB on the topic and the group", _topic_and_group),
     C.LITE_PULL_MESSAGE: Rule("SUB on the topic and the group", _topic_and_group),
+    C.POP_MESSAGE: Rule("SUB on the topic and the group", _topic_and_group),
+    C.ACK_MESSAGE: Rule("SUB on the topic and the group", _topic_and_group),
+    C.CHANGE_MESSAGE_INVISIBLETIME: Rule("SUB on the topic and the group", _topic_and_group),
+    C.BATCH_ACK_MESSAGE: Rule("SUB on each ack's topic and group", _batch_ack),
     C.CONSUMER_SEND_MSG_BACK: Rule("SUB on the group and on the topic of the message at "
                                    "the offset", _send_back),
     C.QUERY_CONSUMER_OFFSET: Rule("SUB on the topic and the group", _topic_and_group),
@@ -171,6 +184,7 @@ RULES: dict[int, Rule] = {
     C.GET_CONSUMER_LIST_BY_GROUP: Rule("SUB on the group", _group),
     C.GET_CONSUMER_CONNECTION_LIST: Rule("SUB on the group", _group),
     C.GET_CONSUME_STATS: Rule("SUB on the group", _group),
+    C.GET_SUBSCRIPTIONGROUP_CONFIG: Rule("SUB on the group", _group_named),
     # reading a topic's messages and offsets
     C.QUERY_MESSAGE: Rule("SUB on the topic", _topic_sub),
     C.VIEW_MESSAGE_BY_ID: Rule("SUB on the topic of the message at the offset", _view),

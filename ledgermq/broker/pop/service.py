@@ -62,6 +62,7 @@ class Popped:
     handle: Handle
     attempt: int          # 1 for a first delivery
     invisible_ms: int
+    raw: bytes            # the message as stored (a remoting pop answers with these)
 
 
 def check_invisible_ms(invisible_ms: int) -> None:
@@ -189,8 +190,11 @@ class PopService:
     # ---- pop ------------------------------------------------------------------------
     def pop(self, group: str, topic: str, max_count: int, invisible_ms: int, fifo: bool,
             tag_codes: Iterable[int] | None,
-            predicate: Callable[[dict[str, str]], bool] | None) -> list[Popped]:
-        """Up to `max_count` messages out now (nothing to wait for here)."""
+            predicate: Callable[[dict[str, str]], bool] | None,
+            queue_id: int = -1) -> list[Popped]:
+        """Up to `max_count` messages out now (nothing to wait for here), from every queue
+        of the topic and the group's retry topic, or from the topic's queue `queue_id`.
+        One delivery stamp for all of them (RocketMQ's pop answer has one pop time)."""
         check_invisible_ms(invisible_ms)
         if self.broker.topics.for_pull(topic) is None:
             raise Refused(Kind.TOPIC_NOT_FOUND, f"topic {topic} does not exist on "
@@ -199,19 +203,23 @@ class PopService:
             self.fifo_groups.add(group)
         self._popped_at[group] = time.monotonic()
         queues = self._queues_of(group, topic)
+        if queue_id >= 0:
+            queues = [q for q in queues if q == (topic, queue_id)]
         self._rotation += 1
         start = self._rotation % max(1, len(queues))
+        stamp, now = self._stamp(), wall_ms()
         out: list[Popped] = []
         for name, qid in queues[start:] + queues[:start]:
             if len(out) >= max_count:
                 break
             out += self._pop_queue(group, name, qid, max_count - len(out), invisible_ms, fifo,
-                                   tag_codes, predicate)
+                                   tag_codes, predicate, stamp, now)
         return out
 
     def _pop_queue(self, group: str, topic: str, qid: int, max_count: int, invisible_ms: int,
                    fifo: bool, tag_codes: Iterable[int] | None,
-                   predicate: Callable[[dict[str, str]], bool] | None) -> list[Popped]:
+                   predicate: Callable[[dict[str, str]], bool] | None, stamp: int,
+                   now: int) -> list[Popped]:
         pq = self._queue(group, topic, qid)
         if fifo and pq.blocked():
             return []
@@ -233,17 +241,16 @@ class PopService:
             if m.queue_offset in pq.done:
                 continue  # acked already (an earlier master logged it): not again
             if predicate is None or predicate(m.properties):
-                msgs.append(m)
-        stamp, now = self._stamp(), wall_ms()
-        handed = pq.hand_out([m.queue_offset for m in msgs], got.next_begin_offset, now,
+                msgs.append((m, bytes(raw)))
+        handed = pq.hand_out([m.queue_offset for m, _ in msgs], got.next_begin_offset, now,
                              invisible_ms, stamp)
         self._commit(group, topic, qid, pq)
         out = []
         broker = self.broker.config.brokerName
-        for m, (off, attempt) in zip(msgs, handed):
+        for (m, stored), (off, attempt) in zip(msgs, handed):
             self._deadline(now + invisible_ms, (group, topic, qid), off, stamp)
             out.append(Popped(m, Handle(broker, topic, qid, off, stamp, invisible_ms),
-                              m.reconsume_times + attempt, invisible_ms))
+                              m.reconsume_times + attempt, invisible_ms, stored))
         return out
 
     async def wait(self, group: str, topic: str, timeout_s: float) -> None:

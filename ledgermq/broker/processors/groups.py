@@ -5,6 +5,7 @@ request codes)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, cast
 
 from ...remoting import Connection, RemotingCommand, RemotingError, RequestCode, ResponseCode
@@ -35,6 +36,7 @@ class GroupAdminProcessor:
         return {
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.get_one,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
         }
@@ -58,6 +60,17 @@ class GroupAdminProcessor:
 
     def get_all(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, None, None, json_body(self.groups.to_json()))
+
+    def get_one(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """One group's config, made on first use where `autoCreateSubscriptionGroup` allows
+        (as a consumer's first pull would): RocketMQ's proxy reads a group's retry and
+        order settings this way."""
+        group = cmd.ext["group"]
+        cfg = self.groups.for_consumer(group)
+        if cfg is None:
+            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"subscription group [{group[:128]}] does not exist")
+        return cmd.response(ResponseCode.SUCCESS, None, None, json_body(asdict(cfg)))
 
     def delete(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         if (r := self._refused(cmd)) is not None:
