@@ -236,6 +236,25 @@ class RocketMQ:
         self.procs.clear()
 
 
+@dataclass
+class FrontProxy(RocketMQ):
+    """RocketMQ 5's gRPC proxy in cluster mode, in front of the brokers another name server
+    routes to (ledgermq's): `with FrontProxy(dir, front_of=namesrv) as p`, then RocketMQ 5
+    clients use `p.grpc`. The proxy speaks remoting to those brokers (sends, POP, acks)."""
+    front_of: str = ""
+    cluster: str = "DefaultCluster"
+    grpc: str = ""
+
+    def _start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        grpc, remoting = free_ports(2)
+        self.namesrv, self.grpc = self.front_of, f"127.0.0.1:{grpc}"
+        self.nodes = [Node("proxy", "proxy", self.grpc, {}, {
+            "rocketMQClusterName": self.cluster, "namesrvAddr": self.front_of,
+            "grpcServerPort": grpc, "remotingListenPort": remoting, "proxyMode": "cluster"})]
+        self.start_node(self.nodes[0])
+
+
 REPORT = re.compile(r"(?:Send Total: (\d+) \| )?Send TPS: (\d+) \| Max RT\(ms\): (\d+) \| "
                     r"Average RT\(ms\):\s+([\d.]+|NaN) \| Send Failed: (\d+) \| Response Failed: (\d+)")
 SHORT_COMPLETE = re.compile(r"\[Complete\] Send Total: (\d+) Send Failed: (\d+) "

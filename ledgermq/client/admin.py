@@ -70,8 +70,10 @@ class Admin:
 
     async def update_topic(self, topic: str, *, broker: str | None = None,
                            cluster: str | None = None, read_queues: int = 8,
-                           write_queues: int = 8, perm: int = 6, order: bool = False) -> list[str]:
-        """Create or update a topic on one broker or on every master of a cluster."""
+                           write_queues: int = 8, perm: int = 6, order: bool = False,
+                           attributes: str = "") -> list[str]:
+        """Create or update a topic on one broker or on every master of a cluster;
+        `attributes` as RocketMQ's `updateTopic -a` ("+message.type=FIFO")."""
         targets = [broker] if broker else list((await self.master_addrs(cluster)).values())
         if not targets:
             raise MQClientError(ResponseCode.SYSTEM_ERROR, "no broker to create the topic on")
@@ -80,7 +82,7 @@ class Admin:
                                defaultTopic="TBW102", readQueueNums=read_queues,
                                writeQueueNums=write_queues, perm=perm,
                                topicFilterType="SINGLE_TAG", topicSysFlag=0,
-                               order=str(order).lower())
+                               order=str(order).lower(), attributes=attributes)
         return targets
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:

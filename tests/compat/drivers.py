@@ -20,8 +20,10 @@ def run_java(main: str, classes: str, classpath: str, *args, options=(),
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
 
-def create_topic(namesrv: str, topic: str, queues: int = 2, tls=None) -> None:
+def create_topic(namesrv: str, topic: str, queues: int = 2, tls=None,
+                 attributes: str = "") -> None:
     async def make():
         async with Admin(namesrv, tls=tls) as a:
-            await a.update_topic(topic, read_queues=queues, write_queues=queues)
+            await a.update_topic(topic, read_queues=queues, write_queues=queues,
+                                 attributes=attributes)
     asyncio.run(make())

@@ -3,7 +3,7 @@ document under <storePathRootDir>/config, replaced atomically."""
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,33 @@ class TopicConfig:
     topicFilterType: str = "SINGLE_TAG"
     topicSysFlag: int = 0
     order: bool = False
+    # RocketMQ 5's topic attributes; the one it knows is message.type (what a topic takes:
+    # NORMAL, FIFO, DELAY, TRANSACTION or MIXED), which RocketMQ's proxy checks sends by
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+MESSAGE_TYPE = "message.type"
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+
+
+def with_attributes(current: dict[str, str], change: str) -> dict[str, str]:
+    """`current` changed as RocketMQ's `updateTopic -a` writes it: "+key=value" sets,
+    "-key" removes, comma separated. ValueError for anything else, or an attribute or a
+    message type RocketMQ does not know."""
+    out = dict(current)
+    for item in filter(None, (x.strip() for x in change.split(","))):
+        key, _, value = item[1:].partition("=")
+        if item[0] not in "+-" or key != MESSAGE_TYPE:
+            raise ValueError(f"attribute {item[:64]!r}: the only one is +{MESSAGE_TYPE}=TYPE "
+                             f"(or -{MESSAGE_TYPE})")
+        if item[0] == "-":
+            out.pop(key, None)
+        elif value not in MESSAGE_TYPES:
+            raise ValueError(f"{MESSAGE_TYPE}={value[:32]!r} is not one of "
+                             f"{', '.join(MESSAGE_TYPES)}")
+        else:
+            out[key] = value
+    return out
 
 
 class TopicTable:

@@ -10,7 +10,7 @@ from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
 from ...remoting.transport import Handler
 from ...store.store import check_topic
 from ...wire.message import MessageFormatError
-from ..meta.topic_table import TopicConfig
+from ..meta.topic_table import MESSAGE_TYPE, TopicConfig, with_attributes
 from ..modes import not_in_mode
 from ..name_server_link import json_body
 from ..queue_tables import queue_table
@@ -57,9 +57,16 @@ class AdminProcessor:
         if not (0 < read <= 1024 and 0 < write <= 1024):
             return cmd.response(ResponseCode.SYSTEM_ERROR,
                                 f"queue numbers must be in 1..1024 (read {read}, write {write})")
+        before = self.topics.get(topic)
+        try:
+            attributes = with_attributes(before.attributes if before else {},
+                                         ext.get("attributes") or "")
+        except ValueError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic {topic}: {e}")
         await self.topics.create_off_loop(TopicConfig(
             topic, read, write, int(ext.get("perm", 6)), ext.get("topicFilterType", "SINGLE_TAG"),
-            int(ext.get("topicSysFlag", 0)), str(ext.get("order", "false")).lower() == "true"))
+            int(ext.get("topicSysFlag", 0)), str(ext.get("order", "false")).lower() == "true",
+            attributes))
         await self.broker.namesrv.announced()
         return cmd.response(ResponseCode.SUCCESS)
 
@@ -80,8 +87,12 @@ class AdminProcessor:
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. "
                                 f"topic: {topic}")
+        # a topic whose type nobody declared takes every kind of message here (as on
+        # RocketMQ 4): MIXED, so RocketMQ's proxy lets FIFO, delayed and transactional
+        # messages through to it (it would hold an untyped topic to NORMAL)
+        attributes = {MESSAGE_TYPE: "MIXED", **tc.attributes}
         return cmd.response(ResponseCode.SUCCESS, None, None, json_body(
-            {**asdict(tc), "attributes": {}, "mappingDetail": None}))
+            {**asdict(tc), "attributes": attributes, "mappingDetail": None}))
 
     def runtime_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, None, None,

@@ -17,8 +17,8 @@ from ...store import PutResult, PutStatus, StoreError
 from ...store.mapped_file import DISK_FULL_ERRNOS
 from ...store.store import check_topic
 from ...wire.message import (
-    PROPERTY_RETRY_TOPIC, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
-    MessageFormatError, StoredMessage, decode_properties, pack_host,
+    PROPERTY_RETRY_TOPIC, PROPERTY_UNIQ_KEY, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+    MessageFormatError, StoredMessage, decode_properties, pack_host, property_value,
 )
 from ..access.system_topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, client_may_send
 from ..delivery.redelivery import redelivery
@@ -146,10 +146,12 @@ class SendProcessor:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
                                     "a batch cannot be a transactional (half) message")
             # invisible until END_TRANSACTION commits it to its real topic and queue
+            # (its UNIQ_KEY is the transaction's id: RocketMQ's proxy ends it by that)
+            tx_id = property_value(bytes(batch.props[0]), PROPERTY_UNIQ_KEY) or ""
             batch.props = [to_half(bytes(batch.props[0]), topic, qid)]
             topic, qid = TRANS_HALF_TOPIC, 0
             return self.put(cmd, conn, topic, qid, batch, sys_flag & ~SYSFLAG_TRANSACTION_MASK,
-                            born_ts, reconsumed)
+                            born_ts, reconsumed, tx_id)
         if marks & MARK_TIMER:
             decoded = decode_properties(bytes(batch.props[0]))
             now = wall_ms()
@@ -171,8 +173,8 @@ class SendProcessor:
         return self.put(cmd, conn, topic, qid, batch, sys_flag, born_ts, reconsumed)
 
     def put(self, cmd: RemotingCommand, conn: Connection, topic: str, qid: int,
-            batch: BatchBody, sys_flag: int, born_ts: int,
-            reconsume_times: int) -> RemotingCommand | ReplyWhen:
+            batch: BatchBody, sys_flag: int, born_ts: int, reconsume_times: int,
+            transaction_id: str = "") -> RemotingCommand | ReplyWhen:
         """Encode and write; the response, or a ReplyWhen of it."""
         born_host = conn.attrs.get("born_host")
         if born_host is None:
@@ -197,11 +199,12 @@ class SendProcessor:
             if outcome.may_pend and cmd.language != PENDING_AWARE_LANGUAGE:
                 future = asyncio.ensure_future(_resolved_by_broker(future, settle))
                 settle = _as_is
-            return ReplyWhen(future, lambda value: self.respond(cmd, qid, settle(value)))
-        return self.respond(cmd, qid, outcome)  # type: ignore[arg-type]  # (not Later here)
+            return ReplyWhen(future, lambda value: self.respond(cmd, qid, settle(value),
+                                                                transaction_id))
+        return self.respond(cmd, qid, outcome, transaction_id)  # type: ignore[arg-type]  # (not Later)
 
-    def respond(self, cmd: RemotingCommand, qid: int,
-                outcome: PutResult | Pending) -> RemotingCommand:
+    def respond(self, cmd: RemotingCommand, qid: int, outcome: PutResult | Pending,
+                transaction_id: str = "") -> RemotingCommand:
         if type(outcome) is Pending:
             return self._pending(cmd, qid, outcome)
         result: PutResult = outcome  # type: ignore[assignment]  # (no cast call per send)
@@ -211,6 +214,8 @@ class SendProcessor:
         ext = {"msgId": ",".join(result.msg_ids(self.broker.store_host)), "queueId": str(qid),
                "queueOffset": str(result.queue_offset), "MSG_REGION": "DefaultRegion",
                "TRACE_ON": "true"}
+        if transaction_id:
+            ext["transactionId"] = transaction_id
         return cmd.response(code, None if code == ResponseCode.SUCCESS else result.error, ext)
 
     def _pending(self, cmd: RemotingCommand, qid: int, p: Pending) -> RemotingCommand:

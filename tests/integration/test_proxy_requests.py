@@ -1,7 +1,9 @@
-"""RocketMQ 5's POP over remoting on a real broker, sent as RocketMQ's proxy in cluster mode
-sends it (its header fields, its extra info built from the pop answer as its client
-builds it): pop, ack, change the invisible time, batch ack, the retried message's
-round trip through the retry topic, and hostile receipts refused with a clear answer."""
+"""What RocketMQ's proxy in cluster mode asks a broker, sent to a real broker as the proxy
+sends it. POP over remoting (its header fields, its extra info built from the pop answer
+as its client builds it): pop, ack, change the invisible time, batch ack, the retried
+message's round trip through the retry topic, hostile receipts refused with a clear
+answer. A group's config, a topic's message type (RocketMQ's `updateTopic -a`), and a
+half message's transaction id in its send answer."""
 import asyncio
 import base64
 import json
@@ -169,6 +171,47 @@ def test_hostile_receipts_are_refused_clearly(dev):
             # the broker still serves
             ok = await client.invoke(d.broker, pop_request("ProxyHostile", invisible_ms=1000), 5)
             assert ok.code in (ResponseCode.SUCCESS, ResponseCode.POLLING_TIMEOUT)
+        finally:
+            await client.close()
+    asyncio.run(main())
+
+
+def test_group_config_topic_type_and_transaction_id_as_the_proxy_reads_them(dev):
+    d = dev()
+
+    async def main():
+        client = RemotingClient()
+        try:
+            r = await client.invoke(d.broker, RemotingCommand(
+                RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, ext={"group": "proxy-reads"}), 5)
+            assert r.code == ResponseCode.SUCCESS and json.loads(r.body)["groupName"] == \
+                "proxy-reads"  # (made on first use, as a first pull would)
+            for attributes, expected in (("", "MIXED"), ("+message.type=FIFO", "FIFO")):
+                topic = f"ProxyType{expected}"
+                r = await client.invoke(d.broker, RemotingCommand(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC, ext={
+                        "topic": topic, "readQueueNums": "1", "writeQueueNums": "1",
+                        "attributes": attributes}), 5)
+                assert r.code == ResponseCode.SUCCESS, r.remark
+                r = await client.invoke(d.broker, RemotingCommand(
+                    RequestCode.GET_TOPIC_CONFIG, ext={"topic": topic, "lo": "true"}), 5)
+                assert json.loads(r.body)["attributes"] == {"message.type": expected}
+            for bad in ("+message.type=LIFO", "+retention=3d", "message.type=FIFO"):
+                r = await client.invoke(d.broker, RemotingCommand(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC, ext={
+                        "topic": "ProxyTypeBad", "attributes": bad}), 5)
+                assert r.code != ResponseCode.SUCCESS and "message.type" in r.remark, r
+            # a half message's answer names its transaction by its UNIQ_KEY
+            half = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext={
+                "a": "tx-p", "b": "ProxyTypeMIXED", "c": "TBW102", "d": "4", "e": "0",
+                "f": str(0x4), "g": "0", "h": "0", "j": "0",
+                "i": "UNIQ_KEY\x01AC1100010000ABCD\x02TRAN_MSG\x01true\x02"}, body=b"tx")
+            r = await client.invoke(d.broker, half, 5)
+            assert r.code == ResponseCode.SUCCESS and \
+                r.ext["transactionId"] == "AC1100010000ABCD", r
+            plain = await client.invoke(d.broker, RemotingCommand(
+                RequestCode.SEND_MESSAGE_V2, ext={**half.ext, "f": "0"}, body=b"x"), 5)
+            assert "transactionId" not in plain.ext
         finally:
             await client.close()
     asyncio.run(main())
