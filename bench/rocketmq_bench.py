@@ -253,8 +253,13 @@ def compare(layout: str, workload: str, figure: str, ours, theirs, better: str) 
             "rocketmq": theirs}
 
 
-def rows(layout: str, figs: dict[str, dict]) -> list[dict]:
-    a, b = figs["ledgermq"], figs["rocketmq"]
+def rows(layout: str, figs: dict[str, dict], ours: str = "ledgermq") -> list[dict]:
+    """`ours` (ledgermq, or ledgermq behind RocketMQ's proxy) against RocketMQ."""
+    out = [{**r, "side": ours} for r in _rows(layout, figs[ours], figs["rocketmq"])]
+    return out
+
+
+def _rows(layout: str, a: dict, b: dict) -> list[dict]:
     out = [compare(layout, "sync", f, a["sync"][f], b["sync"][f], "lower")
            for f in ("p50_ms", "p99_ms")]
     moved = [w for w in ("threads", "batch", "consume", "receive", "push") if w in a]
@@ -295,8 +300,11 @@ def main() -> None:
     args = ap.parse_args()
     for layout in args.layouts.split(","):
         figs: dict[str, dict] = {}
+        # the proxy layout also runs ledgermq behind RocketMQ's proxy in cluster mode
+        systems = ("ledgermq", "rocketmq", "proxied") if layout == "proxy" else \
+            ("ledgermq", "rocketmq")
         with tempfile.TemporaryDirectory(prefix=f"rocketmq-bench-{layout}-") as tmp:
-            for system in ("ledgermq", "rocketmq"):
+            for system in systems:
                 # (controller-tight: failover rows only; ledgermq has one setting, run again)
                 with side(system, layout, Path(tmp) / system) as s:
                     figs[system] = {} if layout == "controller-tight" or \
@@ -306,8 +314,9 @@ def main() -> None:
                         figs[system]["failover"] = failover(s, args.trials, Path(tmp))
                 print(json.dumps({"bench": "rocketmq side by side", "layout": layout,
                                   "system": system, **figs[system]}), flush=True)
-        for r in (rows(layout, figs) if figs["ledgermq"].get("sync") else []) + \
-                failover_rows(layout, figs):
+        compared = [r for ours in systems if ours != "rocketmq" and figs[ours].get("sync")
+                    for r in rows(layout, figs, ours)]
+        for r in compared + failover_rows(layout, figs):
             print(json.dumps(r), flush=True)
 
 

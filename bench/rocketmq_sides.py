@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Iterator, Protocol
 
-from bench.rocketmq_anchor import RocketMQ
+from bench.rocketmq_anchor import FrontProxy, RocketMQ
 from bench.rocketmq_layouts import GROUP
 from ledgermq.client.admin import Admin
 from ledgermq.localcluster.cluster import MASTER_ROLES, down, health, lag, restart, status, up
@@ -131,10 +131,44 @@ class RocketMQSide:
         self.rmq.stop()
 
 
+class ProxiedSide:
+    """ledgermq behind RocketMQ's own proxy in cluster mode (the proxy layout only): RocketMQ
+    5's clients reach `ledgermq dev` through the proxy, which speaks remoting to it (#33)."""
+    system = "proxied"
+
+    def __init__(self, layout: str, d: Path) -> None:
+        assert layout == "proxy", layout
+        self.dev = DevProcess(d / "ledgermq", {"mappedFileSizeCommitLog": SEGMENT}).start()
+        try:
+            self.front = FrontProxy(d / "proxy", front_of=self.dev.namesrv).__enter__()
+        except BaseException:
+            self.dev.stop()
+            raise
+        self.namesrv, self.grpc = self.dev.namesrv, self.front.grpc
+
+    def pids(self) -> dict[str, int]:
+        return {"dev": self.dev.proc.pid, **self.front.pids()}  # type: ignore[union-attr]
+
+    def kill_master(self) -> str:
+        raise NotImplementedError("the proxied side has no failover rows")
+
+    def restart(self, name: str) -> None:
+        raise NotImplementedError("the proxied side has no failover rows")
+
+    def wait_whole(self, timeout: float = 120.0) -> None:
+        pass
+
+    def close(self) -> None:
+        self.front.stop()
+        self.dev.stop()
+
+
+SIDES = {"ledgermq": LedgermqSide, "rocketmq": RocketMQSide, "proxied": ProxiedSide}
+
+
 @contextlib.contextmanager
 def side(system: str, layout: str, d: Path) -> Iterator[Side]:
-    s: LedgermqSide | RocketMQSide = (LedgermqSide if system == "ledgermq" else
-                                      RocketMQSide)(layout, d)
+    s: LedgermqSide | RocketMQSide | ProxiedSide = SIDES[system](layout, d)
     try:
         yield s
     finally:
