@@ -28,6 +28,7 @@ from ..delivery.redelivery import redelivery
 from ..delivery.rounds import run_rounds
 from ..modes import Later, Pending
 from ..refusals import Kind, Refused
+from .ack_log import AckLog
 from .bookkeeping import Deadlines, Handle, Key, PopQueue
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ class PopService:
         self._popped_at: dict[str, float] = {}  # group -> when it last received (monotonic)
         self._compact_at = COMPACT_AT_LEAST
         self._pruned_at = time.monotonic()
+        self._ack_log = AckLog(self._write_acks)
 
     # ---- state ----------------------------------------------------------------------
     def reset(self) -> None:
@@ -307,9 +309,13 @@ class PopService:
 
     async def log_acks(self, acks: list[tuple[Key, int]]) -> str | None:
         """Write acks to the log and wait for the mode's acknowledgement of the write;
-        None when it holds, else why (the acks hold here but may not survive a failover)."""
+        None when it holds, else why (the acks hold here but may not survive a failover).
+        Acks asked for in the same turn of the loop share one write (ack_log.py)."""
         if not acks:
             return None
+        return await self._ack_log.log(acks)
+
+    async def _write_acks(self, acks: list[tuple[Key, int]]) -> str | None:
         outcome: PutResult | Later | Pending = self.broker.mode.write(self._ack_batch(acks))
         if isinstance(outcome, Later):
             outcome = outcome.settle(await outcome.future)

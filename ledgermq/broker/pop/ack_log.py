@@ -1,0 +1,49 @@
+"""Acks go to the log in groups: every ack asked for during one turn of the event loop is
+written in one append (one record per queue), and each asker is answered once the mode
+acknowledges that write. A consumer acks each message on its own request (RocketMQ's
+proxy, its SimpleConsumer and PushConsumer do), so under load many acks arrive in one
+read; one write each cost an append, a wake-up of every replica and a wait apiece."""
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable
+
+from .bookkeeping import Key
+
+Acks = list[tuple[Key, int]]
+
+
+class AckLog:
+    def __init__(self, write: Callable[[Acks], Awaitable[str | None]]):
+        """`write(acks)`: writes them and waits for the mode; None when that holds, else
+        why not."""
+        self._write = write
+        self._queued: Acks = []
+        self._waiters: list[asyncio.Future[str | None]] = []
+
+    def log(self, acks: Acks) -> asyncio.Future[str | None]:
+        """A future of what `write` says of the group `acks` went out in."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[str | None] = loop.create_future()
+        if not self._waiters:
+            loop.call_soon(self._flush)
+        self._queued += acks
+        self._waiters.append(waiter)
+        return waiter
+
+    def _flush(self) -> None:
+        acks, waiters = self._queued, self._waiters
+        self._queued, self._waiters = [], []
+        task = asyncio.ensure_future(self._write(acks))
+
+        def answer(t: asyncio.Future[str | None]) -> None:
+            for w in waiters:
+                if w.done():
+                    continue  # (its asker gave up)
+                if t.cancelled():
+                    w.cancel()
+                elif t.exception() is not None:
+                    w.set_exception(t.exception())  # type: ignore[arg-type]  # (checked)
+                else:
+                    w.set_result(t.result())
+        task.add_done_callback(answer)
