@@ -1,8 +1,10 @@
 """The broker's CPU per one-message request without the kernel (#32): a real Broker and
 store in this process, its remoting Connection fed SEND_MESSAGE_V2 frames one by one (the
 way RocketMQ's C++ and Java clients send them, JSON and binary headers) and PULL_MESSAGE
-frames asking for 32, its replies taken by a transport that only counts bytes. JSON rows:
-µs per request, native and (in a child process) LEDGERMQ_PURE=1.
+frames asking for 32, its replies taken by a transport that only counts bytes; then what
+RocketMQ's proxy in cluster mode sends for its gRPC consumers (#33): POP_MESSAGE asking
+for 32, and one ACK_MESSAGE per message, pipelined as a busy proxy's arrive (64 a read).
+JSON rows: µs per request, native and (in a child process) LEDGERMQ_PURE=1.
 
     python bench/request_micro.py [--requests 10000] [--profile]
 """
@@ -78,6 +80,30 @@ def pull_frame(i: int, offset: int) -> bytes:
                            version=399).to_bytes()
 
 
+def pop_frame(i: int) -> bytes:
+    return RemotingCommand(RequestCode.POP_MESSAGE, opaque=i, ext={
+        "consumerGroup": "bench-pop", "topic": TOPIC, "queueId": "-1", "maxMsgNums": "32",
+        "invisibleTime": "600000", "pollTime": "0", "bornTime": "0", "initMode": "1",
+        "expType": "TAG", "exp": "*", "order": "false"}, language="JAVA").to_bytes()
+
+
+def ack_frames(b: Broker, n: int) -> list[bytes]:
+    """ACK_MESSAGE frames for `n` messages popped now, 64 to a read (as RocketMQ's proxy
+    sends them: the extra info its client built from the pop answer)."""
+    frames = []
+    while len(frames) < n:
+        popped = b.pop.pop("bench-ack", TOPIC, 32, 600_000, False, None, None)
+        if not popped:
+            raise RuntimeError("nothing left to pop for the ack rows")
+        for p in popped:
+            h = p.handle
+            extra = f"{h.offset} {h.stamp} {h.invisible_ms} 0 0 {h.broker} {h.queue_id} {h.offset}"
+            frames.append(RemotingCommand(RequestCode.ACK_MESSAGE, opaque=len(frames), ext={
+                "consumerGroup": "bench-ack", "topic": TOPIC, "queueId": str(h.queue_id),
+                "extraInfo": extra, "offset": str(h.offset)}, language="JAVA").to_bytes())
+    return [b"".join(frames[i:i + 64]) for i in range(0, n, 64)]
+
+
 async def make_broker(d: Path) -> Broker:
     bcfg, scfg, unknown = load_broker_config(None, {
         "storePathRootDir": str(d), "listenPort": "0", "brokerRole": "ASYNC_MASTER",
@@ -128,6 +154,21 @@ async def measure(n: int, profile: bool) -> list[dict]:
                 pulls = [pull_frame(i, (i * 32) % (n - 32)) for i in range(n // 10)]
                 rounds.append(await drive(pulls, b) * 1e6 / len(pulls))
             rows.append({"request": "PULL_MESSAGE (32 messages)",
+                         "us_per_request": round(statistics.median(rounds), 1),
+                         "rounds": [round(x, 1) for x in rounds]})
+            await b.pop.ready()
+            rounds = []
+            for r in range(ROUNDS):
+                pops = [pop_frame(i) for i in range(n // 50)]
+                rounds.append(await drive(pops, b) * 1e6 / len(pops))
+            rows.append({"request": "POP_MESSAGE (32 messages)",
+                         "us_per_request": round(statistics.median(rounds), 1),
+                         "rounds": [round(x, 1) for x in rounds]})
+            rounds = []
+            for r in range(ROUNDS):
+                reads = ack_frames(b, n // 10)
+                rounds.append(await drive(reads, b) * 1e6 / (n // 10))
+            rows.append({"request": "ACK_MESSAGE (one message, 64 a read)",
                          "us_per_request": round(statistics.median(rounds), 1),
                          "rounds": [round(x, 1) for x in rounds]})
         finally:

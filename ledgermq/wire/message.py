@@ -300,6 +300,23 @@ _I8 = struct.Struct(">q")
 _I2 = struct.Struct(">h")
 
 
+def queue_offset_and_reconsume(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """(queue offset, reconsume times) of the stored message at buf[0:], read in place
+    (what a pop needs of a message it hands out as stored); MessageFormatError if it is
+    not one."""
+    if len(buf) < 8:
+        raise MessageFormatError("too short for a message header")
+    total, magic = struct.unpack_from(">ii", buf, 0)
+    if magic not in (MAGIC_CODE, MAGIC_CODE_V2) or not HEADER_SIZE + 4 <= total <= len(buf):
+        raise MessageFormatError(f"not a stored message (magic {magic:#x}, size {total})")
+    sys_flag = _I4.unpack_from(buf, OFF_SYSFLAG)[0]
+    at = OFF_RECONSUMETIMES + (12 if sys_flag & SYSFLAG_BORNHOST_V6 else 0) + \
+        (12 if sys_flag & SYSFLAG_STOREHOST_V6 else 0)
+    if at + 4 > total:
+        raise MessageFormatError(f"a message of {total} bytes is too short for its hosts")
+    return _I8.unpack_from(buf, OFF_QUEUEOFFSET)[0], _I4.unpack_from(buf, at)[0]
+
+
 def decode_message(buf: bytes | bytearray | memoryview, pos: int = 0, *,
                    check_crc: bool = True, with_body: bool = True) -> StoredMessage:
     """Decode the stored message at buf[pos:]; MessageFormatError if it is not one."""

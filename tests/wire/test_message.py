@@ -8,7 +8,7 @@ from ledgermq.wire.batch import encode_batch, fill_positions
 from ledgermq.wire.message import (
     MAGIC_CODE, Message, MessageFormatError, decode_message, decode_offset_msg_id,
     encode_message, encode_properties, decode_properties, offset_msg_id, pack_host,
-    property_value, tag_hash,
+    property_value, queue_offset_and_reconsume, tag_hash,
 )
 
 pytestmark = pytest.mark.usefixtures("wire_impl")  # compiled and pure twins
@@ -109,3 +109,25 @@ def test_the_codec_tests_run_on_the_implementation_asked(wire_impl):
     from ledgermq.wire import batch, native
     pure, compiled = native.TWINS["encode_stored"]
     assert batch.encode_stored is (pure if wire_impl == "pure" else compiled)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 1 << 40), st.integers(0, 1000), st.booleans(), st.booleans(),
+       bodies, props)
+def test_queue_offset_and_reconsume_read_in_place_as_decoded(qoff, reconsumed, born_v6,
+                                                             store_v6, body, p):
+    """What a pop reads of a message without decoding it is what decoding says, IPv6
+    hosts (20 bytes each, which move the reconsume count) included."""
+    raw = bytearray(encode_message(Message("T", body, properties=p, reconsume_times=reconsumed),
+                                   queue_offset=qoff))
+    for flag, at, on in ((0x10, 48, born_v6), (0x20, 64 + (12 if born_v6 else 0), store_v6)):
+        if on:  # a 16-byte address and its port instead of 4 + 4
+            raw[at:at + 8] = bytes(16) + raw[at + 4:at + 8]
+            raw[36:40] = (int.from_bytes(raw[36:40], "big") | flag).to_bytes(4, "big")
+    raw[0:4] = len(raw).to_bytes(4, "big")
+    m = decode_message(bytes(raw))
+    assert queue_offset_and_reconsume(bytes(raw)) == (m.queue_offset, m.reconsume_times) == \
+        (qoff, reconsumed)
+    for bad in (bytes(raw[:50]), b"\0" * 200, bytes(raw[:-1])):
+        with pytest.raises(MessageFormatError):
+            queue_offset_and_reconsume(bad)

@@ -22,6 +22,7 @@ from ...runtime.clock import wall_ms
 from ...store import EncodedBatch, GetStatus, PutResult, PutStatus
 from ...wire.message import (
     PROPERTY_UNIQ_KEY, MessageFormatError, StoredMessage, decode_message,
+    queue_offset_and_reconsume,
 )
 from ..access.system_topics import POP_ACK_TOPIC
 from ..delivery.redelivery import redelivery
@@ -59,11 +60,18 @@ def parse_ack_record(body: bytes) -> tuple[Key, list[int]]:
 
 @dataclass
 class Popped:
-    message: StoredMessage
     handle: Handle
     attempt: int          # 1 for a first delivery
     invisible_ms: int
     raw: bytes            # the message as stored (a remoting pop answers with these)
+    decoded: StoredMessage | None = None
+
+    @property
+    def message(self) -> StoredMessage:
+        """Decoded on first use (a remoting pop answers with the stored bytes)."""
+        if self.decoded is None:
+            self.decoded = decode_message(self.raw, check_crc=False)
+        return self.decoded
 
 
 def check_invisible_ms(invisible_ms: int) -> None:
@@ -233,26 +241,32 @@ class PopService:
                                           self.broker.config.pullBatchMaxBytes, tag_codes)
         if got.status not in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE):
             return []
-        msgs = []
+        # (queue offset, reconsume times, the stored bytes, decoded where a filter looked)
+        msgs: list[tuple[int, int, bytes, StoredMessage | None]] = []
         for raw in got.messages():
             try:
-                m = decode_message(raw, check_crc=False)
+                if predicate is None:  # nothing to decode: read two numbers in place
+                    m = None
+                    offset, reconsumed = queue_offset_and_reconsume(raw)
+                else:
+                    m = decode_message(raw, check_crc=False)
+                    offset, reconsumed = m.queue_offset, m.reconsume_times
             except MessageFormatError:
                 log.warning("pop: unreadable message in %s/%d skipped", topic, qid)
                 continue
-            if m.queue_offset in pq.done:
+            if offset in pq.done:
                 continue  # acked already (an earlier master logged it): not again
-            if predicate is None or predicate(m.properties):
-                msgs.append((m, bytes(raw)))
-        handed = pq.hand_out([m.queue_offset for m, _ in msgs], got.next_begin_offset, now,
+            if m is None or predicate(m.properties):  # type: ignore[misc]  # (set with m)
+                msgs.append((offset, reconsumed, bytes(raw), m))
+        handed = pq.hand_out([m[0] for m in msgs], got.next_begin_offset, now,
                              invisible_ms, stamp)
         self._commit(group, topic, qid, pq)
         out = []
         broker = self.broker.config.brokerName
-        for (m, stored), (off, attempt) in zip(msgs, handed):
+        for (_, reconsumed, stored, m), (off, attempt) in zip(msgs, handed):
             self._deadline(now + invisible_ms, (group, topic, qid), off, stamp)
-            out.append(Popped(m, Handle(broker, topic, qid, off, stamp, invisible_ms),
-                              m.reconsume_times + attempt, invisible_ms, stored))
+            out.append(Popped(Handle(broker, topic, qid, off, stamp, invisible_ms),
+                              reconsumed + attempt, invisible_ms, stored, m))
         return out
 
     async def wait(self, group: str, topic: str, timeout_s: float) -> None:
@@ -270,12 +284,14 @@ class PopService:
             w.cancel()
 
     # ---- acks -----------------------------------------------------------------------
-    def _delivered(self, group: str, handle: str, topic: str) -> tuple[Handle, PopQueue]:
-        """The delivery a receipt handle names, for `group` reading `topic` (a handle is
+    def _delivered(self, group: str, handle: str | Handle, topic: str
+                   ) -> tuple[Handle, PopQueue]:
+        """The delivery a receipt handle names (as the gRPC client holds it, or as
+        RocketMQ's proxy names it, already read), for `group` reading `topic` (a handle is
         the client's to send: one issued for another topic or group is refused, and one
         naming a queue with nothing in flight here makes no state)."""
         try:
-            h = Handle.decode(handle)
+            h = Handle.decode(handle) if isinstance(handle, str) else handle
         except ValueError as e:
             raise Refused(Kind.RECEIPT_HANDLE, str(e)) from None
         if h.broker != self.broker.config.brokerName:
@@ -291,7 +307,7 @@ class PopService:
                           "failover, or not issued here)")
         return h, pq
 
-    def ack(self, group: str, handle: str, topic: str) -> tuple[Key, int]:
+    def ack(self, group: str, handle: str | Handle, topic: str) -> tuple[Key, int]:
         """Done here at once; what to log (`log_acks`) before saying so."""
         h, pq = self._delivered(group, handle, topic)
         if not pq.ack(h.offset, h.stamp, h.expired(wall_ms())):
@@ -307,13 +323,15 @@ class PopService:
         bodies = [ack_record(k, offs) for k, offs in by_key.items()]
         return self.store.encode(POP_ACK_TOPIC, 0, bodies, b"")
 
-    async def log_acks(self, acks: list[tuple[Key, int]]) -> str | None:
-        """Write acks to the log and wait for the mode's acknowledgement of the write;
-        None when it holds, else why (the acks hold here but may not survive a failover).
-        Acks asked for in the same turn of the loop share one write (ack_log.py)."""
+    def log_acks(self, acks: list[tuple[Key, int]]) -> asyncio.Future[str | None]:
+        """Write acks to the log: a future done once the mode acknowledged the write; None
+        when it holds, else why (the acks hold here but may not survive a failover). Acks
+        asked for in the same turn of the loop share one write (ack_log.py)."""
         if not acks:
-            return None
-        return await self._ack_log.log(acks)
+            done: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        return self._ack_log.log(acks)
 
     async def _write_acks(self, acks: list[tuple[Key, int]]) -> str | None:
         outcome: PutResult | Later | Pending = self.broker.mode.write(self._ack_batch(acks))
@@ -331,7 +349,7 @@ class PopService:
         pq = self.queues.get((group, handle.topic, handle.queue_id))
         return pq is not None and pq.renew(handle.offset, handle.stamp, deadline)
 
-    def change_invisible(self, group: str, handle: str, invisible_ms: int,
+    def change_invisible(self, group: str, handle: str | Handle, invisible_ms: int,
                          topic: str) -> Handle:
         check_invisible_ms(invisible_ms)
         h, pq = self._delivered(group, handle, topic)

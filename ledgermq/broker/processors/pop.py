@@ -22,7 +22,7 @@ import base64
 from typing import TYPE_CHECKING, Any, cast
 
 from ...filter.sql92 import SqlError, compile_sql
-from ...remoting import Connection, RemotingCommand, RequestCode, ResponseCode
+from ...remoting import Connection, RemotingCommand, ReplyWhen, RequestCode, ResponseCode
 from ...remoting.codes import RETRY_PREFIX
 from ...remoting.transport import Handler
 from ..json_bodies import json_object
@@ -164,16 +164,18 @@ class PopProcessor:
                             [p.raw for p in popped])
 
     def _acked(self, group: str, topic: str, handle: Handle) -> tuple[Key, int]:
-        return self.broker.pop.ack(group, handle.encode(), base_topic(group, topic))
+        return self.broker.pop.ack(group, handle, base_topic(group, topic))
 
-    async def _logged(self, cmd: RemotingCommand, acks: list[tuple[Key, int]]
-                      ) -> RemotingCommand:
-        unsafe = await self.broker.pop.log_acks(acks)  # OK only once a failover keeps them
-        if unsafe is not None:
-            return cmd.response(ResponseCode.FLUSH_SLAVE_TIMEOUT, unsafe)
-        return cmd.response(ResponseCode.SUCCESS)
+    def _logged(self, cmd: RemotingCommand, acks: list[tuple[Key, int]]) -> ReplyWhen:
+        """Answered once the acks' write holds (a failover keeps them); no task of its
+        own: a busy proxy sends an ack a message."""
+        def answer(unsafe: object) -> RemotingCommand:
+            if unsafe is not None:
+                return cmd.response(ResponseCode.FLUSH_SLAVE_TIMEOUT, str(unsafe))
+            return cmd.response(ResponseCode.SUCCESS)
+        return ReplyWhen(self.broker.pop.log_acks(acks), answer)
 
-    async def ack(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def ack(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | ReplyWhen:
         ext = cmd.ext
         group, topic = ext["consumerGroup"], ext["topic"]
         h = delivery(self.broker.config.brokerName, group, topic, ext["extraInfo"],
@@ -182,9 +184,9 @@ class PopProcessor:
             acked = self._acked(group, topic, h)
         except Refused as e:
             return cmd.response(ResponseCode.NO_MESSAGE, str(e))
-        return await self._logged(cmd, [acked])
+        return self._logged(cmd, [acked])
 
-    async def batch_ack(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def batch_ack(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | ReplyWhen:
         """Acks of many deliveries in one request: {brokerName, acks: [{c: group, t: topic,
         r: retry flag, so: start offset, q: queue, pt: pop time, it: invisible time, b: the
         acked offsets as a bit set}]}, logged in one write."""
@@ -202,7 +204,7 @@ class PopProcessor:
                     refused.append(str(e))
         if refused and not acks:
             return cmd.response(ResponseCode.NO_MESSAGE, refused[0])
-        return await self._logged(cmd, acks)
+        return self._logged(cmd, acks)
 
     def change_invisible(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         ext = cmd.ext
@@ -210,7 +212,7 @@ class PopProcessor:
         h = delivery(self.broker.config.brokerName, group, topic, ext["extraInfo"],
                      int(ext["offset"]))
         try:
-            new = self.broker.pop.change_invisible(group, h.encode(), int(ext["invisibleTime"]),
+            new = self.broker.pop.change_invisible(group, h, int(ext["invisibleTime"]),
                                                    base_topic(group, topic))
         except Refused as e:
             if e.kind is not Kind.RECEIPT_HANDLE:
