@@ -1,6 +1,7 @@
 """Retention and disk space: commit-log segments past fileReservedTime are deleted with
 the queue and index entries below them, and writes are refused while the disk is fuller
-than diskMaxUsedSpaceRatio. A background thread runs both every cleanResourceInterval.
+than diskMaxUsedSpaceRatio. A background thread runs both every cleanResourceInterval,
+and every second while the disk is full.
 """
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import shutil
 import time
 
 log = logging.getLogger(__name__)
+
+FULL_RECHECK_S = 1.0  # how often a full disk is measured again
 
 
 class Retention:
@@ -55,7 +58,13 @@ class Retention:
 
     def _clean_loop(self) -> None:
         interval = self.config.cleanResourceInterval / 1000
-        while not self._cleaner_stop.wait(interval):
+        last = time.monotonic()
+        while not self._cleaner_stop.wait(min(interval, FULL_RECHECK_S)):
+            # while writes are refused for a full disk, space coming back is noticed within
+            # FULL_RECHECK_S, not at the next round (RocketMQ's 10 s)
+            if not self.disk_full and time.monotonic() - last < interval:
+                continue
+            last = time.monotonic()
             try:
                 self.delete_expired()
                 self._update_disk_usage()

@@ -165,3 +165,32 @@ def test_writes_stop_at_disk_max_used_space_ratio_before_the_disk_is_full(small_
         assert sorted(bodies) == [b"accepted"] + [b"before-the-check"] * len(oks) + [b"first"]
 
     asyncio.run(main())
+
+
+def test_writes_resume_within_seconds_of_space_returning(small_disk, dev):
+    """With the disk measured only once a minute (cleanResourceInterval), a full disk is
+    measured again every second while writes are refused: they resume within seconds of
+    space returning, not at the next round."""
+    d = dev({"mappedFileSizeCommitLog": str(1 << 20), "cleanResourceInterval": "60000"},
+            data=small_disk)
+
+    async def main():
+        async with Producer("p", d.namesrv, retry_times=0, send_timeout=5) as p:
+            assert not isinstance(await send(p, "Back", b"first"), MQClientError)
+            fill(small_disk)
+            for i in range(2000):  # until the log's next segment does not fit
+                if isinstance(await send(p, "Back", b"fill-%d|" % i + bytes(8000)),
+                              MQClientError):
+                    break
+            else:
+                raise AssertionError("the full disk refused nothing")
+            unfill(small_disk)
+
+            async def accepted():
+                r = await send(p, "Back", b"after")
+                return not isinstance(r, MQClientError) and r
+            await until(accepted, "a send accepted once space returned", timeout=4,
+                        interval=0.2)
+
+    asyncio.run(main())
+    d.stop()
