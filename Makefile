@@ -108,10 +108,13 @@ bench-native: install
 	$(PY) bench/native_micro.py
 	$(PY) bench/native_bench.py
 
-# RocketMQ 5's gRPC endpoint next to remoting (sync send, pipelined, consume everything)
+# RocketMQ 5's gRPC endpoint next to remoting (sync send, pipelined, consume everything),
+# grpcio's own floor, then RocketMQ's Java gRPC client against ledgermq's endpoint, RocketMQ's
+# proxy (local mode) and ledgermq behind RocketMQ's proxy (cluster mode), CPU per process
 bench-grpc: install
 	$(PY) bench/grpc_bench.py
 	$(PY) bench/grpc_floor.py
+	$(PY) bench/rocketmq_bench.py --layouts proxy --quick
 
 # ledgermq beside Apache RocketMQ 5 (from Maven Central) in every layout, both driven by
 # RocketMQ's Java client: latency, throughput, CPU per message, RSS, failover and loss
