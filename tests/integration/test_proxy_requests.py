@@ -168,6 +168,12 @@ def test_hostile_receipts_are_refused_clearly(dev):
                 RequestCode.BATCH_ACK_MESSAGE, body=b'{"acks": [{"c": "g", "t": "ProxyHostile",'
                 b' "so": 0, "q": 0, "pt": 1, "it": 1, "b": "%%%"}]}'), 5)
             assert bad.code != ResponseCode.SUCCESS and "base64" in (bad.remark or "")
+            huge = base64.b64encode(bytes([255]) * 100_000).decode()  # 800,000 offsets
+            bad = await client.invoke(d.broker, RemotingCommand(
+                RequestCode.BATCH_ACK_MESSAGE, body=json.dumps({"acks": [{
+                    "c": "g", "t": "ProxyHostile", "so": 0, "q": 0, "pt": 1, "it": 1,
+                    "b": huge}]}).encode()), 5)
+            assert bad.code != ResponseCode.SUCCESS and "at most" in (bad.remark or "")
             # the broker still serves
             ok = await client.invoke(d.broker, pop_request("ProxyHostile", invisible_ms=1000), 5)
             assert ok.code in (ResponseCode.SUCCESS, ResponseCode.POLLING_TIMEOUT)

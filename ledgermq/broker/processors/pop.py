@@ -36,12 +36,14 @@ if TYPE_CHECKING:
 
 MAX_POP = 32  # messages in one answer, at most (RocketMQ's proxy asks for up to 32)
 POLL_SLICE_S = 1.0  # a long poll re-checks the queues at least this often
-NORMAL, RETRY_V1, RETRY_V2 = "0", "1", "2"  # RocketMQ's retry flags
+NORMAL, RETRY = "0", "1"  # RocketMQ's retry flags (its "2" names a topic form not used here)
+MAX_BATCH_ACKS = 1024  # entries of one BATCH_ACK_MESSAGE, at most
+MAX_BITSET_BYTES = 1024  # one entry's bit set: 8,192 offsets (a pop answer holds 32)
 NOT_FIFO_REVIVE_QID = "0"
 
 
 def retry_flag(topic: str) -> str:
-    return NORMAL if not topic.startswith(RETRY_PREFIX) else RETRY_V1
+    return NORMAL if not topic.startswith(RETRY_PREFIX) else RETRY
 
 
 def _info(entries: dict[tuple[str, int], list[int]], first_only: bool) -> str:
@@ -99,6 +101,9 @@ def batch_acked_offsets(start: int, bits: str) -> list[int]:
         raw = base64.b64decode(bits, validate=True)
     except ValueError:
         raise Refused(Kind.BAD_REQUEST, "a batch ack's bit set is not base64") from None
+    if len(raw) > MAX_BITSET_BYTES:
+        raise Refused(Kind.BAD_REQUEST, f"a batch ack's bit set of {len(raw)} bytes: at most "
+                      f"{MAX_BITSET_BYTES}")
     return [start + 8 * j + i for j, byte in enumerate(raw) for i in range(8)
             if byte >> i & 1]
 
@@ -192,8 +197,12 @@ class PopProcessor:
         acked offsets as a bit set}]}, logged in one write."""
         body = json_object(cast(bytes, cmd.body), "the batch ack")
         broker = self.broker.config.brokerName
+        entries = body.get("acks") or []
+        if len(entries) > MAX_BATCH_ACKS:
+            raise Refused(Kind.BAD_REQUEST, f"{len(entries)} entries in a batch ack: at most "
+                          f"{MAX_BATCH_ACKS}")
         acks, refused = [], []
-        for a in body.get("acks") or []:
+        for a in entries:
             group, topic, flag = str(a["c"]), str(a["t"]), str(a.get("r", NORMAL))
             queue_topic = topic if flag == NORMAL else RETRY_PREFIX + group
             for offset in batch_acked_offsets(int(a["so"]), str(a.get("b") or "")):
