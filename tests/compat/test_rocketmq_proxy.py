@@ -76,3 +76,15 @@ def test_fifo_delay_and_transactions_through_rocketmqs_proxy(proxied):
     for group in ("group-0", "group-1"):  # each message group in the order it was sent
         mine = [m["body"] for m in got if m["group"] == group]
         assert mine == sorted(mine, key=lambda b: int(b.split("-")[1]))
+
+
+def test_rocketmqs_python_client_through_rocketmqs_proxy(proxied, v5):
+    """RocketMQ 5's Python client (rocketmq-python-client 5.1.2) through the same proxy:
+    a producer and a SimpleConsumer that acks what it received."""
+    d, p = proxied
+    create_topic(d.namesrv, "ViaProxyPython", 2)
+    sent = v5(p.grpc, "produce", "ViaProxyPython", 10, "normal")["receipts"]
+    got = v5(p.grpc, "consume", "via-proxy-python", "ViaProxyPython", 10, 30)["messages"]
+    assert sorted(m["body"] for m in got) == sorted(f"normal-{i}" for i in range(10))
+    assert {m["id"] for m in got} == {r["id"] for r in sent}
+    assert next(m for m in got if m["body"] == "normal-4")["properties"] == {"color": "red"}
