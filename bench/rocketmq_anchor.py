@@ -244,6 +244,7 @@ class FrontProxy(RocketMQ):
     front_of: str = ""
     cluster: str = "DefaultCluster"
     grpc: str = ""
+    settings: dict[str, object] = field(default_factory=dict)  # more rmq-proxy.json keys
 
     def _start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -251,7 +252,8 @@ class FrontProxy(RocketMQ):
         self.namesrv, self.grpc = self.front_of, f"127.0.0.1:{grpc}"
         self.nodes = [Node("proxy", "proxy", self.grpc, {}, {
             "rocketMQClusterName": self.cluster, "namesrvAddr": self.front_of,
-            "grpcServerPort": grpc, "remotingListenPort": remoting, "proxyMode": "cluster"})]
+            "grpcServerPort": grpc, "remotingListenPort": remoting, "proxyMode": "cluster",
+            **self.settings})]
         self.start_node(self.nodes[0])
 
 
