@@ -14,6 +14,7 @@ from ledgermq import Message, Producer
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from ledgermq.wire.message import decode_message
 
+from .load import read_all
 from .test_consumer_groups_admin import send
 
 GROUP = "proxy-pop"
@@ -220,4 +221,37 @@ def test_group_config_topic_type_and_transaction_id_as_the_proxy_reads_them(dev)
             assert "transactionId" not in plain.ext
         finally:
             await client.close()
+    asyncio.run(main())
+
+
+def test_forward_to_dead_letters_as_the_proxy_sends_it(dev):
+    """RocketMQ's proxy sends no consumer heartbeat: a group that pops a topic here may
+    send its messages to its dead-letter queue (CONSUMER_SEND_MSG_BACK, delay level -1,
+    then an ack); a group that never popped it may not."""
+    d = dev()
+
+    async def main():
+        await send(d.namesrv, "ProxyDead", [b"poison"])
+        client = RemotingClient()
+        try:
+            resp = await client.invoke(d.broker, pop_request("ProxyDead"), 5)
+            [(extra, off, _, _)] = receipts(resp, "broker-a")
+            phys = decode_message(bytes(resp.body)).phys_offset
+
+            def back(group):
+                return RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext={
+                    "group": group, "offset": str(phys), "delayLevel": "-1",
+                    "originMsgId": "X", "originTopic": "ProxyDead",
+                    "maxReconsumeTimes": "0"}, language="JAVA")
+            stranger = await client.invoke(d.broker, back("never-popped"), 5)
+            assert stranger.code == ResponseCode.NO_PERMISSION, stranger
+            r = await client.invoke(d.broker, back(GROUP), 5)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await client.invoke(d.broker, ack_request(
+                RequestCode.ACK_MESSAGE, "ProxyDead", extra, off), 5)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        finally:
+            await client.close()
+        dead = await read_all(d.namesrv, topic=f"%DLQ%{GROUP}")
+        assert [b for q in dead.values() for b in q] == [b"poison"]
     asyncio.run(main())

@@ -122,6 +122,12 @@ class PopService:
         at = self._popped_at.get(group)
         return at is not None and time.monotonic() - at < POP_ACTIVE_S
 
+    def pops(self, group: str, topic: str) -> bool:
+        """Whether `group` consumes `topic` by POP here now (RocketMQ's proxy sends no
+        consumer heartbeat: its groups are known by their pops)."""
+        return self.consuming(group) and any(k[0] == group and k[1] == topic
+                                             for k in self.queues)
+
     def _queue(self, group: str, topic: str, qid: int) -> PopQueue:
         key = (group, topic, qid)
         pq = self.queues.get(key)

@@ -262,7 +262,8 @@ class SendProcessor:
         """Why the message at a send-back's offset is not one `group` consumed, or None:
         else any client could copy any message into its own retry topic and read it."""
         origin = msg.properties.get(PROPERTY_RETRY_TOPIC) or msg.topic
-        if msg.topic == RETRY_PREFIX + group or self.broker.consumers.subscribes(group, origin):
+        if msg.topic == RETRY_PREFIX + group or self.broker.consumers.subscribes(group, origin) \
+                or self.broker.pop.pops(group, origin):
             return None
         return (f"the message at offset {msg.phys_offset} is in topic {origin}, which no "
                 f"consumer of group {group[:128]} online here subscribes: not sent back")
