@@ -126,3 +126,27 @@ def test_a_dledger_failover_behind_rocketmqs_proxy(tmp_path):
             assert {m["id"] for m in got} == set(before + after)
     finally:
         down(d)
+
+
+def test_a_fifo_group_through_rocketmqs_proxy(proxied):
+    """A group configured FIFO (consumeMessageOrderly, which the proxy reads from
+    ledgermq): the proxy pops in order, and each message group arrives in the order sent."""
+    import asyncio
+
+    from ledgermq.client.admin import Admin
+
+    d, p = proxied
+    create_topic(d.namesrv, "ViaProxyFifo", 2)
+
+    async def fifo_group():
+        async with Admin(d.namesrv) as a:
+            await a.update_sub_group({"groupName": "via-proxy-fifo",
+                                      "consumeMessageOrderly": True})
+    asyncio.run(fifo_group())
+    java("produce", p.grpc, "ViaProxyFifo", 8, "fifo")
+    got = java("receive", p.grpc, "via-proxy-fifo", "ViaProxyFifo", 8, 40)["messages"]
+    assert sorted(m["body"] for m in got) == sorted(f"fifo-{i}" for i in range(8))
+    for group in ("group-0", "group-1"):
+        mine = [int(m["body"].split("-")[1]) for m in got if m["group"] == group]
+        assert mine == sorted(mine), (group, mine)
+    assert {m["attempt"] for m in got} == {1}
