@@ -14,6 +14,6 @@ PROCESSORS = (SendProcessor, PullProcessor, ConsumerManageProcessor, QueryProces
               AdminProcessor, TransactionProcessor, GroupAdminProcessor, BrokerConfigProcessor,
               PopProcessor)
 
-__all__ = ["PROCESSORS", "AdminProcessor", "BrokerConfigProcessor", "ConsumerManageProcessor", "GroupAdminProcessor", "PopProcessor",
-           "PullProcessor",
+__all__ = ["PROCESSORS", "AdminProcessor", "BrokerConfigProcessor", "ConsumerManageProcessor",
+           "GroupAdminProcessor", "PopProcessor", "PullProcessor",
            "QueryProcessor", "SendProcessor", "TransactionProcessor"]

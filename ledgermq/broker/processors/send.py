@@ -17,8 +17,9 @@ from ...store import PutResult, PutStatus, StoreError
 from ...store.mapped_file import DISK_FULL_ERRNOS
 from ...store.store import check_topic
 from ...wire.message import (
-    PROPERTY_RETRY_TOPIC, PROPERTY_UNIQ_KEY, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
-    MessageFormatError, StoredMessage, decode_properties, pack_host, property_value,
+    PROPERTY_RETRY_TOPIC, PROPERTY_UNIQ_KEY, SYSFLAG_TRANSACTION_MASK,
+    SYSFLAG_TRANSACTION_PREPARED, MessageFormatError, StoredMessage, decode_properties,
+    pack_host, property_value,
 )
 from ..access.system_topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, client_may_send
 from ..delivery.redelivery import redelivery
@@ -201,7 +202,8 @@ class SendProcessor:
                 settle = _as_is
             return ReplyWhen(future, lambda value: self.respond(cmd, qid, settle(value),
                                                                 transaction_id))
-        return self.respond(cmd, qid, outcome, transaction_id)  # type: ignore[arg-type]  # (not Later)
+        # (not a Later here)
+        return self.respond(cmd, qid, outcome, transaction_id)  # type: ignore[arg-type]
 
     def respond(self, cmd: RemotingCommand, qid: int, outcome: PutResult | Pending,
                 transaction_id: str = "") -> RemotingCommand:
