@@ -238,23 +238,32 @@ class FrameSplitter:
         self._buf = bytearray()
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
-        self._buf += data
+        # a read usually ends on a frame's end: then it is cut where it lies, not copied
+        # into the buffer first (decode_frame copies what it keeps, so views die here)
+        if self._buf:
+            self._buf += data
+            buf: bytes | bytearray = self._buf
+        else:
+            buf = data
         out: list[RemotingCommand] = []
-        buf = self._buf
-        pos = 0
-        while len(buf) - pos >= 4:  # decode_frame copies what it keeps, so views die here
-            length = _LEN.unpack_from(buf, pos)[0]
-            if length < 4 or length > self.max_frame:
-                tls = " (a TLS handshake: this port does not serve TLS, see " \
-                    "tls.server.mode)" if buf[pos] == 0x16 else ""
-                raise FrameError(f"frame length {length} is outside [4, {self.max_frame}]"
-                                 f"{tls}")
-            if len(buf) - pos - 4 < length:
-                break
-            out.append(decode_frame(memoryview(buf)[pos + 4:pos + 4 + length]))
-            pos += 4 + length
-        if pos:
-            del buf[:pos]
+        pos, end = 0, len(buf)
+        with memoryview(buf) as view:
+            while end - pos >= 4:
+                length = _LEN.unpack_from(buf, pos)[0]
+                if length < 4 or length > self.max_frame:
+                    tls = " (a TLS handshake: this port does not serve TLS, see " \
+                        "tls.server.mode)" if buf[pos] == 0x16 else ""
+                    raise FrameError(f"frame length {length} is outside "
+                                     f"[4, {self.max_frame}]{tls}")
+                if end - pos - 4 < length:
+                    break
+                out.append(decode_frame(view[pos + 4:pos + 4 + length]))
+                pos += 4 + length
+        if buf is data:
+            if pos < end:
+                self._buf += memoryview(data)[pos:]
+        elif pos:
+            del self._buf[:pos]
         return out
 
     @property
