@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,spark,chaos
 
-.PHONY: install run test typecheck test-slow sim-long spark-cluster chaos chaos-rocketmq bench bench-timer bench-grpc bench-rocketmq bench-tls bench-requests proto \
+.PHONY: install run test typecheck test-slow sim-long spark-cluster chaos chaos-rocketmq bench bench-timer bench-grpc bench-rocketmq bench-tls bench-requests bench-instructions proto \
 	clean fuzz sanitize bench-native soak compat
 
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard ledgermq/wire/_native*.[ch])
@@ -120,6 +120,10 @@ bench-grpc: install
 # RocketMQ's Java client: latency, throughput, CPU per message, RSS, failover and loss
 bench-rocketmq: install
 	$(PY) bench/rocketmq_bench.py
+
+# instructions per SEND in process, counted by valgrind (steady whatever else runs)
+bench-instructions: install
+	$(PY) bench/request_instructions.py
 
 # one message per request, as RocketMQ's clients send: N processes of its C++ client against
 # ledgermq (native and pure) and RocketMQ 5, single node and DLedger x3 (bench/request_bench.py);

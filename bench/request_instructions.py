@@ -1,0 +1,90 @@
+"""Instructions per request on the broker's request path (#32), counted by valgrind
+(callgrind): the in-process loop of request_micro.py (a real Broker and store, its
+Connection fed SEND_MESSAGE_V2 frames, replies counted) run twice, for N1 and N2 requests
+after the same warm-up; (Ir(N2) - Ir(N1)) / (N2 - N1) is what one request costs, startup
+and imports cancelled out. Unlike a timing it does not move with what else the machine
+runs (within ~0.5% run to run), so a change of a few percent shows. JSON rows.
+
+    python bench/request_instructions.py [--headers JSON,ROCKETMQ] [--n1 500 --n2 1500]
+
+Needs valgrind (apt install valgrind); about a minute and a half a header type.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WARM_UP = 500
+
+# the child: WARM_UP requests, then N more (the frames built beforehand, outside the count)
+CHILD = """
+import asyncio, pickle, sys, tempfile
+from pathlib import Path
+sys.path[:0] = [{root!r}, {bench!r}]
+import request_micro as rm
+frames = pickle.load(open(sys.argv[1], "rb"))
+n = int(sys.argv[2])
+async def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        b = await rm.make_broker(Path(tmp))
+        await rm.drive(frames[:{warm}], b)
+        await rm.drive(frames[{warm}:{warm} + n], b)
+        b.store.close()
+asyncio.run(main())
+"""
+
+
+def instructions(script: Path, frames: Path, n: int, out: Path) -> int:
+    """Instructions valgrind counted for the child run with `n` requests."""
+    r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                        sys.executable, str(script), str(frames), str(n)],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    m = re.search(r"Collected : (\d+)", r.stderr)
+    if r.returncode or not m:
+        raise RuntimeError(f"valgrind run failed (exit {r.returncode}): {r.stderr[-2000:]}")
+    return int(m.group(1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--headers", default="JSON,ROCKETMQ")
+    ap.add_argument("--n1", type=int, default=500)
+    ap.add_argument("--n2", type=int, default=1500)
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is not installed (apt install valgrind)")
+    sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+    import request_micro as rm
+    from ledgermq.remoting.codes import SerializeType
+    from ledgermq.wire import native
+    with tempfile.TemporaryDirectory(prefix="request-instructions-") as tmp:
+        d = Path(tmp)
+        script = d / "child.py"
+        script.write_text(CHILD.format(root=str(ROOT), bench=str(ROOT / "bench"),
+                                       warm=WARM_UP))
+        for header in args.headers.split(","):
+            frames = d / f"frames-{header}.pkl"
+            pickle.dump([rm.send_frame(i, SerializeType[header])
+                         for i in range(WARM_UP + args.n2)], frames.open("wb"))
+            with ThreadPoolExecutor(2) as pool:  # (the two counts side by side)
+                counts = list(pool.map(lambda n: instructions(script, frames, n,
+                                                              d / f"cg-{n}.out"),
+                                       (args.n1, args.n2)))
+            per = (counts[1] - counts[0]) // (args.n2 - args.n1)
+            print(json.dumps({"bench": "request path, instructions", "impl": native.active(),
+                              "request": f"SEND_MESSAGE_V2 ({header} header)",
+                              "instructions_per_request": per}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
