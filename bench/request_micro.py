@@ -104,10 +104,10 @@ def ack_frames(b: Broker, n: int) -> list[bytes]:
     return [b"".join(frames[i:i + 64]) for i in range(0, n, 64)]
 
 
-async def make_broker(d: Path) -> Broker:
+async def make_broker(d: Path, **more: str) -> Broker:
     bcfg, scfg, unknown = load_broker_config(None, {
         "storePathRootDir": str(d), "listenPort": "0", "brokerRole": "ASYNC_MASTER",
-        "mappedFileSizeCommitLog": str(256 << 20)})
+        "mappedFileSizeCommitLog": str(256 << 20), **more})
     assert not unknown, unknown
     b = Broker(bcfg, scfg, standalone=True)
     b.store.open()
