@@ -10,20 +10,20 @@ import itertools
 import logging
 import time
 import zlib
-from typing import TYPE_CHECKING, AsyncGenerator, AsyncIterator, Callable
+from typing import TYPE_CHECKING, AsyncGenerator, AsyncIterator
 
 import grpc
 
 from ...apis import definition_pb2 as pb
 from ...apis import service_pb2 as svc
-from ...filter.sql92 import SqlError, compile_sql
+from ...filter.sql92 import SqlError
 from ...remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode
 from ...runtime.clock import wall_ms
 from ...wire.message import (
     SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK,
     encode_properties,
 )
-from ..meta.consumers import parse_subscription
+from ..pop.filters import Filter, pop_filter
 from ..refusals import Kind, Refused
 from .auth import (
     answers_refusals, authenticated, authorize, authorize_consume, caller, client_peer, permits,
@@ -354,15 +354,10 @@ class MessagingService(OffsetCalls):
         return svc.EndTransactionResponse(status=status(pb.OK, resp.remark or "OK"))
 
     # ---- receive (POP) --------------------------------------------------------------
-    def _filter(self, expr: pb.FilterExpression
-                ) -> tuple[frozenset[int] | None, Callable[[dict[str, str]], bool] | None]:
+    def _filter(self, expr: pb.FilterExpression) -> Filter:
         """(tag codes, SQL92 predicate); ValueError for an expression that does not parse."""
-        if expr.type == pb.SQL:
-            if not self.broker.config.enablePropertyFilter:
-                raise ValueError("SQL92 filtering is off on this broker: set "
-                                 "enablePropertyFilter=true in its broker.conf")
-            return None, compile_sql(expr.expression)
-        return parse_subscription(expr.expression or "*"), None
+        return pop_filter(expr.type == pb.SQL, expr.expression,
+                          self.broker.config.enablePropertyFilter)
 
     @streams_refusals(svc.ReceiveMessageResponse)
     async def ReceiveMessage(self, request: svc.ReceiveMessageRequest,

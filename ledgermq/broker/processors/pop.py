@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
-from ...filter.sql92 import SqlError, compile_sql
 from ...remoting import Connection, RemotingCommand, ReplyWhen, RequestCode, ResponseCode
 from ...remoting.codes import RETRY_PREFIX
 from ...remoting.transport import Handler
 from ..json_bodies import json_object
-from ..meta.consumers import parse_subscription
 from ..pop.bookkeeping import Handle, Key
+from ..pop.filters import pop_filter
 from ..pop.service import Popped
 from ..refusals import Kind, Refused
 
@@ -117,17 +116,6 @@ class PopProcessor:
                 RequestCode.CHANGE_MESSAGE_INVISIBLETIME: self.change_invisible,
                 RequestCode.BATCH_ACK_MESSAGE: self.batch_ack}
 
-    def _filter(self, exp_type: str, exp: str) -> tuple[Any, Any]:
-        if exp_type.upper() == "SQL92":
-            if not self.broker.config.enablePropertyFilter:
-                raise Refused(Kind.BAD_REQUEST, "SQL92 filtering is off on this broker: set "
-                              "enablePropertyFilter=true in its broker.conf")
-            try:
-                return None, compile_sql(exp)
-            except SqlError as e:
-                raise Refused(Kind.BAD_REQUEST, f"bad SQL92 filter: {e}") from None
-        return parse_subscription(exp or "*"), None
-
     async def pop(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         ext, b = cmd.ext, self.broker
         group, topic = ext["consumerGroup"], ext["topic"]
@@ -144,7 +132,9 @@ class PopProcessor:
         if sg is None:
             return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                 f"subscription group [{group[:128]}] does not exist")
-        codes, predicate = self._filter(ext.get("expType") or "TAG", ext.get("exp") or "*")
+        # (a filter that does not parse is a bad request: ValueError, answered by the broker)
+        codes, predicate = pop_filter((ext.get("expType") or "TAG").upper() == "SQL92",
+                                      ext.get("exp") or "*", b.config.enablePropertyFilter)
         max_count = max(1, min(int(ext.get("maxMsgNums") or 1), MAX_POP))
         invisible_ms = int(ext["invisibleTime"])
         fifo = (ext.get("order") or "").lower() == "true" or sg.consumeMessageOrderly
