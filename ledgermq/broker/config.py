@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from ..drivers.control_node import control_node_addrs
 from ..peer_auth.core import load_secret
 from ..remoting.tls import DISABLED, Tls, needs_tls_links, split_tls
 from ..runtime.config import (
@@ -210,7 +211,12 @@ class BrokerConfig:
                                   "two different replication designs: choose one")
             if not self.controlNodeAddr:
                 raise ConfigError("enableConsistentCheckpoint=true needs controlNodeAddr "
-                                  "(host:port of `ledgermq controlnode`)")
+                                  "(host:port of `ledgermq controlnode`, or each node of "
+                                  "a control node group: host:port;host:port;host:port)")
+            try:
+                control_node_addrs(self.controlNodeAddr)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
         if self.enableControllerMode:
             if self.enableDLegerCommitLog or self.enableConsistentCheckpoint:
                 raise ConfigError("enableControllerMode is its own replication design: it "

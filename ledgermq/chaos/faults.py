@@ -94,9 +94,31 @@ class Injector:
             pass
         return None
 
+    def control_node_leader(self) -> str | None:
+        """The control node group's leader: the one node that serves CONTROL_STATUS."""
+        from ..remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+        by_addr = self.by_addr()
+
+        async def ask():
+            client = RemotingClient()
+            try:
+                for addr in self._state()["controlNode"].split(";"):
+                    try:
+                        r = await client.invoke(addr, RemotingCommand(
+                            RequestCode.CONTROL_STATUS), 1.0)
+                    except Exception:  # noqa: BLE001 - down: ask the next
+                        continue
+                    if r.code == ResponseCode.SUCCESS:
+                        return by_addr.get(addr)
+            finally:
+                await client.close()
+            return None
+        return asyncio.run(ask())
+
     def _pick(self, w: Window) -> tuple[list[str], dict]:
         """The nodes a window hits: `pick: master` resolved to the group's master now,
-        `also` to the controller leader or the control node."""
+        `also` to the controller leader, the control node group's leader or the control
+        node."""
         note = {}
         nodes = list(w.targets)
         if w.params.get("pick") == "master":
@@ -105,11 +127,13 @@ class Injector:
             note["master"] = m
             nodes = [m or brokers[0]]
             also = w.params.get("also")
-            if also == "controller-leader":
-                leader = self.controller_leader()
-                note["controller_leader"] = leader
+            if also in ("controller-leader", "controlnode-leader"):
+                kind = "controller" if also == "controller-leader" else "control"
+                leader = self.controller_leader() if kind == "controller" \
+                    else self.control_node_leader()
+                note[also.replace("-", "_")] = leader
                 nodes.append(leader or next(t for t in w.targets
-                                            if self._proc(t)["kind"] == "controller"))
+                                            if self._proc(t)["kind"] == kind))
             elif also:
                 nodes.append(also)
         return nodes, note

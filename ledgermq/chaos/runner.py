@@ -91,6 +91,7 @@ class Options:
     final_quiet: float | None = None
     rate: float = 50.0
     cpp_python: str | None = None  # a Python with RocketMQ's C++ client: a second producer
+    control_nodes: int = 3  # checkpoint mode: a control node group (1: a single node)
 
 
 def run(o: Options, log=print, system: System | None = None) -> dict:
@@ -104,7 +105,8 @@ def run(o: Options, log=print, system: System | None = None) -> dict:
         raise ValueError(f"unknown mode {o.mode!r} (known: {', '.join(PROMISES)})")
     faults = parse_faults(o.faults)
     replicas = o.replicas or (3 if o.mode == "dledger" else 2)
-    controllers = 3 if o.mode == "controller" else 1
+    controllers = 3 if o.mode == "controller" else o.control_nodes if o.mode == "checkpoint" \
+        else 1
     nodes = system.hosts(o.mode, replicas, o.groups, o.namesrvs, controllers)
     windows = plan(o.seed, faults, nodes, o.duration, o.interval, quiet=o.quiet,
                    final_quiet=o.final_quiet)

@@ -12,8 +12,9 @@ corrupt, disk-full) a broker; partitions and client cuts the servers other than 
 servers. A target of `pick: master` in a window's params means: whichever of `targets`
 (one group's brokers) is the master when the fault starts, as the runner finds it.
 `combined` kills a group's master together with what elects masters: the controller
-leader (`also: controller-leader`, among the targets' controllers) or the control node
-(`also: control`), both restarted when the window ends.
+leader (`also: controller-leader`, among the targets' controllers), the control node
+group's leader (`also: controlnode-leader`) or the one control node (`also: control`),
+both restarted when the window ends.
 """
 from __future__ import annotations
 
@@ -171,7 +172,8 @@ class _Chooser:
             node = rnd.choice(self.brokers)
             group = tuple(n for n in self.brokers if self.group[n] == self.group[node])
             coord = self._coordinators()
-            also = "controller-leader" if self.role[coord[0]] == "controller" else coord[0]
+            also = "controller-leader" if self.role[coord[0]] == "controller" else \
+                "controlnode-leader" if len(coord) > 1 else coord[0]
             return tuple(coord) + group, {"signal": "KILL", "restart": True, "pick": "master",
                                           "also": also}
         return self._partition(shape)

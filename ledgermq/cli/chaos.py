@@ -32,21 +32,26 @@ MODES = ["dledger", "sync", "async", "checkpoint", "controller"]
               type=click.Path(exists=True, dir_okay=False),
               help="A Python that has RocketMQ's C++ client (PyPI rocketmq==0.4.4): a quarter "
               "of the sends go through it.")
+@click.option("--control-nodes", default=3, show_default=True,
+              help="checkpoint mode: the control node group's size (1: a single control "
+              "node, which nothing stands in for while it is down).")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path))
 def chaos(mode, groups, namesrvs, replicas, faults, duration, interval, rate, seed, cpp_python,
-          out):
+          control_nodes, out):
     """Run the workload against MODE on test hosts while the seeded faults hit it; writes
     history.jsonl, results.json and timeline.png to OUT. Exits 1 when the mode's promise is
     broken (lost or unexpected messages), 3 when this machine cannot run test hosts."""
     from ..chaos.faults import NotSupported
     from ..chaos.runner import Options, Unavailable, default_faults, run
-    if groups < 1 or namesrvs < 1 or (replicas is not None and replicas < 1):
-        raise click.BadParameter("--groups, --namesrvs and --replicas must be at least 1")
+    if groups < 1 or namesrvs < 1 or control_nodes < 1 or (replicas is not None and
+                                                              replicas < 1):
+        raise click.BadParameter("--groups, --namesrvs, --control-nodes and --replicas must "
+                                 "be at least 1")
     if duration <= 0 or interval <= 0 or rate <= 0:
         raise click.BadParameter("--duration, --interval and --rate must be positive")
     o = Options(mode, faults or default_faults(mode), duration, seed, out, groups=groups,
                 namesrvs=namesrvs, replicas=replicas, interval=interval, rate=rate,
-                cpp_python=cpp_python)
+                cpp_python=cpp_python, control_nodes=control_nodes)
     try:
         res = run(o, log=lambda line: click.echo(line, err=True))
     except Unavailable as e:

@@ -27,7 +27,8 @@ def cluster() -> None:
 @click.option("--replicas", default=3, show_default=True)
 @click.option("--controllers", default=1, show_default=True,
               help="Controller nodes (controller mode; one controller group serves every "
-              "broker group).")
+              "broker group), or control nodes (checkpoint mode; more than one: a control "
+              "node group, any of which can lead).")
 @click.option("--groups", default=1, show_default=True,
               help="Replica groups (broker-a, broker-b, ...), each of --replicas brokers of "
               "the mode; nodes are named a-n0, b-n0, ... when there are several.")

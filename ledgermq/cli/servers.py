@@ -275,11 +275,18 @@ def broker(conf: Path, namesrv_addr: str | None, as_json: bool) -> None:
 @click.option("--cluster-secret-file", "secret_file", default="",
               help="A file holding the cluster secret (the brokers' clusterSecret): brokers "
                    "must prove it to heartbeat and hand over messages.")
+@click.option("--peers", default="", help="A control node group: every node as "
+              "id-host:port;id-host:port;... (the brokers' controlNodeAddr lists the same "
+              "host:port); the node serves at its own address, --port and --bind unused. "
+              "Empty: a single control node.")
+@click.option("--id", "node_id", default="", help="This node's id among --peers.")
 @click.option("--json", "as_json", is_flag=True)
 def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
-                metrics_port: int, tls_config: Path | None, secret_file: str,
-                as_json: bool) -> None:
-    """Run the control node of checkpoint-mode broker groups (S3)."""
+                metrics_port: int, tls_config: Path | None, secret_file: str, peers: str,
+                node_id: str, as_json: bool) -> None:
+    """Run the control node of checkpoint-mode broker groups (S3), alone or as one node of
+    a control node group (Raft: any node can lead, so one can die without stopping
+    failovers)."""
     from ..runtime.config import ConfigError, read_properties
     from ..controlnode import ControlNode
     from ..peer_auth.core import PeerAuth, load_secret
@@ -298,13 +305,30 @@ def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
         auth = PeerAuth(load_secret("", secret_file, file_key="--cluster-secret-file"))
     except ConfigError as e:
         raise click.BadParameter(str(e)) from None
-    node = ControlNode(directory, bind, port, ControlConfig(master_timeout_ms=master_timeout),
-                       metrics_port=metrics_port, auth=auth, **({"tls": tls} if tls else {}))
+    extra = {"tls": tls} if tls else {}
+    if peers:
+        from ..controlnode.replicated import REPLICATED_MAX_CACHE_BYTES, ReplicatedControlNode
+        from ..drivers.raft import parse_peers
+        try:
+            group = parse_peers(peers, "--peers")
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--peers") from None
+        if node_id not in group:
+            raise click.BadParameter(f"{node_id!r} is not among the ids of --peers "
+                                     f"({', '.join(sorted(group))})", param_hint="--id")
+        node = ReplicatedControlNode(node_id, group, directory, ControlConfig(
+            master_timeout_ms=master_timeout, max_cache_bytes=REPLICATED_MAX_CACHE_BYTES),
+            metrics_port=metrics_port, auth=auth, **extra)
+        served = group[node_id]
+    else:
+        node = ControlNode(directory, bind, port, ControlConfig(
+            master_timeout_ms=master_timeout), metrics_port=metrics_port, auth=auth, **extra)
+        served = ""
 
     async def main_(stop):
         from ..metrics.serving import port_of
         await node.start()
-        ready = {"controlNode": f"{bind}:{node.port}", "dir": str(directory)}
+        ready = {"controlNode": served or f"{bind}:{node.port}", "dir": str(directory)}
         if node.metrics_server is not None:
             ready["metrics"] = f"http://{bind}:{port_of(node.metrics_server)}/metrics"
         _ready(ready, as_json)

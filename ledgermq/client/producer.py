@@ -292,15 +292,23 @@ class Producer:
         cmd = RemotingCommand(RequestCode.CONTROL_RESOLVE, ext={
             "brokerName": p.broker_name, "epoch": str(p.epoch), "end": str(p.end),
             "msgId": p.msg_id})
-        while time.monotonic() < deadline:
+        # one control node, or a group whose leader answers (the others name it)
+        addrs = [a.strip() for a in p.control_node.split(";") if a.strip()]
+        at = 0
+        while time.monotonic() < deadline and addrs:
             try:
-                r = await self.instance.broker_request(p.control_node, cmd, 3.0)
+                r = await self.instance.broker_request(addrs[at], cmd, 3.0)
                 if r.code == ResponseCode.SUCCESS:
                     answer: str = json.loads(cast(bytes, r.body))["resolution"]
                     if answer in ("DONE", "RESEND"):
                         return answer
+                    await asyncio.sleep(0.2)  # not known yet: ask again
+                    continue
+                hint = (r.ext or {}).get("leaderAddr", "")
+                at = addrs.index(hint) if hint in addrs else (at + 1) % len(addrs)
             except RemotingError as e:
-                log.debug("control node %s: %s", p.control_node, e)
+                log.debug("control node %s: %s", addrs[at], e)
+                at = (at + 1) % len(addrs)
             await asyncio.sleep(0.2)
         raise MQClientError(ResponseCode.SYSTEM_ERROR, f"send {result.msg_id} still PENDING "
                             f"after {timeout or self.resolve_timeout}s: the control node "

@@ -107,13 +107,18 @@ def namesrv_names(k: int) -> list[str]:
     return ["namesrv"] if k == 1 else [f"namesrv{j}" for j in range(k)]
 
 
+def control_names(k: int) -> list[str]:
+    """One control node, or a control node group of k."""
+    return ["control"] if k == 1 else [f"control{j}" for j in range(k)]
+
+
 def names(mode: str, replicas: int, groups: int = 1, namesrvs: int = 1,
           controllers: int = 1) -> dict[str, str]:
     """Every process `up` starts for this layout, by name, with its role as the chaos
     schedule names roles: namesrv, controlnode, controller, broker:GROUP."""
     out = {n: "namesrv" for n in namesrv_names(namesrvs)}
     if mode == "checkpoint":
-        out["control"] = "controlnode"
+        out.update({n: "controlnode" for n in control_names(controllers)})
     if mode == "controller":
         out.update({f"c{k}": "controller" for k in range(controllers)})
     for g, group in enumerate(group_names(groups)):
@@ -125,8 +130,9 @@ def up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None = None,
        controllers: int = 1, groups: int = 1, namesrvs: int = 1,
        place: Placement = LOCAL, grpc: bool = False, tls: str = "", acl: bool = False) -> dict:
     """Start K name servers, N replica groups of `mode` (every broker registers with every
-    name server) and what the mode needs beside them: one control node (checkpoint) or one
-    controller group (controller), shared by every group as RocketMQ shares them. `grpc`:
+    name server) and what the mode needs beside them: a control node or, with `controllers`
+    above 1, a control node group (checkpoint) or one controller group (controller), shared
+    by every group as RocketMQ shares them. `grpc`:
     each broker also serves RocketMQ 5 clients on a port of its own (`grpcPort`). `tls`:
     "enforcing" or "permissive" on every port, every link over TLS (localcluster/tls.py).
     `acl`: RocketMQ's ACL on every broker, with one admin account (localcluster/acl.py)."""
@@ -174,16 +180,16 @@ def _start_all(d: Path, entries: list[dict], started: list, place: Placement = L
 def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
         started: list, controllers: int, groups: int, namesrvs: int,
         place: Placement, grpc: bool, tls: str) -> dict:
-    got = iter(free_ports(2 * namesrvs + 2 + 2 * controllers + 4 * replicas * groups))
+    got = iter(free_ports(2 * namesrvs + 2 * controllers + 4 * replicas * groups))
     ports = {"namesrvs": [next(got) for _ in range(namesrvs)],
-             "namesrv_metrics": [next(got) for _ in range(namesrvs)], "control": next(got),
-             "control_metrics": next(got),
-             "controllers": [next(got) for _ in range(controllers)],
+             "namesrv_metrics": [next(got) for _ in range(namesrvs)],
+             "controllers": [next(got) for _ in range(controllers)],  # or control nodes
              "controller_metrics": [next(got) for _ in range(controllers)]}
     at = place.addr
     ns_names = namesrv_names(namesrvs)
     c_names = [f"c{k}" for k in range(controllers)] if mode == "controller" else []
-    control = at("control") if mode == "checkpoint" else "127.0.0.1"
+    cn_names = control_names(controllers) if mode == "checkpoint" else []
+    control = ";".join(f"{at(n)}:{p}" for n, p in zip(cn_names, ports["controllers"]))
     hosts = {at(n) for n in names(mode, replicas, groups, namesrvs, controllers)}
     tls_file = make_cluster_tls(d, hosts, tls) if tls else None
     from ..peer_auth.core import write_secret
@@ -195,16 +201,17 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
                            for name, port, mport in zip(ns_names, ports["namesrvs"],
                                                         ports["namesrv_metrics"])],
                        started, place)
-    if mode == "checkpoint":  # one control node serves every group (state per brokerName)
-        procs += _start_all(d, [{"name": "control", "kind": "control", "port": ports["control"],
-                                 "metricsPort": ports["control_metrics"],
-                                 "args": with_tls([
-                                     "controlnode", "--port", str(ports["control"]), "--bind",
-                                     at("control"), "--metrics-port", str(ports["control_metrics"]),
-                                     "--dir", str(d / "control" / "data"), "--json",
-                                     "--cluster-secret-file", extra["clusterSecretFile"]],
-                                     "--tls-config", tls_file)}],
-                            started, place)
+    if mode == "checkpoint":  # the control node(s) serve every group (state per brokerName)
+        group_peers = ";".join(f"{n}-{at(n)}:{p}" for n, p in zip(cn_names, ports["controllers"]))
+        procs += _start_all(d, [{
+            "name": n, "kind": "control", "port": port, "metricsPort": mport,
+            "args": with_tls([
+                "controlnode", *(["--peers", group_peers, "--id", n] if len(cn_names) > 1
+                                 else ["--port", str(port), "--bind", at(n)]),
+                "--metrics-port", str(mport), "--dir", str(d / n / "data"), "--json",
+                "--cluster-secret-file", extra["clusterSecretFile"]], "--tls-config", tls_file)}
+            for n, port, mport in zip(cn_names, ports["controllers"], ports["controller_metrics"])],
+            started, place)
     if mode == "controller":  # one controller group serves every broker group
         entries = []
         for k, port in enumerate(ports["controllers"]):
@@ -245,7 +252,7 @@ def _up(mode: str, replicas: int, d: Path, extra: dict[str, str] | None,
              "processes": procs, "clusterSecretFile": extra["clusterSecretFile"],
              **({"tls": {"ca": str(d / "tls" / "ca.pem"), "mode": tls}} if tls else {})}
     if mode == "checkpoint":
-        state["controlNode"] = f"{at('control')}:{ports['control']}"
+        state["controlNode"] = control
     if mode == "controller":
         state["controllerAddr"] = ";".join(f"{at(c)}:{p}"
                                            for c, p in zip(c_names, ports["controllers"]))

@@ -10,11 +10,12 @@ def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str
                 addrs: dict[str, str] | None = None) -> str:
     """broker.conf of replica `i` of `n` in `group`; ports["broker"] and ports["repl"] are
     that group's, ports["namesrvs"] every name server's. `addrs` has each address by role:
-    "self", "peers" (the group's, by replica), "namesrvs", "control", "controllers"
-    (127.0.0.1 for whatever is not given)."""
+    "self", "peers" (the group's, by replica), "namesrvs", "controllers", and "control" (controlNodeAddr: host:port of each control
+    node); 127.0.0.1 for whatever is not given."""
     node = node or f"n{i}"
     a = {"self": "127.0.0.1", "peers": ["127.0.0.1"] * n,
-         "namesrvs": ["127.0.0.1"] * len(ports["namesrvs"]), "control": "127.0.0.1",
+         "namesrvs": ["127.0.0.1"] * len(ports["namesrvs"]),
+         "control": ";".join(f"127.0.0.1:{p}" for p in ports.get("controllers", [])),
          "controllers": ["127.0.0.1"] * len(ports.get("controllers", [])), **(addrs or {})}
     conf = {"brokerClusterName": "DefaultCluster", "brokerName": group,
             "listenPort": ports["broker"][i],
@@ -39,7 +40,7 @@ def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str
                     haHousekeepingInterval="5000")
         if mode == "checkpoint":
             conf.update(enableConsistentCheckpoint="true",
-                        controlNodeAddr=f"{a['control']}:{ports['control']}")
+                        controlNodeAddr=a["control"])
         if mode == "controller":  # roles come from the controller, not from brokerRole
             del conf["brokerId"], conf["brokerRole"]
             conf.update(enableControllerMode="true", controllerAddr=";".join(
