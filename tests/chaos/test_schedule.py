@@ -135,3 +135,18 @@ def test_fault_lists_parse_from_the_command_line_form():
 def test_a_window_round_trips_through_json():
     w = plan(4, ["partition"], NODES, duration=100, interval=5)[0]
     assert Window.from_json(orjson.loads(orjson.dumps(w.to_json()))) == w
+
+
+@pytest.mark.parametrize("coordinators, also", [
+    ({"c0": "controller", "c1": "controller", "c2": "controller"}, "controller-leader"),
+    ({"control0": "controlnode", "control1": "controlnode", "control2": "controlnode"},
+     "controlnode-leader"),
+    ({"control": "controlnode"}, "control"),
+])
+def test_combined_kills_a_master_with_whatever_elects_it(coordinators, also):
+    """A controller group's leader, a control node group's leader, or the one control
+    node: found when the window opens, as the group's master is."""
+    nodes = {"a0": "broker:a", "a1": "broker:a", "ns0": "namesrv", **coordinators}
+    for w in plan(3, ["combined"], nodes, duration=100, interval=5):
+        assert w.params["pick"] == "master" and w.params["also"] == also
+        assert set(coordinators) <= set(w.targets)
