@@ -76,7 +76,8 @@ class ReplicatedControlNode(ControlService, RaftDriver):
                  config: ControlConfig | None = None, auth: PeerAuth | None = None,
                  metrics_port: int = 0, tls: Tls = DISABLED, raft: RaftConfig = RAFT):
         config = config or ControlConfig(max_cache_bytes=REPLICATED_MAX_CACHE_BYTES)
-        ControlService.__init__(self, config, auth, tls)
+        ControlService.__init__(self, config, auth, tls, peers[node_id].rsplit(":", 1)[0],
+                                metrics_port)
         self.dir = Path(directory)
         self._dir_lock = DirectoryLock(self.dir, "control-node state")
         self._dir_lock.acquire()  # one control node per state directory
@@ -88,8 +89,6 @@ class ReplicatedControlNode(ControlService, RaftDriver):
         self.serving = False  # leader, with everything committed before its term applied
         self._last: asyncio.Future[bool] | None = None  # the latest entry proposed
         self._snapshot_at: int | None = None  # index of a snapshot proposed, not committed
-        self.host, self.metrics_port = peers[node_id].rsplit(":", 1)[0], metrics_port
-        self.metrics_server: asyncio.Server | None = None
         first = self.log.begin if self.log.begin > 0 else -1  # (a compacted log's first
         self._apply_to(max(first, min(self.meta.commit, self.log.end)))  # is committed)
 
@@ -99,17 +98,10 @@ class ReplicatedControlNode(ControlService, RaftDriver):
 
     async def start(self) -> None:
         await RaftDriver.start(self)
-        self._tick_task = asyncio.create_task(self._tick_loop())
-        if self.metrics_port:
-            from ..metrics.serving import serve
-            from .metrics import registry_for
-            self.metrics_server = await serve(registry_for(self), self.host, self.metrics_port)
+        await self._start_serving()
 
     async def stop(self) -> None:
-        if self._tick_task:
-            self._tick_task.cancel()
-        if self.metrics_server is not None:
-            self.metrics_server.close()
+        self._stop_serving()
         await RaftDriver.stop(self)
         self._dir_lock.release()
 

@@ -4,7 +4,6 @@ survives its restart; while it is down nothing can elect (replicated.py runs a g
 them instead)."""
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 
@@ -27,14 +26,12 @@ class ControlNode(ControlService):
         """`auth`: the cluster secret; brokers heartbeat and hand over messages only on a
         connection that proved it, and a promotion proves it to the broker. `tls`: its
         port's tls.server.mode, and TLS to the brokers it promotes."""
-        super().__init__(config, auth, tls)
+        super().__init__(config, auth, tls, host, metrics_port)
         self.dir = Path(directory)
         self._dir_lock = DirectoryLock(self.dir, "control-node state")
         self._dir_lock.acquire()  # one control node per state directory
         self.files: dict[str, GroupFiles] = {}
         self.server = RemotingServer(self.handle, host, port, tls=tls, what="control node")
-        self.host, self.metrics_port = host, metrics_port  # Prometheus (0: off)
-        self.metrics_server: asyncio.Server | None = None
         for d in sorted(self.dir.glob("*/state.json")) if self.dir.exists() else []:
             self._group(d.parent.name)
 
@@ -61,17 +58,10 @@ class ControlNode(ControlService):
 
     async def start(self) -> None:
         await self.server.start()
-        self._tick_task = asyncio.create_task(self._tick_loop())
-        if self.metrics_port:
-            from ..metrics.serving import serve
-            from .metrics import registry_for
-            self.metrics_server = await serve(registry_for(self), self.host, self.metrics_port)
+        await self._start_serving()
 
     async def stop(self) -> None:
-        if self._tick_task:
-            self._tick_task.cancel()
-        if self.metrics_server is not None:
-            self.metrics_server.close()
+        self._stop_serving()
         await self.server.stop()
         await self.client.close()
         for f in self.files.values():

@@ -43,7 +43,8 @@ class ControlService:
     """Subclasses keep the state: `_persist` an action, `_durable` (what to wait for before
     answering), `_refusal` (why this node does not serve now) and `_load` a group."""
 
-    def __init__(self, config: ControlConfig | None, auth: PeerAuth | None, tls: Tls):
+    def __init__(self, config: ControlConfig | None, auth: PeerAuth | None, tls: Tls,
+                 host: str, metrics_port: int):
         self.config = config or ControlConfig()
         self.groups: dict[str, GroupControl] = {}
         self.remoting_addr: dict[tuple[str, str], str] = {}  # (group, ha addr) -> broker addr
@@ -53,6 +54,22 @@ class ControlService:
                                      ssl_context=tls.client)
         self._promoting: set[str] = set()
         self._tick_task: asyncio.Task | None = None
+        self.host, self.metrics_port = host, metrics_port  # Prometheus (0: off)
+        self.metrics_server: asyncio.Server | None = None
+
+    async def _start_serving(self) -> None:
+        """The failover ticks, and the metrics port (once the requests' port is up)."""
+        self._tick_task = asyncio.create_task(self._tick_loop())
+        if self.metrics_port:
+            from ..metrics.serving import serve
+            from .metrics import registry_for
+            self.metrics_server = await serve(registry_for(self), self.host, self.metrics_port)
+
+    def _stop_serving(self) -> None:
+        if self._tick_task:
+            self._tick_task.cancel()
+        if self.metrics_server is not None:
+            self.metrics_server.close()
 
     # ---- what a subclass provides ---------------------------------------------------
     def _load(self, name: str) -> GroupControl:

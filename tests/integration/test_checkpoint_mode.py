@@ -220,12 +220,13 @@ def test_pending_resolves_resend_when_the_master_died_with_it(group):
     assert not {b"r-0", b"r-1", b"r-2"} & bodies
 
 
-def test_cached_sends_survive_master_and_control_node_dying_together(group):
-    d, state = group
+def cached_then_killed(d, state, control: dict) -> dict:
+    """Five sends acknowledged only through the control node's cache (the slaves frozen,
+    so the checkpoint stalls), then `control` and the master killed together; the master."""
     st = procs(d)
     master = wait_for_master(d)
     slaves = [st[n]["pid"] for n in ("n0", "n1", "n2") if n != master["name"]]
-    _freeze(*slaves)  # the checkpoint stalls: SEND_OK only through the control node's cache
+    _freeze(*slaves)
 
     async def send():
         async with Producer("cached", state["namesrv"], send_timeout=10) as p:
@@ -234,10 +235,16 @@ def test_cached_sends_survive_master_and_control_node_dying_together(group):
     try:
         results = asyncio.run(send())
         assert [r.status for r in results] == [SendStatus.SEND_OK] * 5
-        os.kill(st["control"]["pid"], signal.SIGKILL)
+        os.kill(control["pid"], signal.SIGKILL)
         os.kill(master["pid"], signal.SIGKILL)
     finally:
         _thaw(*slaves)
+    return master
+
+
+def test_cached_sends_survive_master_and_control_node_dying_together(group):
+    d, state = group
+    master = cached_then_killed(d, state, procs(d)["control"])
     restart(d, "control")  # its cache comes back from disk; the failover happens then
     wait_for_master(d, not_name=master["name"])
     bodies = {b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q}

@@ -4,19 +4,17 @@ one control node nothing could elect until it was restarted; with a group, anoth
 leads, holds what the dead one had saved (the cache of sends it acknowledged included) and
 promotes a slave by itself."""
 import asyncio
-import os
 import signal
 import time
 
 import pytest
 
-from ledgermq import Message, Producer, SendStatus
 from ledgermq.localcluster.cluster import down, restart, up
 from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
 from ..wait import wait_until
 from .load import Sighting, acked_after, check_nothing_lost, read_all, under_load
-from .test_checkpoint_mode import _freeze, _thaw, procs, single_master, wait_for_master, \
+from .test_checkpoint_mode import cached_then_killed, procs, single_master, wait_for_master, \
     wait_slave_caught_up
 
 CONTROL = ("control0", "control1", "control2")
@@ -80,22 +78,7 @@ def test_master_and_control_leader_killed_together_fail_over_without_a_restart(g
 
 def test_sends_the_dead_leader_cached_are_kept_by_its_successor(group):
     d, state = group
-    st = procs(d)
-    master, leader = wait_for_master(d), control_leader(d)
-    slaves = [st[n]["pid"] for n in ("n0", "n1", "n2") if n != master["name"]]
-    _freeze(*slaves)  # the checkpoint stalls: SEND_OK only through the control node's cache
-
-    async def send():
-        async with Producer("cached", state["namesrv"], send_timeout=10) as p:
-            return await asyncio.gather(*(p.send(Message("Replicated", f"c-{i}".encode()))
-                                          for i in range(5)))
-    try:
-        results = asyncio.run(send())
-        assert [r.status for r in results] == [SendStatus.SEND_OK] * 5
-        os.kill(leader["pid"], signal.SIGKILL)
-        os.kill(master["pid"], signal.SIGKILL)
-    finally:
-        _thaw(*slaves)
+    master = cached_then_killed(d, state, control_leader(d))
     wait_for_master(d, not_name=master["name"])  # no control node restarted
     bodies = {b for q in asyncio.run(read_all(state["namesrv"])).values() for b in q}
     assert {f"c-{i}".encode() for i in range(5)} <= bodies
