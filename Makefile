@@ -17,7 +17,7 @@ run: install
 	$(VENV)/bin/ledgermq dev
 
 test: install typecheck
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 # mypy --strict on the replication cores, the wire formats, the broker and the client ([tool.mypy])
 typecheck: install

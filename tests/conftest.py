@@ -5,6 +5,15 @@ import pytest  # noqa: E402
 from tests.dev_process import DevProcess  # noqa: E402
 
 
+def pytest_collection_modifyitems(items):
+    """Under `pytest -n 2 --dist loadgroup` (make test) the runs on test hosts take one
+    worker between them: each lays out a cluster of ~10 processes and holds recovery times
+    to a bound, which two at once on a 2-core machine would stretch."""
+    for item in items:
+        if "tests/chaos/" in str(item.path):
+            item.add_marker(pytest.mark.xdist_group("test-hosts"))
+
+
 @pytest.fixture(scope="module")
 def dev_once(tmp_path_factory):
     """One `ledgermq dev` process shared by a module's tests (e.g. property tests)."""
