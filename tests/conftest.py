@@ -5,6 +5,22 @@ import pytest  # noqa: E402
 from tests.dev_process import DevProcess  # noqa: E402
 
 
+def _own_ports() -> None:
+    """Each xdist worker picks its clusters' ports from a range of its own: two workers
+    drawing from one range sometimes drew the same port (a name server that could not
+    bind, seen once in 891 tests)."""
+    import os
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), \
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if worker and count and "LEDGERMQ_PORT_RANGE" not in os.environ:
+        k, n, width = int(worker.removeprefix("gw")), int(count), (32_000 - 10_000)
+        lo = 10_000 + k * width // n
+        os.environ["LEDGERMQ_PORT_RANGE"] = f"{lo}-{10_000 + (k + 1) * width // n}"
+
+
+_own_ports()
+
+
 def pytest_collection_modifyitems(items):
     """Under `pytest -n 2 --dist loadgroup` (make test) the runs on test hosts take one
     worker between them: each lays out a cluster of ~10 processes and holds recovery times

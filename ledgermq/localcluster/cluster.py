@@ -24,14 +24,18 @@ MODES = ("dledger", "sync", "async", "checkpoint", "controller")
 def free_ports(n: int) -> list[int]:
     """`n` distinct ports free now, below the kernel's ephemeral range: a process that binds
     port 0 (a Spark executor, a client's connection) never takes one of them while the
-    server it belongs to is down for a restart."""
-    low, _ = _ephemeral_range()
+    server it belongs to is down for a restart. LEDGERMQ_PORT_RANGE (`lo-hi`) narrows
+    them to a range of the caller's own (each of several test workers takes one)."""
+    low, high = 10_000, _ephemeral_range()[0]
+    if os.environ.get("LEDGERMQ_PORT_RANGE"):
+        low, _, top = os.environ["LEDGERMQ_PORT_RANGE"].partition("-")
+        low, high = int(low), int(top)
     rng = random.SystemRandom()
     ports: list[int] = []
     for _ in range(100 * n + 1000):  # a crowded machine: give up rather than loop forever
         if len(ports) == n:
             return ports
-        port = rng.randrange(10_000, low)
+        port = rng.randrange(low, high)
         if port in ports:
             continue
         with socket.socket() as s:
@@ -40,7 +44,7 @@ def free_ports(n: int) -> list[int]:
             except OSError:
                 continue
         ports.append(port)
-    raise RuntimeError(f"found only {len(ports)} of {n} free ports below {low}")
+    raise RuntimeError(f"found only {len(ports)} of {n} free ports in {low}-{high}")
 
 
 def _ephemeral_range() -> tuple[int, int]:
