@@ -10,8 +10,9 @@ def broker_conf(mode: str, i: int, n: int, ports: dict, d: Path, extra: dict[str
                 addrs: dict[str, str] | None = None) -> str:
     """broker.conf of replica `i` of `n` in `group`; ports["broker"] and ports["repl"] are
     that group's, ports["namesrvs"] every name server's. `addrs` has each address by role:
-    "self", "peers" (the group's, by replica), "namesrvs", "controllers", and "control" (controlNodeAddr: host:port of each control
-    node); 127.0.0.1 for whatever is not given."""
+    "self", "peers" (the group's, by replica), "namesrvs", "controllers", and "control"
+    (controlNodeAddr: host:port of each control node); 127.0.0.1 for whatever is not
+    given."""
     node = node or f"n{i}"
     a = {"self": "127.0.0.1", "peers": ["127.0.0.1"] * n,
          "namesrvs": ["127.0.0.1"] * len(ports["namesrvs"]),
