@@ -307,7 +307,7 @@ def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
         raise click.BadParameter(str(e)) from None
     extra = {"tls": tls} if tls else {}
     if peers:
-        from ..controlnode.replicated import REPLICATED_MAX_CACHE_BYTES, ReplicatedControlNode
+        from ..controlnode.replicated import ReplicatedControlNode
         from ..drivers.raft import parse_peers
         try:
             group = parse_peers(peers, "--peers")
@@ -317,8 +317,7 @@ def controlnode(port: int, bind: str, directory: Path, master_timeout: int,
             raise click.BadParameter(f"{node_id!r} is not among the ids of --peers "
                                      f"({', '.join(sorted(group))})", param_hint="--id")
         node = ReplicatedControlNode(node_id, group, directory, ControlConfig(
-            master_timeout_ms=master_timeout, max_cache_bytes=REPLICATED_MAX_CACHE_BYTES),
-            metrics_port=metrics_port, auth=auth, **extra)
+            master_timeout_ms=master_timeout), metrics_port=metrics_port, auth=auth, **extra)
         served = group[node_id]
     else:
         node = ControlNode(directory, bind, port, ControlConfig(

@@ -18,6 +18,7 @@ CONTROLLER_NOT_LEADER naming the leader, and the caller tries it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -54,19 +55,16 @@ class CompactingRaftLog(FileRaftLog):
         if index <= self.begin:
             return
         self.compact_through(index - 1)
-        raw = b"".join(self._record(e) for e in self.entries(self.begin, self.end))
+        records = [_REC.pack(e.index, e.term, len(e.data)) + e.data
+                   for e in self.entries(self.begin, self.end)]
         self._file.close()
-        replace_file(self.path, raw)
+        replace_file(self.path, b"".join(records))
         self._file = open(self.path, "r+b")
         self._pos, pos = {}, 0
-        for e in self.entries(self.begin, self.end):
+        for e, rec in zip(self.entries(self.begin, self.end), records):
             self._pos[e.index] = pos
-            pos += len(self._record(e))
+            pos += len(rec)
         self._end = pos
-
-    @staticmethod
-    def _record(e) -> bytes:
-        return _REC.pack(e.index, e.term, len(e.data)) + e.data
 
 
 class ReplicatedControlNode(ControlService, RaftDriver):
@@ -75,7 +73,9 @@ class ReplicatedControlNode(ControlService, RaftDriver):
     def __init__(self, node_id: str, peers: dict[str, str], directory: Path,
                  config: ControlConfig | None = None, auth: PeerAuth | None = None,
                  metrics_port: int = 0, tls: Tls = DISABLED, raft: RaftConfig = RAFT):
-        config = config or ControlConfig(max_cache_bytes=REPLICATED_MAX_CACHE_BYTES)
+        config = config or ControlConfig()
+        config = dataclasses.replace(config, max_cache_bytes=min(
+            config.max_cache_bytes, REPLICATED_MAX_CACHE_BYTES))
         ControlService.__init__(self, config, auth, tls, peers[node_id].rsplit(":", 1)[0],
                                 metrics_port)
         self.dir = Path(directory)
