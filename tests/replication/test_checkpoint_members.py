@@ -158,6 +158,18 @@ def test_a_replica_below_the_checkpoint_neither_leads_nor_takes_over():
     assert r.promotion is None
 
 
+def test_a_master_stands_down_for_its_own_epochs_wait_view_only():
+    """A WAIT view of an older epoch comes from a control node that has not caught up (a
+    stale leader of a control node group): it must not take the group's master away."""
+    r = CheckpointReplica()
+    r.on_view(View(3, "MASTER", 1, None, 0, (), None), log_end=0)
+    assert r.role == "MASTER" and r.epoch == 3
+    assert r.on_view(View(2, "WAIT", 1, None, 0, (), None), log_end=0) == []
+    assert r.role == "MASTER"
+    stand = r.on_view(View(3, "WAIT", 1, None, 0, (), None), log_end=0)  # failing over
+    assert r.role == "WAIT" and [type(a).__name__ for a in stand] == ["Stand"]
+
+
 def test_a_restarted_control_node_keeps_asking_the_broker_it_chose():
     """After a restart the control node knows no broker's log end yet: that is no reason
     to give up a promotion (the chosen broker may have taken over already)."""

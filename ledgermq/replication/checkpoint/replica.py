@@ -108,8 +108,10 @@ class CheckpointReplica:
         p = self.promotion
         if p is not None and view.epoch < p.epoch:
             return []  # promoting: older views (sent before the promotion) do not count
-        if view.role == "WAIT" or view.epoch < self.epoch:
-            if self.role in ("MASTER", "SLAVE") and view.role == "WAIT":
+        if view.epoch < self.epoch:  # from a control node behind the group's state (a
+            return []                 # stale leader of a group): it may not move anyone
+        if view.role == "WAIT":
+            if self.role in ("MASTER", "SLAVE"):
                 self.role, self.master_addr = "WAIT", None
                 return [Stand("the control node has no master for the group now")]
             return []
