@@ -1,13 +1,14 @@
 """Instructions per request on the broker's request path (#32), counted by valgrind
 (callgrind): the in-process loop of request_micro.py (a real Broker and store, its
-Connection fed SEND_MESSAGE_V2 frames, replies counted) run twice, for N1 and N2 requests
-after the same warm-up; (Ir(N2) - Ir(N1)) / (N2 - N1) is what one request costs, startup
+Connection fed SEND_MESSAGE_V2 frames, or PULL_MESSAGE frames asking for 32 once 2,000
+messages are stored, replies counted) run twice, for N1 and N2 requests after the same
+warm-up; (Ir(N2) - Ir(N1)) / (N2 - N1) is what one request costs, startup
 and imports cancelled out. A timing on this VM moves by a quarter with what else runs;
 this moves by ~1% (see docs/benchmarks.md), so a change of a few percent shows. JSON rows.
 
-    python bench/request_instructions.py [--headers JSON,ROCKETMQ] [--n1 500 --n2 1500]
+    python bench/request_instructions.py [--requests JSON,ROCKETMQ,PULL] [--n1 500 --n2 1500]
 
-Needs valgrind (apt install valgrind); about a minute and a half a header type.
+Needs valgrind (apt install valgrind); about a minute and a half a row.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WARM_UP = 500
+PULL_STORED = 2000  # sends before the pulls (500 a queue): each pull finds 32
 
 # the child: WARM_UP requests, then N more (the frames built beforehand, outside the count)
 CHILD = """
@@ -33,7 +35,7 @@ from pathlib import Path
 sys.path[:0] = [{root!r}, {bench!r}]
 import request_micro as rm
 frames = pickle.load(open(sys.argv[1], "rb"))
-n = int(sys.argv[2])
+n, warm = int(sys.argv[2]), int(sys.argv[3])
 async def main():
     with tempfile.TemporaryDirectory() as tmp:
         # the background threads' rounds (flushes, retention) are spaced out: they run by
@@ -41,17 +43,17 @@ async def main():
         b = await rm.make_broker(Path(tmp), flushIntervalCommitLog="60000",
                                  flushIntervalConsumeQueue="60000",
                                  cleanResourceInterval="600000")
-        await rm.drive(frames[:{warm}], b)
-        await rm.drive(frames[{warm}:{warm} + n], b)
+        await rm.drive(frames[:warm], b)
+        await rm.drive(frames[warm:warm + n], b)
         b.store.close()
 asyncio.run(main())
 """
 
 
-def instructions(script: Path, frames: Path, n: int, out: Path) -> int:
+def instructions(script: Path, frames: Path, n: int, warm: int, out: Path) -> int:
     """Instructions valgrind counted for the child run with `n` requests."""
     r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        sys.executable, str(script), str(frames), str(n)],
+                        sys.executable, str(script), str(frames), str(n), str(warm)],
                        capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
     m = re.search(r"Collected : (\d+)", r.stderr)
     if r.returncode or not m:
@@ -61,7 +63,8 @@ def instructions(script: Path, frames: Path, n: int, out: Path) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--headers", default="JSON,ROCKETMQ")
+    ap.add_argument("--requests", default="JSON,ROCKETMQ,PULL",
+                    help="SEND_MESSAGE_V2 with a JSON or ROCKETMQ header; PULL_MESSAGE")
     ap.add_argument("--n1", type=int, default=500)
     ap.add_argument("--n2", type=int, default=1500)
     args = ap.parse_args()
@@ -74,20 +77,28 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="request-instructions-") as tmp:
         d = Path(tmp)
         script = d / "child.py"
-        script.write_text(CHILD.format(root=str(ROOT), bench=str(ROOT / "bench"),
-                                       warm=WARM_UP))
-        for header in args.headers.split(","):
-            frames = d / f"frames-{header}.pkl"
-            pickle.dump([rm.send_frame(i, SerializeType[header])
-                         for i in range(WARM_UP + args.n2)], frames.open("wb"))
+        script.write_text(CHILD.format(root=str(ROOT), bench=str(ROOT / "bench")))
+        for kind in args.requests.split(","):
+            frames = d / f"frames-{kind}.pkl"
+            if kind == "PULL":
+                stored = [rm.send_frame(i, SerializeType.JSON) for i in range(PULL_STORED)]
+                per_queue = PULL_STORED // 4
+                pulls = [rm.pull_frame(i, (i * 32) % (per_queue - 32))
+                         for i in range(WARM_UP + args.n2)]
+                sequence, warm, label = stored + pulls, PULL_STORED + WARM_UP, \
+                    "PULL_MESSAGE (32 messages)"
+            else:
+                sequence = [rm.send_frame(i, SerializeType[kind])
+                            for i in range(WARM_UP + args.n2)]
+                warm, label = WARM_UP, f"SEND_MESSAGE_V2 ({kind} header)"
+            pickle.dump(sequence, frames.open("wb"))
             with ThreadPoolExecutor(2) as pool:  # (the two counts side by side)
-                counts = list(pool.map(lambda n: instructions(script, frames, n,
+                counts = list(pool.map(lambda n: instructions(script, frames, n, warm,
                                                               d / f"cg-{n}.out"),
                                        (args.n1, args.n2)))
             per = (counts[1] - counts[0]) // (args.n2 - args.n1)
             print(json.dumps({"bench": "request path, instructions", "impl": native.active(),
-                              "request": f"SEND_MESSAGE_V2 ({header} header)",
-                              "instructions_per_request": per}), flush=True)
+                              "request": label, "instructions_per_request": per}), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..wire.native import twin_or_fallback
 from .mapped_file import MappedFileQueue, StoreError
 
 ENTRY_SIZE = 20
@@ -169,3 +170,38 @@ class ConsumeQueue:
 def check_queue_id(queue_id: int) -> None:
     if not 0 <= queue_id < 1 << 16:
         raise StoreError(f"queue id {queue_id} out of range")
+
+
+@twin_or_fallback("walk_entries")
+def walk_entries(ents: memoryview | bytes, first: int, log_min: int, seg_size: int,
+                 count: int, total: int, max_bytes: int
+                 ) -> tuple[list[int], list[int], int, int, int]:
+    """A plain pull's walk over raw entries (`ConsumeQueue.raw_entries`, the first at queue
+    offset `first`): (runs, kept, n, count, total). An entry below `log_min`, the commit
+    log's start, is skipped. The walk stops before an entry that would take `total` past
+    `max_bytes`, unless nothing was taken yet (an oversized first message is taken, and
+    ends the walk). `runs` holds lo, hi, lo, hi, ... of the stretches of the log taken,
+    consecutive messages joined unless a segment of `seg_size` bytes starts between them;
+    `kept` the queue offsets taken; `n` how many entries were walked; `count` and `total`
+    those given plus the messages and bytes taken. (Its compiled twin leaves a sum past
+    64 bits to this one.)"""
+    if seg_size <= 0:
+        raise ValueError(f"segment size {seg_size} is not positive")
+    runs: list[int] = []
+    kept: list[int] = []
+    n = 0
+    for phys, size, _ in _ONE.iter_unpack(ents[:len(ents) - len(ents) % ENTRY_SIZE]):
+        if phys >= log_min:
+            if total + size > max_bytes and count:
+                break
+            if runs and runs[-1] == phys and (phys - 1) // seg_size == phys // seg_size:
+                runs[-1] = phys + size
+            else:
+                runs += (phys, phys + size)
+            kept.append(first + n)
+            count += 1
+            total += size
+        n += 1
+        if total > max_bytes:
+            break
+    return runs, kept, n, count, total

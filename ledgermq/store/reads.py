@@ -16,13 +16,10 @@ from ..wire.message import (
     decode_offset_msg_id,
 )
 from .commitlog import CommitLog
-from .consume_queue import ENTRY_SIZE, ConsumeQueue
+from .consume_queue import ENTRY_SIZE, ConsumeQueue, walk_entries
 from .index import IndexService
 from .mapped_file import StoreError
 from .results import GetResult, GetStatus
-
-
-_ENTRY = struct.Struct(">qiq")  # a consume-queue entry: commit-log offset, size, tag code
 
 
 class StoreReads:
@@ -57,9 +54,9 @@ class StoreReads:
 
     def _walk_plain(self, cq: ConsumeQueue, offset: int, max_count: int, max_bytes: int,
                     result: GetResult) -> GetResult:
-        """get_messages without a tag filter: a pull takes tens of entries, which a loop
-        over unpacked tuples walks faster than numpy's per-call cost allows (the filtered
-        walk may skip through thousands)."""
+        """get_messages without a tag filter: a pull takes tens of entries, which
+        walk_entries walks faster than numpy's per-call cost allows (the filtered walk may
+        skip through thousands)."""
         hi, log = result.max_offset, self.commitlog
         log_min, seg_size = log.min_offset, log.file_size
         cur, count, total, qoffs = offset, 0, 0, []
@@ -67,22 +64,9 @@ class StoreReads:
             ents = cq.raw_entries(cur, max_count - count)
             if not ents:
                 break
-            runs: list[int] = []  # lo, hi, lo, hi, ... of contiguous stretches of the log
-            n = 0
-            for phys, size, _ in _ENTRY.iter_unpack(ents):
-                if phys >= log_min:
-                    if total + size > max_bytes and count:
-                        break  # (always take at least one message)
-                    if runs and runs[-1] == phys and (phys - 1) // seg_size == phys // seg_size:
-                        runs[-1] = phys + size
-                    else:
-                        runs += (phys, phys + size)
-                    qoffs.append(cur + n)
-                    count += 1
-                    total += size
-                n += 1
-                if total > max_bytes:  # (an oversized first message: taken, then stop)
-                    break
+            runs, kept, n, count, total = walk_entries(ents, cur, log_min, seg_size, count,
+                                                       total, max_bytes)
+            qoffs += kept
             if runs:
                 self._views(runs, result)
             cur += n

@@ -42,5 +42,7 @@ extern const char encode_head_doc[];
 /* _native_walk.c */
 PyObject *walk_positions(PyObject *self, PyObject *args);
 extern const char walk_positions_doc[];
+PyObject *walk_entries(PyObject *self, PyObject *args);
+extern const char walk_entries_doc[];
 
 #endif

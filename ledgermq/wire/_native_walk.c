@@ -100,3 +100,110 @@ done:
     PyBuffer_Release(&view);
     return result;
 }
+
+const char walk_entries_doc[] =
+    "walk_entries(ents, first, log_min, seg_size, count, total, max_bytes)\n"
+    "    -> (runs, kept, n, count, total), or None for its twin\n\n"
+    "See consume_queue.walk_entries; None where a number is past 64 bits.";
+
+/* `o` as an int64 in *v; 0 when it is not an int or does not fit (the twin answers) */
+static int as_int64(PyObject *o, int64_t *v) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *v = x;
+    return 1;
+}
+
+static int64_t floor_div(__int128 a, int64_t b) {  /* Python's //, for b > 0 */
+    __int128 q = a / b;
+    return (int64_t)(a % b != 0 && a < 0 ? q - 1 : q);
+}
+
+/* a list of the first n of xs; NULL with an exception set */
+static PyObject *int64_list(const int64_t *xs, int64_t n) {
+    PyObject *out = PyList_New(n);
+    for (int64_t i = 0; out && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(xs[i]);
+        if (!x) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, x);
+    }
+    return out;
+}
+
+#define FITS(x) ((x) >= INT64_MIN && (x) <= INT64_MAX)
+
+PyObject *walk_entries(PyObject *self, PyObject *args) {
+    Py_buffer ents;
+    PyObject *o[6];
+    if (!PyArg_ParseTuple(args, "y*OOOOOO", &ents, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
+        return NULL;
+    int64_t first, log_min, seg_size, count0, total0, max_bytes;
+    PyObject *result = NULL;
+    int64_t *runs = NULL, *kept = NULL;
+    if (!as_int64(o[0], &first) || !as_int64(o[1], &log_min) || !as_int64(o[2], &seg_size) ||
+        !as_int64(o[3], &count0) || !as_int64(o[4], &total0) || !as_int64(o[5], &max_bytes)) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    if (seg_size <= 0) {
+        PyErr_Format(PyExc_ValueError, "segment size %lld is not positive",
+                     (long long)seg_size);
+        goto done;
+    }
+    int64_t entries = ents.len / 20, n = 0, nruns = 0, nkept = 0;
+    runs = PyMem_Malloc((2 * entries + 1) * sizeof(int64_t));
+    kept = PyMem_Malloc((entries + 1) * sizeof(int64_t));
+    if (!runs || !kept) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const unsigned char *e = ents.buf;
+    __int128 count = count0, total = total0;  /* sums a hostile queue file cannot overflow */
+    for (; n < entries; n++, e += 20) {
+        int64_t phys = rd64(e), size = rd32(e + 8);
+        if (phys >= log_min) {
+            if (total + size > max_bytes && count)
+                break;
+            __int128 end = (__int128)phys + size, f = (__int128)first + n;
+            if (!FITS(end) || !FITS(f) || !FITS(count + 1) || !FITS(total + size))
+                goto twin;
+            if (nruns && runs[nruns - 1] == phys &&
+                floor_div((__int128)phys - 1, seg_size) == floor_div(phys, seg_size))
+                runs[nruns - 1] = (int64_t)end;
+            else {
+                runs[nruns++] = phys;
+                runs[nruns++] = (int64_t)end;
+            }
+            kept[nkept++] = (int64_t)f;
+            count += 1;
+            total += size;
+        }
+        if (total > max_bytes) {
+            n++;
+            break;
+        }
+    }
+    PyObject *r = int64_list(runs, nruns), *k = r ? int64_list(kept, nkept) : NULL;
+    if (r && k)
+        result = Py_BuildValue("(NNLLL)", r, k, (long long)n, (long long)count,
+                               (long long)total);
+    else
+        Py_XDECREF(r);
+    goto done;
+twin:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyMem_Free(runs);
+    PyMem_Free(kept);
+    PyBuffer_Release(&ents);
+    return result;
+}

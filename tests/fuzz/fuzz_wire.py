@@ -18,11 +18,13 @@ import atheris
 import numpy as np
 
 with atheris.instrument_imports(include=["ledgermq.wire", "ledgermq.broker.send_parsing",
-                                         "ledgermq.remoting.command"]):
+                                         "ledgermq.remoting.command",
+                                         "ledgermq.store.consume_queue"]):
     from ledgermq.wire import batch, batch_body, hashes, native, scan, scan_batch  # noqa: F401
     from ledgermq.wire.message import HEADER_SIZE
     from ledgermq.broker import send_parsing  # noqa: F401 (registers read_send's twins)
     from ledgermq.remoting import command  # noqa: F401 (registers binary_header_fields')
+    from ledgermq.store import consume_queue  # noqa: F401 (registers walk_entries')
 
 from ledgermq.client.producer import encode_batch_body  # noqa: E402
 
@@ -78,18 +80,34 @@ def send_header(data: bytes) -> dict[str, str]:
             for name in names if fdp.ConsumeBool()}
 
 
-def same_or_fallback(name: str, arg) -> None:
+def same_or_fallback(name: str, *args) -> None:
     """A compiled function that may leave an input to its twin (None): with its fallback
     the two agree, and where it answers alone it answers as the twin."""
-    same(name, arg)
-    direct = getattr(native._native, name)(arg)
-    if direct is not None and ("ok", plain(direct)) != outcome(native.TWINS[name][0], arg):
-        raise AssertionError(f"{name} differs on {arg!r}: native {direct}")
+    same(name, *args)
+    try:
+        direct = getattr(native._native, name)(*args)
+    except Exception as e:  # noqa: BLE001 - then the twin must raise it too
+        direct = ("error", type(e).__name__, str(e))
+        if direct != outcome(native.TWINS[name][0], *args):
+            raise AssertionError(f"{name} differs on {args!r}: native {direct}") from None
+        return
+    if direct is not None and ("ok", plain(direct)) != outcome(native.TWINS[name][0], *args):
+        raise AssertionError(f"{name} differs on {args!r}: native {direct}")
+
+
+def entry_walk(data: bytes) -> tuple:
+    """walk_entries' arguments: the input as consume-queue entries, the numbers from its
+    first bytes (small segments and budgets, so runs split and walks stop early)."""
+    fdp = atheris.FuzzedDataProvider(data[:16])
+    return (data, fdp.ConsumeIntInRange(-2, 1 << 40), fdp.ConsumeIntInRange(-1 << 20, 1 << 20),
+            fdp.ConsumeIntInRange(-1, 1 << 16), fdp.ConsumeIntInRange(0, 3),
+            fdp.ConsumeIntInRange(0, 1 << 10), fdp.ConsumeIntInRange(-1, 1 << 20))
 
 
 def test_one_input(data: bytes) -> None:
     same_or_fallback("read_send", send_header(data))
     same_or_fallback("binary_header_fields", data)  # a remoting header as it came
+    same_or_fallback("walk_entries", *entry_walk(data))  # a queue file's bytes as found
     same("split_batch", data)  # as it came off the wire
     same("split_pulled", data)
     texts = [data.decode("utf-8", "replace"), data.decode("latin-1"),

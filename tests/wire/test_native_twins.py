@@ -1,6 +1,7 @@
 """The compiled wire functions and their pure-Python twins give byte-for-byte the same
 results, and the same errors, on the same inputs (ledgermq/wire/native.py)."""
 import os
+import struct
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ledgermq.client.producer import encode_batch_body
-from ledgermq.store import index  # noqa: F401 (registers its twin)
+from ledgermq.store import consume_queue, index  # noqa: F401 (register their twins)
 from ledgermq.wire import batch, batch_body, hashes, ids, native, scan, scan_batch  # noqa: F401
 from ledgermq.wire.message import HEADER_SIZE
 
@@ -327,3 +328,54 @@ def test_the_module_is_built_where_a_compiler_is():
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              env={**os.environ, "LEDGERMQ_PURE": env}, check=True).stdout
         assert out.strip() == expected
+
+
+SEG = 4096
+# commit-log offsets that meet: back to back, across a segment start, below the log's
+# start, negative, at the ends of int64 (the queue file is read as found)
+entry_phys = st.integers(0, 3 * SEG) | st.sampled_from(
+    [0, SEG - 100, SEG, SEG + 1, -1, -(1 << 63), (1 << 63) - 1, (1 << 63) - 50])
+entry_sizes = st.sampled_from([0, 1, 100, 50, SEG, -1, -(1 << 31), (1 << 31) - 1]) | \
+    st.integers(0, 300)
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(entry_phys, entry_sizes, st.integers(-2**63, 2**63 - 1)),
+                max_size=40),
+       st.booleans(), st.integers(0, 2**62) | st.just(2**64), st.integers(-10, SEG),
+       st.sampled_from([SEG, 1, 0, -5]), st.integers(0, 3), st.integers(0, 600),
+       st.integers(-1, 4000) | st.just(2**63 - 1), st.integers(0, 19))
+def test_walk_entries_twins_agree(ents, chained, first, log_min, seg_size, count, total,
+                                  max_bytes, ragged):
+    """Consume-queue entries as a hostile or damaged file may hold them, walked with any
+    budget: the same runs, queue offsets, counts and errors; the compiled one answering
+    by itself wherever every number fits 64 bits."""
+    if chained:  # messages back to back, as a busy queue holds them
+        at, chain = ents[0][0] if ents else 0, []
+        for _, size, tag in ents:
+            chain.append((at, size, tag))
+            at += max(size, 0)
+        ents = [(p, s, t) for p, s, t in chain if -(1 << 63) <= p < 1 << 63]
+    raw = b"".join(struct.pack(">qiq", p, s, t) for p, s, t in ents) + bytes(ragged)
+    args = (raw, first, log_min, seg_size, count, total, max_bytes)
+    expected = both("walk_entries", *args)
+    if expected[0] == "ok" and first + len(ents) < 1 << 63 and all(
+            p + s < 1 << 63 for p, s, _ in ents) and max(0, total) + sum(
+            max(s, 0) for _, s, _ in ents) < 1 << 63:
+        assert native._native.walk_entries(*args) is not None
+
+
+def test_walk_entries_joins_neighbours_within_a_segment_only():
+    """What a pull is answered from: back-to-back messages in one stretch, a new stretch
+    where a segment starts, entries below the log's start skipped, the byte budget kept."""
+    ents = [(SEG - 200, 100, 0), (SEG - 100, 100, 0), (SEG, 50, 0), (SEG + 50, 50, 0),
+            (10, 10, 0)]
+    raw = b"".join(struct.pack(">qiq", *e) for e in ents)
+    for fn in filter(None, native.TWINS["walk_entries"]):
+        assert fn(raw, 7, 0, SEG, 0, 0, 1 << 20) == (
+            [SEG - 200, SEG, SEG, SEG + 100, 10, 20], [7, 8, 9, 10, 11], 5, 5, 310)
+        assert fn(raw, 7, 100, SEG, 0, 0, 1 << 20)[1] == [7, 8, 9, 10]  # 10 is below 100
+        assert fn(raw, 7, 0, SEG, 0, 0, 250) == ([SEG - 200, SEG, SEG, SEG + 50], [7, 8, 9],
+                                                 3, 3, 250)
+        assert fn(raw, 7, 0, SEG, 0, 0, 20) == ([SEG - 200, SEG - 100], [7], 1, 1, 100)
