@@ -76,7 +76,7 @@ class StoreReads:
         result.message_count, result.total_bytes = count, total
         if count:
             result.status = GetStatus.FOUND
-            result.queue_offsets = np.array(qoffs, np.int64)
+            result.queue_offsets = qoffs  # (read by few: not made an array)
         elif cur > offset:
             result.status = GetStatus.NO_MATCHED_MESSAGE
         return result

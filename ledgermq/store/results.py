@@ -73,7 +73,7 @@ class GetResult:
     buffers: list[memoryview] = field(default_factory=list)
     message_count: int = 0
     total_bytes: int = 0
-    queue_offsets: np.ndarray | None = None  # queue offset of each message found
+    queue_offsets: np.ndarray | list[int] | None = None  # queue offset of each message found
 
     def messages(self) -> list[memoryview]:
         """One view per message (splits the contiguous runs)."""
