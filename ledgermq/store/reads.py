@@ -15,11 +15,19 @@ from ..wire.message import (
     OFF_SYSFLAG, SYSFLAG_BORNHOST_V6, MessageFormatError, StoredMessage, decode_message,
     decode_offset_msg_id,
 )
+from ..wire.native import twin_or_fallback
 from .commitlog import CommitLog
 from .consume_queue import ENTRY_SIZE, ConsumeQueue, walk_entries
 from .index import IndexService
 from .mapped_file import StoreError
 from .results import GetResult, GetStatus
+
+
+@twin_or_fallback("run_views")
+def run_views(view: memoryview, base: int, runs: list[int]) -> list[memoryview]:
+    """Slices of `view`, which starts at commit-log offset `base`, for the runs lo, hi,
+    lo, hi, ... of the log (the buffers a pull answers with, not copied)."""
+    return [view[runs[i] - base:runs[i + 1] - base] for i in range(0, len(runs) - 1, 2)]
 
 
 class StoreReads:
@@ -87,9 +95,7 @@ class StoreReads:
         seg = log.files.find(runs[0])
         if seg is not None and runs[-1] <= min(seg.end, log.max_offset):
             # every run in one segment (the usual case): sliced here
-            view, base = seg.view, seg.start
-            result.buffers += [view[runs[i] - base:runs[i + 1] - base]
-                               for i in range(0, len(runs), 2)]
+            result.buffers += run_views(seg.view, seg.start, runs)
         else:
             result.buffers += [log.read(runs[i], runs[i + 1] - runs[i])
                                for i in range(0, len(runs), 2)]

@@ -822,6 +822,7 @@ static PyMethodDef methods[] = {
     {"offset_msg_ids", offset_msg_ids, METH_VARARGS, offset_msg_ids_doc},
     {"walk_positions", walk_positions, METH_VARARGS, walk_positions_doc},
     {"walk_entries", walk_entries, METH_VARARGS, walk_entries_doc},
+    {"run_views", run_views, METH_VARARGS, run_views_doc},
     {"tags_and_keys", tags_and_keys, METH_VARARGS, tags_and_keys_doc},
     {"read_send", read_send, METH_O, read_send_doc},
     {"binary_header_fields", binary_header_fields, METH_O, binary_header_fields_doc},

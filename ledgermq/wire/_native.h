@@ -44,5 +44,7 @@ PyObject *walk_positions(PyObject *self, PyObject *args);
 extern const char walk_positions_doc[];
 PyObject *walk_entries(PyObject *self, PyObject *args);
 extern const char walk_entries_doc[];
+PyObject *run_views(PyObject *self, PyObject *args);
+extern const char run_views_doc[];
 
 #endif

@@ -207,3 +207,41 @@ done:
     PyBuffer_Release(&ents);
     return result;
 }
+
+const char run_views_doc[] =
+    "run_views(view, base, runs) -> list of view slices, or None for its twin\n\n"
+    "See reads.run_views; None where an offset is past 64 bits.";
+
+PyObject *run_views(PyObject *self, PyObject *args) {
+    PyObject *view, *runs, *base_obj;
+    if (!PyArg_ParseTuple(args, "OOO!", &view, &base_obj, &PyList_Type, &runs))
+        return NULL;
+    int64_t base;
+    Py_ssize_t n = PyList_GET_SIZE(runs);
+    if (!as_int64(base_obj, &base) || n % 2)
+        Py_RETURN_NONE;
+    PyObject *out = PyList_New(n / 2);
+    if (!out)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i += 2) {
+        int64_t lo, hi;
+        if (!as_int64(PyList_GET_ITEM(runs, i), &lo) ||
+            !as_int64(PyList_GET_ITEM(runs, i + 1), &hi)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        __int128 a = (__int128)lo - base, b = (__int128)hi - base;
+        if (a < PY_SSIZE_T_MIN || a > PY_SSIZE_T_MAX || b < PY_SSIZE_T_MIN ||
+            b > PY_SSIZE_T_MAX) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        PyObject *s = PySequence_GetSlice(view, (Py_ssize_t)a, (Py_ssize_t)b);
+        if (!s) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i / 2, s);
+    }
+    return out;
+}

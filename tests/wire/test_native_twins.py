@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ledgermq.client.producer import encode_batch_body
-from ledgermq.store import consume_queue, index  # noqa: F401 (register their twins)
+from ledgermq.store import consume_queue, index, reads  # noqa: F401 (register their twins)
 from ledgermq.wire import batch, batch_body, hashes, ids, native, scan, scan_batch  # noqa: F401
 from ledgermq.wire.message import HEADER_SIZE
 
@@ -379,3 +379,21 @@ def test_walk_entries_joins_neighbours_within_a_segment_only():
         assert fn(raw, 7, 0, SEG, 0, 0, 250) == ([SEG - 200, SEG, SEG, SEG + 50], [7, 8, 9],
                                                  3, 3, 250)
         assert fn(raw, 7, 0, SEG, 0, 0, 20) == ([SEG - 200, SEG - 100], [7], 1, 1, 100)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 64), st.sampled_from([0, 4096, 1 << 40]),
+       st.lists(st.integers(-20, 90) | st.sampled_from([2**63 - 1, -2**63, 2**70]),
+                max_size=12))
+def test_run_views_twins_agree(size, base, rel):
+    """Runs inside, across and outside the view, reversed, odd in number, past 64 bits:
+    the same slices (compared as bytes), the compiled one answering by itself where every
+    offset fits."""
+    view = memoryview(bytes(range(size)))
+    runs = [base + r if abs(r) < 1000 else r for r in rel]
+    expected = both("run_views", view, base, runs)
+    if len(runs) % 2 == 0 and all(-2**62 < r < 2**62 for r in runs):
+        assert native._native.run_views(view, base, runs) is not None
+    if expected[0] == "ok" and len(runs) == 2 and 0 <= rel[0] <= rel[1] <= size:
+        assert expected[1] == [bytes(range(rel[0], rel[1]))]
