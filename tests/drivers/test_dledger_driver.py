@@ -251,3 +251,38 @@ def test_the_saved_commit_index_reads_back_and_a_torn_one_reads_as_none(tmp_path
     raw[7] ^= 1  # half of a write reached the disk
     (tmp_path / "commit").write_bytes(bytes(raw))
     assert RaftMeta(tmp_path).commit == -1
+
+
+@pytest.mark.timeout(60)
+def test_a_deposed_leader_drops_its_uncommitted_tail_without_calling_it_damage(tmp_path,
+                                                                              caplog):
+    """A leader cut off with entries nobody else holds comes back to a new leader that
+    committed others at those indexes: its tail is replaced by the new leader's, and no
+    "damaged on this disk" warning is logged (that is for committed entries only; the
+    push that replaces the tail also commits past it, which once read as damage)."""
+    caplog.set_level(logging.WARNING, logger="ledgermq.drivers.raft.driver")
+
+    async def run():
+        drivers, old = await start_group(tmp_path)
+        sends = {d.self_id: d._send for d in drivers}
+        try:
+            assert (await old.propose_range(*append(old.store, 1))).code is Code.SUCCESS
+            for d in drivers:  # the leader hears nobody and nobody hears it
+                d._send = (lambda msg: None) if d is old else (
+                    lambda msg, send=sends[d.self_id]: None if msg.dst == old.self_id
+                    else send(msg))
+            tail = [old.propose_range(*append(old.store, n)) for n in range(2, 6)]
+            new = await until(lambda: next((d for d in drivers if d is not old and d.is_leader
+                                            and d.node.commit >= 0), None), "a new leader")
+            for n in range(6, 12):
+                assert (await new.propose_range(*append(new.store, n))).code is Code.SUCCESS
+            for d in drivers:
+                d._send = sends[d.self_id]
+            await until(lambda: not old.is_leader and old.node.commit == new.node.commit
+                        == new.log.end == old.log.end, "the old leader following the new")
+            assert log_bytes(old) == log_bytes(new)
+            assert {c.code for c in await asyncio.gather(*tail)} != {Code.SUCCESS}
+        finally:
+            await stop_group(drivers)
+    asyncio.run(run())
+    assert not [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]

@@ -184,11 +184,17 @@ class RaftDriver:
             except (KeyError, ValueError, TypeError, struct.error) as e:
                 log.warning("bad raft message from %s: %s", conn.peer, e)
                 return None
-            self.execute(self.core.step(msg, mono_ms()))
+            # a push may cut our tail and commit past the cut: what was committed before it
+            # tells a replaced uncommitted tail from damage
+            committed = self.raft.commit
+            self.execute(self.core.step(msg, mono_ms()), committed)
         return None
 
     # ---- the driver contract --------------------------------------------------------
-    def execute(self, actions: list) -> None:
+    def execute(self, actions: list, committed: int | None = None) -> None:
+        """Carry out the core's actions; `committed`: the commit index before the step
+        that made them (the current one if not given)."""
+        committed = self.raft.commit if committed is None else committed
         dirty = False
         for a in actions:
             if isinstance(a, SaveMeta):
@@ -198,7 +204,7 @@ class RaftDriver:
                 dirty = True
             elif isinstance(a, TruncateAfter):
                 self._drop_unsent_pushes()
-                if a.index < self.raft.commit:
+                if a.index < committed:
                     log.warning("raft %s replaces committed entries after %d: they differ "
                                 "from the leader's (damaged on this disk)", self.self_id,
                                 a.index)
