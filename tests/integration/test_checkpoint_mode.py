@@ -48,6 +48,27 @@ def wait_slave_caught_up(d, name, timeout=20.0):
     return wait_until(caught_up, lambda: f"{name} caught up as a slave: {procs(d)}", timeout)
 
 
+def wait_topic_copied(d, names, topic="Replicated", timeout=20.0):
+    """Each of `names` holds `topic`'s config as the master has it: slaves copy configs
+    every slaveSyncInterval (2 s), and one frozen before that and then made master knows
+    the topic only from its log, with as many queues as the log shows."""
+    async def configs(port):
+        client = RemotingClient()
+        try:
+            r = await client.invoke(f"127.0.0.1:{port}", RemotingCommand(
+                RequestCode.GET_ALL_TOPIC_CONFIG), 3.0)
+            return json.loads(r.body)["topicConfigTable"].get(topic)
+        finally:
+            await client.close()
+
+    def copied():
+        st = procs(d)
+        master = next(p for p in st.values() if p.get("role") == "MASTER")
+        want = asyncio.run(configs(master["port"]))
+        return want and all(asyncio.run(configs(st[n]["port"])) == want for n in names)
+    wait_until(copied, f"{names} hold the master's config of {topic}", timeout)
+
+
 def ha_links(namesrv, port) -> list:
     """The slave links the HA master on `port` serves, asked of it alone (a frozen
     process would hold up `status`)."""
@@ -201,6 +222,7 @@ def test_pending_resolves_resend_when_the_master_died_with_it(group):
     for name in ("n1", "n2"):
         wait_slave_caught_up(d, name)
     slaves = [st[n]["pid"] for n in ("n0", "n1", "n2") if n != master["name"]]
+    wait_topic_copied(d, [n for n in ("n0", "n1", "n2") if n != master["name"]])
     _freeze(*slaves)
     try:
         # frozen slaves' sockets would still take bytes in: wait until the master has
@@ -369,6 +391,7 @@ def test_a_stock_clients_pending_send_lost_to_a_takeover_is_refused_for_a_resend
         if name != master["name"]:
             wait_slave_caught_up(d, name)
     slaves = [st[n]["pid"] for n in ("n0", "n1", "n2") if n != master["name"]]
+    wait_topic_copied(d, [n for n in ("n0", "n1", "n2") if n != master["name"]])
     epoch = _control_state(d)["epoch"]
     _freeze(*slaves)
     try:
@@ -430,6 +453,7 @@ def test_a_failover_never_takes_the_group_out_of_the_route(group):
     for name in ("n0", "n1", "n2"):
         if name != master["name"]:
             wait_slave_caught_up(d, name)
+    wait_topic_copied(d, [n for n in ("n0", "n1", "n2") if n != master["name"]])
     started = threading.Event()
     sampler = InBackground(lambda: _route_samples(
         state["namesrv"], f"127.0.0.1:{master['port']}", started))
