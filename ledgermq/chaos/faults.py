@@ -226,8 +226,16 @@ class Injector:
             net.heal()
             pr = a.evidence["probe"]
             src = None if pr["from"] == "clients" else pr["from"]
-            failed = self._reach_again(src, pr["to"])
-            return {"probe_after": failed is None or len(failed) < HEAL_TRIES,
+            # tried again after a failure: a first try failed fast once, on a loaded
+            # machine, its reason not kept; each failed try's reason is kept now
+            failed: list[str] = []
+            while len(failed) < HEAL_TRIES:
+                why = self._probe(src, pr["to"])
+                if why is None:
+                    break
+                failed.append(why)
+                time.sleep(0.5)  # a pause between tries (the schedule waits on this)
+            return {"probe_after": len(failed) < HEAL_TRIES,
                     **({"probe_after_failed": failed} if failed else {})}
         a.undo = heal
 
@@ -264,19 +272,6 @@ class Injector:
         if r.returncode == 0:
             return None
         return f"exit {r.returncode} after {time.monotonic() - t:.2f} s: {r.stderr.strip()}"
-
-    def _reach_again(self, src: str | None, dst: str) -> list[str] | None:
-        """`_reach` after a heal, tried up to HEAL_TRIES times: None when the first try got
-        through, else why each failed try failed. A first try failed fast once, on a loaded
-        machine, with its reason not kept; the reasons are kept now."""
-        failed: list[str] = []
-        for _ in range(HEAL_TRIES):
-            why = self._probe(src, dst)
-            if why is None:
-                break
-            failed.append(why)
-            time.sleep(0.5)  # a pause between tries (the schedule waits on this)
-        return failed or None
 
     def _connect_ms(self, dst: str) -> float | None:
         proc = self._proc(dst)

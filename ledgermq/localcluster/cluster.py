@@ -28,8 +28,12 @@ def free_ports(n: int) -> list[int]:
     them to a range of the caller's own (each of several test workers takes one)."""
     low, high = 10_000, _ephemeral_range()[0]
     if os.environ.get("LEDGERMQ_PORT_RANGE"):
-        low, _, top = os.environ["LEDGERMQ_PORT_RANGE"].partition("-")
-        low, high = int(low), int(top)
+        given = os.environ["LEDGERMQ_PORT_RANGE"]
+        lo, _, hi = given.partition("-")
+        if not (lo.isdigit() and hi.isdigit() and 0 < int(lo) < int(hi) <= 65536):
+            raise ValueError(f"LEDGERMQ_PORT_RANGE={given!r}: expected LO-HI, "
+                             "1 <= LO < HI <= 65536")
+        low, high = int(lo), int(hi)
     rng = random.SystemRandom()
     ports: list[int] = []
     for _ in range(100 * n + 1000):  # a crowded machine: give up rather than loop forever

@@ -34,6 +34,7 @@ PyObject *read_send(PyObject *self, PyObject *ext);
 extern const char read_send_doc[];
 
 /* _native_frame.c */
+int plain_int(PyObject *v, long long *out);  /* an int within long long, else 0 (the twin's) */
 PyObject *binary_header_fields(PyObject *self, PyObject *arg);
 extern const char binary_header_fields_doc[];
 PyObject *encode_head(PyObject *self, PyObject *args);

@@ -278,7 +278,7 @@ static int binary_head(Out *o, long long code, PyObject *language, long long ver
 }
 
 /* An int (not a bool) within long long, or 0 (leave it to the twin). */
-static int plain_int(PyObject *v, long long *out) {
+int plain_int(PyObject *v, long long *out) {
     if (!PyLong_Check(v) || PyBool_Check(v))  /* (an IntEnum is written as its value) */
         return 0;
     int overflow;

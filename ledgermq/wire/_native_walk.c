@@ -106,18 +106,6 @@ const char walk_entries_doc[] =
     "    -> (runs, kept, n, count, total), or None for its twin\n\n"
     "See consume_queue.walk_entries; None where a number is past 64 bits.";
 
-/* `o` as an int64 in *v; 0 when it is not an int or does not fit (the twin answers) */
-static int as_int64(PyObject *o, int64_t *v) {
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    *v = x;
-    return 1;
-}
-
 static int64_t floor_div(__int128 a, int64_t b) {  /* Python's //, for b > 0 */
     __int128 q = a / b;
     return (int64_t)(a % b != 0 && a < 0 ? q - 1 : q);
@@ -144,11 +132,12 @@ PyObject *walk_entries(PyObject *self, PyObject *args) {
     PyObject *o[6];
     if (!PyArg_ParseTuple(args, "y*OOOOOO", &ents, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
         return NULL;
-    int64_t first, log_min, seg_size, count0, total0, max_bytes;
+    long long first, log_min, seg_size, count0, total0, max_bytes;
     PyObject *result = NULL;
     int64_t *runs = NULL, *kept = NULL;
-    if (!as_int64(o[0], &first) || !as_int64(o[1], &log_min) || !as_int64(o[2], &seg_size) ||
-        !as_int64(o[3], &count0) || !as_int64(o[4], &total0) || !as_int64(o[5], &max_bytes)) {
+    if (!plain_int(o[0], &first) || !plain_int(o[1], &log_min) ||
+        !plain_int(o[2], &seg_size) || !plain_int(o[3], &count0) ||
+        !plain_int(o[4], &total0) || !plain_int(o[5], &max_bytes)) {
         result = Py_None;
         Py_INCREF(result);
         goto done;
@@ -216,17 +205,17 @@ PyObject *run_views(PyObject *self, PyObject *args) {
     PyObject *view, *runs, *base_obj;
     if (!PyArg_ParseTuple(args, "OOO!", &view, &base_obj, &PyList_Type, &runs))
         return NULL;
-    int64_t base;
+    long long base;
     Py_ssize_t n = PyList_GET_SIZE(runs);
-    if (!as_int64(base_obj, &base) || n % 2)
+    if (!plain_int(base_obj, &base) || n % 2)
         Py_RETURN_NONE;
     PyObject *out = PyList_New(n / 2);
     if (!out)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i += 2) {
-        int64_t lo, hi;
-        if (!as_int64(PyList_GET_ITEM(runs, i), &lo) ||
-            !as_int64(PyList_GET_ITEM(runs, i + 1), &hi)) {
+        long long lo, hi;
+        if (!plain_int(PyList_GET_ITEM(runs, i), &lo) ||
+            !plain_int(PyList_GET_ITEM(runs, i + 1), &hi)) {
             Py_DECREF(out);
             Py_RETURN_NONE;
         }
