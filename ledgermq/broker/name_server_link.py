@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 # knows nothing until the brokers register again
 NAMESRV_RETRY_S = 1.0
 
+# marks a topic change a master hands its group (one who takes it hands it no further)
+HANDED_BY_MASTER = "handedByMaster"
+HAND_TIMEOUT_S = 2.0  # a broker that does not answer by then copies it on its next sync
+
 
 def json_body(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
@@ -156,22 +160,26 @@ class NameServerLink:
             except (RemotingError, ValueError, KeyError) as e:
                 log.debug("sync from master failed: %s", e)
 
+    async def _group_at(self, ns: str) -> dict[str, str]:
+        """This group's brokers by id ("0": the master) as name server `ns` knows them;
+        empty when it does not answer."""
+        try:
+            r = await self.client.invoke(ns, RemotingCommand(
+                RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
+        except RemotingError as e:
+            log.debug("name server %s: %s", ns, e)
+            return {}
+        if r.code != ResponseCode.SUCCESS:
+            return {}
+        table = json.loads(cast(bytes, r.body))["brokerAddrTable"]
+        return cast(dict[str, str], table.get(self.config.brokerName, {}).get("brokerAddrs", {}))
+
     async def master_address(self) -> str | None:
         """The group's master as the first name server that knows it says (a dead name
         server, or one just restarted that knows no master yet, is passed over)."""
         for ns in self.namesrvs:
-            try:
-                r = await self.client.invoke(ns, RemotingCommand(
-                    RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
-            except RemotingError as e:
-                log.debug("name server %s: %s", ns, e)
-                continue
-            if r.code == ResponseCode.SUCCESS:
-                table = json.loads(cast(bytes, r.body))["brokerAddrTable"]
-                bd = table.get(self.config.brokerName, {})
-                master: str | None = bd.get("brokerAddrs", {}).get("0")
-                if master:
-                    return master
+            if master := (await self._group_at(ns)).get("0"):
+                return master
         return None
 
     async def sync_from_master(self) -> None:
@@ -201,3 +209,24 @@ class NameServerLink:
             self.broker.subgroups.replace_all({
                 n: SubscriptionGroupConfig.from_json(c)
                 for n, c in json.loads(cast(bytes, r.body))["subscriptionGroupTable"].items()})
+
+    # ---- what a master hands its group ------------------------------------------------
+    async def hand_to_group(self, code: int, ext: dict[str, str]) -> None:
+        """An operator's topic change, made on the master, handed to the group's other
+        brokers before it is answered: one that becomes master within slaveSyncInterval
+        of the change keeps the topic as made, not as its log shows it (CI saw a DLedger
+        follower made leader right after a topic's creation route its 4 queues as 1).
+        Best effort: a broker that does not take it copies it on its next sync."""
+        groups = await asyncio.gather(*(self._group_at(ns) for ns in self.namesrvs))
+        others = {a for g in groups for a in g.values()} - {self.broker.address}
+
+        async def hand(addr: str) -> None:
+            try:
+                r = await self.client.invoke(addr, RemotingCommand(
+                    code, ext={**ext, HANDED_BY_MASTER: "true"}), HAND_TIMEOUT_S)
+                if r.code != ResponseCode.SUCCESS:
+                    log.warning("%s refused the topic change handed to it: %s", addr, r.remark)
+            except RemotingError as e:
+                log.warning("%s did not take the topic change handed to it (%s): it copies "
+                            "it on its next sync", addr, e)
+        await asyncio.gather(*(hand(a) for a in sorted(others)))

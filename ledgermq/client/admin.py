@@ -85,6 +85,18 @@ class Admin:
                                order=str(order).lower(), attributes=attributes)
         return targets
 
+    async def topic_config(self, addr: str, topic: str) -> dict[str, Any] | None:
+        """The topic's config on broker `addr` (RocketMQ's examineTopicConfig); None when
+        that broker does not have it."""
+        try:
+            r = await self._broker(addr, RequestCode.GET_TOPIC_CONFIG, topic=topic)
+        except MQClientError as e:
+            if e.code == ResponseCode.TOPIC_NOT_EXIST:
+                return None
+            raise
+        doc: dict[str, Any] = loads_lenient(cast(bytes, r.body))
+        return doc
+
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """Delete a topic on every master holding it (of `cluster`, when given), then from
         every name server's routes. The brokers it was deleted on."""

@@ -69,9 +69,12 @@ def test_a_topic_created_on_the_page_is_routed_and_its_queues_match(dledger, pag
              for r in page.locator("#queues tbody tr").all()}
     expected = {f"{q['brokerName']}/{q['queueId']}": q["maxOffset"]
                 for q in admin.topic_status("PageTopic")}
-    assert shown == expected and sum(shown.values()) == 10
+    # (at least 10: a send whose answer a leader change swallowed is sent again, as
+    # RocketMQ's producer does; CI once saw 11)
+    total = sum(shown.values())
+    assert shown == expected and total >= 10
     page.goto(url + "/topics")
-    assert page.locator('#topics tr[data-topic="PageTopic"] .messages').inner_text() == "10"
+    assert page.locator('#topics tr[data-topic="PageTopic"] .messages').inner_text() == str(total)
 
 
 def test_message_search_by_key_by_id_and_by_queue_and_time(dledger, page):

@@ -12,7 +12,7 @@ from ...store.store import check_topic
 from ...wire.message import MessageFormatError
 from ..meta.topic_table import MESSAGE_TYPE, TopicConfig, with_attributes
 from ..modes import not_in_mode
-from ..name_server_link import json_body
+from ..name_server_link import HANDED_BY_MASTER, json_body
 from ..queue_tables import queue_table
 
 if TYPE_CHECKING:
@@ -63,17 +63,32 @@ class AdminProcessor:
                                          ext.get("attributes") or "")
         except ValueError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic {topic}: {e}")
-        await self.topics.create_off_loop(TopicConfig(
+        tc = TopicConfig(
             topic, read, write, int(ext.get("perm", 6)), ext.get("topicFilterType", "SINGLE_TAG"),
             int(ext.get("topicSysFlag", 0)), str(ext.get("order", "false")).lower() == "true",
-            attributes))
+            attributes)
+        await self.topics.create_off_loop(tc)
         await self.broker.namesrv.announced()
+        await self._hand_to_group(cmd, RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            **{k: str(v).lower() if isinstance(v, bool) else str(v)
+               for k, v in asdict(tc).items() if k not in ("topicName", "attributes")},
+            "topic": topic,  # the whole config as made here, not the change asked for
+            "attributes": ",".join([f"+{k}={v}" for k, v in attributes.items()]
+                                   or [f"-{MESSAGE_TYPE}"])})
         return cmd.response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        self.topics.delete(cmd.ext["topic"])
+        topic = cmd.ext["topic"]
+        self.topics.delete(topic)
         await self.broker.namesrv.announced()
+        await self._hand_to_group(cmd, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
         return cmd.response(ResponseCode.SUCCESS)
+
+    async def _hand_to_group(self, cmd: RemotingCommand, code: int, ext: dict[str, str]) -> None:
+        """A topic change made on the master reaches the group's other brokers before it
+        is answered, unless it is itself one handed over."""
+        if HANDED_BY_MASTER not in cmd.ext and self.broker.mode.is_writable:
+            await self.broker.namesrv.hand_to_group(code, ext)
 
     def all_topic_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, None, None,
