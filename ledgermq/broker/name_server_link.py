@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 # knows nothing until the brokers register again
 NAMESRV_RETRY_S = 1.0
 
-# marks a topic change a master hands its group (one who takes it hands it no further)
+# marks a change a master hands its group (one who takes it hands it no further)
 HANDED_BY_MASTER = "handedByMaster"
 HAND_TIMEOUT_S = 2.0  # a broker that does not answer by then copies it on its next sync
 
@@ -211,11 +211,11 @@ class NameServerLink:
                 for n, c in json.loads(cast(bytes, r.body))["subscriptionGroupTable"].items()})
 
     # ---- what a master hands its group ------------------------------------------------
-    async def hand_to_group(self, code: int, ext: dict[str, str]) -> None:
-        """An operator's topic change, made on the master, handed to the group's other
-        brokers before it is answered: one that becomes master within slaveSyncInterval
-        of the change keeps the topic as made, not as its log shows it (CI saw a DLedger
-        follower made leader right after a topic's creation route its 4 queues as 1).
+    async def hand_to_group(self, code: int, ext: dict[str, str], body: bytes = b"") -> None:
+        """An operator's topic or subscription group change, made on the master, handed to
+        the group's other brokers before it is answered: one that becomes master within
+        slaveSyncInterval of the change keeps it as made (CI saw a DLedger follower made
+        leader right after a topic's creation route its 4 queues as 1, as its log showed).
         Best effort: a broker that does not take it copies it on its next sync."""
         groups = await asyncio.gather(*(self._group_at(ns) for ns in self.namesrvs))
         others = {a for g in groups for a in g.values()} - {self.broker.address}
@@ -223,10 +223,10 @@ class NameServerLink:
         async def hand(addr: str) -> None:
             try:
                 r = await self.client.invoke(addr, RemotingCommand(
-                    code, ext={**ext, HANDED_BY_MASTER: "true"}), HAND_TIMEOUT_S)
+                    code, ext={**ext, HANDED_BY_MASTER: "true"}, body=body), HAND_TIMEOUT_S)
                 if r.code != ResponseCode.SUCCESS:
-                    log.warning("%s refused the topic change handed to it: %s", addr, r.remark)
+                    log.warning("%s refused the change handed to it: %s", addr, r.remark)
             except RemotingError as e:
-                log.warning("%s did not take the topic change handed to it (%s): it copies "
+                log.warning("%s did not take the change handed to it (%s): it copies "
                             "it on its next sync", addr, e)
         await asyncio.gather(*(hand(a) for a in sorted(others)))

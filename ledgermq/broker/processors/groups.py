@@ -12,7 +12,7 @@ from ...remoting import Connection, RemotingCommand, RemotingError, RequestCode,
 from ...remoting.transport import Handler
 from ..json_bodies import json_object
 from ..meta.subgroups import SubscriptionGroupConfig
-from ..name_server_link import json_body
+from ..name_server_link import HANDED_BY_MASTER, json_body
 from ..queue_tables import queue_table
 
 if TYPE_CHECKING:
@@ -41,13 +41,23 @@ class GroupAdminProcessor:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
         }
 
-    def _refused(self, cmd: RemotingCommand) -> RemotingCommand | None:
-        """Changes go to the group's master (followers copy its table)."""
+    def _refused(self, cmd: RemotingCommand, handed: bool = False) -> RemotingCommand | None:
+        """Changes go to the group's master (followers copy its table and, with `handed`,
+        take the group configs it hands them)."""
         why = self.broker.mode.refuse_write()
-        return None if why is None else cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, why)
+        if why is None or (handed and HANDED_BY_MASTER in cmd.ext):
+            return None
+        return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, why)
+
+    async def _hand_to_group(self, cmd: RemotingCommand, ext: dict[str, str],
+                             body: bytes = b"") -> None:
+        """A change made on the master reaches the group's other brokers before it is
+        answered (a failover right after keeps it), unless it is itself one handed over."""
+        if HANDED_BY_MASTER not in cmd.ext and self.broker.mode.is_writable:
+            await self.broker.namesrv.hand_to_group(cmd.code, ext, body)
 
     async def update(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        if (r := self._refused(cmd)) is not None:
+        if (r := self._refused(cmd, handed=True)) is not None:
             return r
         try:
             cfg = SubscriptionGroupConfig.from_json(json_object(cast(bytes, cmd.body),
@@ -56,6 +66,7 @@ class GroupAdminProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad subscription group: {e}")
         # (the table is saved, with its fsync, on a worker thread)
         await asyncio.get_running_loop().run_in_executor(None, self.groups.put, cfg)
+        await self._hand_to_group(cmd, {}, json_body(asdict(cfg)))
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_all(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -72,13 +83,14 @@ class GroupAdminProcessor:
                                 f"subscription group [{group[:128]}] does not exist")
         return cmd.response(ResponseCode.SUCCESS, None, None, json_body(asdict(cfg)))
 
-    def delete(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        if (r := self._refused(cmd)) is not None:
+    async def delete(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        if (r := self._refused(cmd, handed=True)) is not None:
             return r
         group = cmd.ext["groupName"]
-        if not self.groups.delete(group):
+        if not self.groups.delete(group) and HANDED_BY_MASTER not in cmd.ext:
             return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                 f"subscription group [{group}] does not exist")
+        await self._hand_to_group(cmd, {"groupName": group})
         return cmd.response(ResponseCode.SUCCESS)
 
     def reset_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

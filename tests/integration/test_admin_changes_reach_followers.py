@@ -1,5 +1,5 @@
-"""A topic made or deleted on a group's master is on every follower once the operator has
-the answer, not a slaveSyncInterval later: a failover right after the change keeps it
+"""A topic or subscription group made or deleted on a group's master is on every follower
+once the operator has the answer, not a slaveSyncInterval later: a failover right after the change keeps it
 (real 3-broker DLedger group whose copy loop is too slow to do it)."""
 import asyncio
 import os
@@ -9,10 +9,14 @@ from ledgermq import Message, Producer
 from ledgermq.client.admin import Admin
 from ledgermq.localcluster.cluster import down, status
 
-from ..wait import wait_until
+from ..wait import until, wait_until
 from .test_transactions_failover import group_up, master
 
 TOPIC = "MadeBeforeFailover"
+
+
+async def _master_is(admin: Admin, addr: str) -> bool:
+    return (await admin.master_addrs()).get("broker-a") == addr
 
 
 def test_a_topic_made_just_before_a_failover_keeps_its_queues(tmp_path):
@@ -25,6 +29,8 @@ def test_a_topic_made_just_before_a_failover_keeps_its_queues(tmp_path):
             async with Admin(ns) as a:
                 await a.update_topic(TOPIC, cluster="DefaultCluster", read_queues=6,
                                      write_queues=6, attributes="+message.type=FIFO")
+                await a.update_sub_group({"groupName": "stopped", "consumeEnable": False},
+                                         cluster="DefaultCluster")
                 addrs = (await a.cluster_list())["brokerAddrTable"]["broker-a"]["brokerAddrs"]
                 return {addr: await a.topic_config(addr, TOPIC) for addr in addrs.values()}
         configs = asyncio.run(make_and_look())
@@ -43,13 +49,17 @@ def test_a_topic_made_just_before_a_failover_keeps_its_queues(tmp_path):
                 for q in queues:
                     await p.send(Message(TOPIC, b"x"), q)
             async with Admin(ns) as a:
-                on_new_master = await a.topic_config(f"127.0.0.1:{new['port']}", TOPIC)
+                new_addr = f"127.0.0.1:{new['port']}"
+                await until(lambda: _master_is(a, new_addr), "the new master routed")
+                group = (await a.sub_groups("stopped"))["broker-a"]
+                on_new_master = await a.topic_config(new_addr, TOPIC)
                 await a.delete_topic(TOPIC)
                 follower = f"127.0.0.1:{live_follower['port']}"
-                return queues, on_new_master, await a.topic_config(follower, TOPIC)
+                return queues, group, on_new_master, await a.topic_config(follower, TOPIC)
         live_follower = next(p for p in status(d)["processes"] if "replPort" in p
                              and p["alive"] and p["name"] not in (old["name"], new["name"]))
-        queues, on_new_master, after_delete = asyncio.run(after())
+        queues, group, on_new_master, after_delete = asyncio.run(after())
+        assert group["stopped"]["consumeEnable"] is False
         assert on_new_master is not None and on_new_master["writeQueueNums"] == 6
         assert on_new_master["attributes"]["message.type"] == "FIFO"
         assert sorted(q.queue_id for q in queues) == list(range(6))
