@@ -8,7 +8,9 @@ import json
 import logging
 from typing import TYPE_CHECKING, cast
 
-from ..remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from ..remoting import (
+    Connection, RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode,
+)
 from ..remoting.signing import signer
 from .meta.subgroups import SubscriptionGroupConfig
 from .meta.topic_table import TopicConfig
@@ -23,7 +25,8 @@ log = logging.getLogger(__name__)
 # knows nothing until the brokers register again
 NAMESRV_RETRY_S = 1.0
 
-# marks a change a master hands its group (one who takes it hands it no further)
+# marks a change a master hands its group (one who takes it hands it no further; a
+# follower takes it where only the master would only from a peer: handed_by_peer)
 HANDED_BY_MASTER = "handedByMaster"
 HAND_TIMEOUT_S = 2.0  # a broker that does not answer by then copies it on its next sync
 
@@ -39,6 +42,10 @@ class NameServerLink:
         creds = (self.config.accessKey, self.config.secretKey)
         self.client = RemotingClient(signer=signer(*creds) if all(creds) else None,
                                      ssl_context=broker.config.tls.client)
+        # hands changes to the group's brokers, proving the cluster secret where one is set
+        self.peer_client = RemotingClient(signer=self.client.signer,
+                                          ssl_context=broker.config.tls.client,
+                                          authenticate=broker.peer_gate.authenticate)
         self.learned_ha_master = ""  # the master's HA address, as the name server says
         self._announcing: set[asyncio.Task[None]] = set()
         self.unreached: set[str] = set()  # name servers the last registration missed
@@ -146,6 +153,7 @@ class NameServerLink:
         for t in list(self._announcing):
             t.cancel()
         await self.client.close()
+        await self.peer_client.close()
 
     # ---- what a slave copies from its master ------------------------------------------
     async def sync_loop(self) -> None:
@@ -222,7 +230,7 @@ class NameServerLink:
 
         async def hand(addr: str) -> None:
             try:
-                r = await self.client.invoke(addr, RemotingCommand(
+                r = await self.peer_client.invoke(addr, RemotingCommand(
                     code, ext={**ext, HANDED_BY_MASTER: "true"}, body=body), HAND_TIMEOUT_S)
                 if r.code != ResponseCode.SUCCESS:
                     log.warning("%s refused the change handed to it: %s", addr, r.remark)
@@ -230,3 +238,9 @@ class NameServerLink:
                 log.warning("%s did not take the change handed to it (%s): it copies "
                             "it on its next sync", addr, e)
         await asyncio.gather(*(hand(a) for a in sorted(others)))
+
+
+def handed_by_peer(broker: "Broker", cmd: RemotingCommand, conn: Connection) -> bool:
+    """`cmd` is a change handed over by a server of the cluster: marked so, on a
+    connection that proved the cluster secret (where one is set)."""
+    return HANDED_BY_MASTER in cmd.ext and broker.peer_gate.is_peer(conn)

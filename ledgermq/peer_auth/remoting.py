@@ -73,9 +73,13 @@ class PeerGate:
             return self.serve(cmd, conn)
         return self.refusal(cmd, conn) if cmd.code in guarded else None
 
+    def is_peer(self, conn: Connection) -> bool:
+        """`conn` proved the cluster secret, or none is set (nothing to prove)."""
+        return not self.auth.enabled or bool(conn.attrs.get(_AUTHED))
+
     def refusal(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         """Why `cmd` may not be served on `conn` (None: it may)."""
-        if not self.auth.enabled or conn.attrs.get(_AUTHED):
+        if self.is_peer(conn):
             return None
         e = PeerRefused(NO_AUTH, f"sent request code {cmd.code} without authenticating "
                                  f"(this {self.link} requires the cluster secret): "

@@ -7,7 +7,9 @@ import signal
 
 from ledgermq import Message, Producer
 from ledgermq.client.admin import Admin
+from ledgermq.broker.name_server_link import HANDED_BY_MASTER
 from ledgermq.localcluster.cluster import down, status
+from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
 from ..wait import until, wait_until
 from .test_transactions_failover import group_up, master
@@ -40,6 +42,11 @@ def test_a_topic_made_just_before_a_failover_keeps_its_queues(tmp_path):
             assert (tc["readQueueNums"], tc["writeQueueNums"]) == (6, 6), addr
             assert tc["attributes"]["message.type"] == "FIFO", addr
 
+        follower = next(p for p in status(d)["processes"]
+                        if "replPort" in p and p["name"] != old["name"])
+        assert asyncio.run(marked_as_handed(f"127.0.0.1:{follower['port']}")) == \
+            ResponseCode.SERVICE_NOT_AVAILABLE  # a client is no master that hands changes
+
         os.kill(old["pid"], signal.SIGKILL)
         new = wait_until(lambda: master(d, old["name"]), "a new master", timeout=30)
 
@@ -66,3 +73,16 @@ def test_a_topic_made_just_before_a_failover_keeps_its_queues(tmp_path):
         assert after_delete is None
     finally:
         down(d)
+
+
+async def marked_as_handed(addr: str) -> int:
+    """What a follower answers a client's own group change marked as handed by the
+    master: the cluster secret, not the mark, makes a change the master's."""
+    client = RemotingClient()
+    try:
+        r = await client.invoke(addr, RemotingCommand(
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ext={HANDED_BY_MASTER: "true"},
+            body=b'{"groupName": "forged"}'), 5.0)
+        return r.code
+    finally:
+        await client.close()

@@ -12,7 +12,7 @@ from ...remoting import Connection, RemotingCommand, RemotingError, RequestCode,
 from ...remoting.transport import Handler
 from ..json_bodies import json_object
 from ..meta.subgroups import SubscriptionGroupConfig
-from ..name_server_link import HANDED_BY_MASTER, json_body
+from ..name_server_link import HANDED_BY_MASTER, handed_by_peer, json_body
 from ..queue_tables import queue_table
 
 if TYPE_CHECKING:
@@ -41,11 +41,12 @@ class GroupAdminProcessor:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
         }
 
-    def _refused(self, cmd: RemotingCommand, handed: bool = False) -> RemotingCommand | None:
+    def _refused(self, cmd: RemotingCommand, conn: Connection,
+                 handed: bool = False) -> RemotingCommand | None:
         """Changes go to the group's master (followers copy its table and, with `handed`,
         take the group configs it hands them)."""
         why = self.broker.mode.refuse_write()
-        if why is None or (handed and HANDED_BY_MASTER in cmd.ext):
+        if why is None or (handed and handed_by_peer(self.broker, cmd, conn)):
             return None
         return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, why)
 
@@ -57,7 +58,7 @@ class GroupAdminProcessor:
             await self.broker.namesrv.hand_to_group(cmd.code, ext, body)
 
     async def update(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        if (r := self._refused(cmd, handed=True)) is not None:
+        if (r := self._refused(cmd, conn, handed=True)) is not None:
             return r
         try:
             cfg = SubscriptionGroupConfig.from_json(json_object(cast(bytes, cmd.body),
@@ -84,10 +85,10 @@ class GroupAdminProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, None, json_body(asdict(cfg)))
 
     async def delete(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        if (r := self._refused(cmd, handed=True)) is not None:
+        if (r := self._refused(cmd, conn, handed=True)) is not None:
             return r
         group = cmd.ext["groupName"]
-        if not self.groups.delete(group) and HANDED_BY_MASTER not in cmd.ext:
+        if not self.groups.delete(group) and not handed_by_peer(self.broker, cmd, conn):
             return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                 f"subscription group [{group}] does not exist")
         await self._hand_to_group(cmd, {"groupName": group})
@@ -97,7 +98,7 @@ class GroupAdminProcessor:
         """Per queue of the topic: the first message stored at or after `timestamp` (ms;
         -1: the queue's end). Without `isForce` a queue is only moved back, never past
         what the group has not consumed yet (RocketMQ's rule)."""
-        if (r := self._refused(cmd)) is not None:
+        if (r := self._refused(cmd, conn)) is not None:
             return r
         ext, b = cmd.ext, self.broker
         topic, group = ext["topic"], ext["group"]
