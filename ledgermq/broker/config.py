@@ -189,7 +189,7 @@ class BrokerConfig:
     dLegerQuorumAckTimeoutMs: int = field(default=3000, metadata=check(positive))
     preferredLeaderId: str = ""  # a dLegerSelfId: leadership moves there once it caught up
     # ledgermq's own: a leader no client has reached for clientQuietMillis hands over to a
-    # follower whose clients report they cannot reach it (modes/dledger_handover.py)
+    # follower whose clients report they cannot reach it (modes/client_handover.py)
     handOverOnClientReports: bool = True
     clientQuietMillis: int = field(default=2000, metadata=check(positive))
     # TLS: RocketMQ's tls.* keys (tls.server.mode, tls.enable, ...), read by

@@ -264,7 +264,7 @@ class ClientInstance:
     async def _report_unreachable(self, name: str, master: str, route: TopicRoute) -> None:
         """Tell the group's other brokers that its master does not answer this client: a
         DLedger leader no client reaches hands over to a follower whose clients say so
-        (broker/modes/dledger_handover.py). At most once per REPORT_EVERY_S a group."""
+        (broker/modes/client_handover.py). At most once per REPORT_EVERY_S a group."""
         now = time.monotonic()
         if now - self._reported.get(name, float("-inf")) < REPORT_EVERY_S:
             return

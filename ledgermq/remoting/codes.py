@@ -82,7 +82,7 @@ class RequestCode(enum.IntEnum):
     END_HA_RECOVERY = 9915
     # ledgermq's own (DLedger): a client tells a follower it cannot reach the group's
     # leader; a follower passes that on to its leader, which hands over if no client
-    # reaches it (modes/dledger_handover.py)
+    # reaches it (modes/client_handover.py)
     REPORT_MASTER_UNREACHABLE = 9916
     CLIENTS_CANNOT_REACH_LEADER = 9917
     # ledgermq's own: servers of one cluster prove they know its secret (peer_auth.py)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, cast
+from typing import Any, Coroutine, cast
 
 from ...controller.client import ControllerClient, ControllerError, ControllerRefused
 from ...controller.metadata import refusal_may_have_applied
@@ -29,6 +29,7 @@ from ...store.marks.epoch_file import EpochFile
 from ...wire.batch import EncodedBatch
 from ..config import BrokerConfig
 from .base import Later, ModeHost, beat_every
+from .client_handover import ClientHandOver, GroupRole
 from .ha_links import HAPortMode, ha_config, when_slaves_ack
 from .protocol import Metric
 
@@ -70,7 +71,8 @@ class ControllerMode(HAPortMode):
         self.master_switches = 0  # new masters seen after the first
         self.became_master = 0
         self._task: asyncio.Task[None] | None = None
-        self._altering: set[asyncio.Task[None]] = set()
+        self._requests: set[asyncio.Task[None]] = set()  # to the controller, in flight
+        self.hand_over = ClientHandOver(host, self.name, self._group_role, self._hand_to)
 
     @property
     def is_master(self) -> bool:
@@ -107,7 +109,12 @@ class ControllerMode(HAPortMode):
         return when_slaves_ack(self.store, self.config, result, ha.sync(result.end_offset))
 
     def handlers(self) -> dict[int, Handler]:
-        return {RequestCode.GET_BROKER_EPOCH_CACHE: self._epoch_cache}
+        # (looked up at each request: tests list a mode's codes on an instance not set up)
+        return {RequestCode.GET_BROKER_EPOCH_CACHE: self._epoch_cache,
+                RequestCode.REPORT_MASTER_UNREACHABLE:
+                lambda cmd, conn: self.hand_over.client_report(cmd, conn),
+                RequestCode.CLIENTS_CANNOT_REACH_LEADER:
+                lambda cmd, conn: self.hand_over.follower_report(cmd, conn)}
 
     def _epoch_cache(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         assert self.epochs is not None  # read in prepare(), before the broker serves
@@ -133,7 +140,7 @@ class ControllerMode(HAPortMode):
             ("ledgermq_master_switches_total", "New masters of the group (new master epochs) "
              "this broker heard of after the first.", {}, self.master_switches),
             ("ledgermq_became_master_total", "Times this broker became the group's master.",
-             {}, self.became_master)]
+             {}, self.became_master), *self.hand_over.metrics()]
 
     def replica_offsets(self) -> dict[str, int]:
         """Each slave heard from under this master (by broker id), connected or not."""
@@ -166,10 +173,11 @@ class ControllerMode(HAPortMode):
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        tasks = [t for t in [self._task, *self._altering] if t is not None]
+        tasks = [t for t in [self._task, *self._requests] if t is not None]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.hand_over.stop()
         await super().stop()
         await self.controller.close()
 
@@ -284,9 +292,12 @@ class ControllerMode(HAPortMode):
             ha.set_changed()
 
     def _propose(self, p: ProposeSyncStateSet) -> None:
-        task = asyncio.get_running_loop().create_task(self._alter(p))
-        self._altering.add(task)
-        task.add_done_callback(self._altering.discard)
+        self._in_flight(self._alter(p))
+
+    def _in_flight(self, request: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(request)
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
 
     async def _alter(self, p: ProposeSyncStateSet) -> None:
         ha = self.links.master
@@ -311,3 +322,26 @@ class ControllerMode(HAPortMode):
             cast(AutoSwitchMaster, ha.core).tracker.applied(members, epoch, mono_ms(),
                                                             maybe_applied=maybe_applied)
             ha.set_changed()
+
+    # ---- a hand-over on clients' reports (client_handover.py) --------------------------
+    def _group_role(self) -> GroupRole | None:
+        if self.controller_id is None or self.role == "NONE":
+            return None
+        me = str(self.controller_id)
+        in_set = frozenset(str(b) for b in self.view.get("syncStateSet") or ())
+        return GroupRole(self.is_master, me, in_set - {me})
+
+    def _hand_to(self, follower: str) -> str | None:
+        """The controller elects `follower` (a SyncStateSet member, so it holds every
+        acknowledged message), as an operator's electMaster would."""
+        self._in_flight(self._elect(int(follower)))
+        return None
+
+    async def _elect(self, broker_id: int) -> None:
+        try:
+            view = await self.controller.elect_master(self.group, broker_id)
+        except (ControllerError, RemotingError) as e:
+            log.warning("controller: electing broker %d of %s for its clients refused: %s",
+                        broker_id, self.group, e)
+            return
+        await self.apply(view)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import TYPE_CHECKING
 
 from ...drivers.dledger import DLedgerDriver, parse_peers
@@ -12,11 +13,14 @@ from ...replication.raft import Code, Complete, RaftConfig, Role
 from ...store import PutResult, PutStatus
 from ...wire.batch import EncodedBatch
 from .base import Later, ModeHost, StandaloneMode
-from .dledger_handover import ClientHandOver
+from .client_handover import ClientHandOver, GroupRole
 from .protocol import Metric
 
 if TYPE_CHECKING:
     from ...remoting.transport import Handler
+
+
+TARGET_HELD_S = 5.0  # how long a hand-over's follower stays the target while it catches up
 
 
 class DLedgerMode(StandaloneMode):
@@ -27,7 +31,8 @@ class DLedgerMode(StandaloneMode):
         self.driver: DLedgerDriver | None = None
         self.role_changes = 0
         self.elections_won = 0
-        self.hand_over = ClientHandOver(host, lambda: self.driver)
+        self.hand_over = ClientHandOver(host, self.name, self._group_role, self._hand_to)
+        self._target: tuple[str, float] | None = None  # a hand-over's (follower, until)
 
     @property
     def is_writable(self) -> bool:
@@ -98,11 +103,7 @@ class DLedgerMode(StandaloneMode):
              self.role_changes),
             ("ledgermq_raft_elections_won_total", "Times this node became the leader.", {},
              self.elections_won),
-            ("ledgermq_dledger_client_reports_total", "Clients' reports that they cannot "
-             "reach this group's leader, heard by this follower.", {}, self.hand_over.reports),
-            ("ledgermq_dledger_client_hand_overs_total", "Times this leader handed over "
-             "because no client reached it and a follower's clients could not.", {},
-             self.hand_over.hand_overs)]
+            *self.hand_over.metrics()]
 
     def handlers(self) -> dict[int, Handler]:
         # (looked up at each request: tests list a mode's codes on an instance not set up)
@@ -136,9 +137,30 @@ class DLedgerMode(StandaloneMode):
                        max_pending_size=c.dLegerMaxPendingSize,
                        max_push_timeout_ms=c.dLegerMaxPushTimeOutMs,
                        quorum_ack_timeout_ms=c.dLegerQuorumAckTimeoutMs),
-            preferred_leader=lambda: c.preferredLeaderId or self.hand_over.target(),
+            preferred_leader=lambda: c.preferredLeaderId or self._hand_over_target(),
             auth=self.auth, tls=c.tls)
         await self.driver.start()
+
+    # ---- a hand-over on clients' reports (client_handover.py) --------------------------
+    def _group_role(self) -> GroupRole | None:
+        d = self.driver
+        if d is None:
+            return None
+        return GroupRole(d.is_leader, d.self_id, frozenset(d.peers) - {d.self_id})
+
+    def _hand_to(self, follower: str) -> str | None:
+        """Leadership moves to `follower` once it has caught up (the driver's preferred
+        leader for TARGET_HELD_S), unless an operator chose the leader."""
+        if self.config.preferredLeaderId:
+            return f"the operator's preferredLeaderId ({self.config.preferredLeaderId}) decides"
+        self._target = (follower, time.monotonic() + TARGET_HELD_S)
+        return None
+
+    def _hand_over_target(self) -> str:
+        if self._target is None or time.monotonic() > self._target[1]:
+            self._target = None
+            return ""
+        return self._target[0]
 
     def _role_changed(self, role: Role) -> None:
         self.role_changes += 1

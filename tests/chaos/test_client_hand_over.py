@@ -1,8 +1,9 @@
-"""DLedger on test hosts: producers cut off from a leader that keeps its peers. Raft sees a
-healthy leader, so before, every send waited for the heal. ledgermq's client now tells
-the followers that the leader does not answer; the leader, reached by no client, hands
-over to one of them, and the sends are acknowledged again before the cut heals. Needs
-root; skips saying why otherwise."""
+"""DLedger and controller mode on test hosts: producers cut off from a master that keeps
+its peers. Raft, or the controller, sees a healthy master, so before, every send waited
+for the heal. ledgermq's client now tells the followers that the master does not answer;
+the master, reached by no client, hands the group to one of them (a DLedger leadership
+transfer; an election by the controller), and the sends are acknowledged again before the
+cut heals. Needs root; skips saying why otherwise."""
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +15,8 @@ from ledgermq.chaos import TestNet, available, layout
 from ledgermq.localcluster.cluster import down
 
 from ..integration.load import acked_after, check_nothing_lost, read_all, send_for
-from ..integration.test_dledger import single_leader
+from ..integration.test_controller_mode import full_set
+from ..integration.test_transactions_failover import master
 from ..wait import wait_until
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
@@ -24,12 +26,15 @@ SEND_FOR_S = 14.0  # the cut lasts the rest of it: a heal cannot be what ends th
 BACK_WITHIN_S = 6.0  # from the cut to the next SEND_OK (the leader hears nothing for 2 s)
 
 
-def test_a_leader_no_client_reaches_hands_over_to_a_follower(tmp_path):
+@pytest.mark.parametrize("mode", ["dledger", "controller"])
+def test_a_master_no_client_reaches_hands_over_to_a_follower(tmp_path, mode):
     d = tmp_path / "cluster"
-    with TestNet(list(layout.hosts("dledger", 3))) as net:
-        state = layout.up_on(net, "dledger", 3, d)
+    with TestNet(list(layout.hosts(mode, 3))) as net:
+        state = layout.up_on(net, mode, 3, d)
         try:
-            first = wait_until(lambda: single_leader(d), "a leader", 30)["name"]
+            if mode == "controller":  # a follower may take over once in the SyncStateSet
+                full_set(state)
+            first = wait_until(lambda: master(d), "a master", 30)["name"]
             acked: list = []
             cut: list[float] = []
             ended: list[float] = []
@@ -48,7 +53,7 @@ def test_a_leader_no_client_reaches_hands_over_to_a_follower(tmp_path):
             times = [cut[0]] + [a.at for a in acked_after(acked, cut[0])] + [ended[0]]
             gaps = [b - a for a, b in zip(times, times[1:])]
             assert max(gaps) <= BACK_WITHIN_S, f"no SEND_OK for {max(gaps):.1f} s"
-            now = wait_until(lambda: single_leader(d), "a leader", 15)
+            now = wait_until(lambda: master(d), "a master", 15)
             assert now["name"] != first, now
             net.heal()
             check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))

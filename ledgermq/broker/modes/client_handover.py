@@ -1,35 +1,41 @@
-"""DLedger: a leader its clients cannot reach hands leadership to a follower they can.
+"""A master its clients cannot reach hands the group to a follower they can (DLedger and
+controller mode).
 
-A partition may cut a leader off from its producers while it keeps its peers. Raft then
-sees a healthy leader, and every send waits for the heal. ledgermq's client notices when a
-group's master owes it answers, has sent nothing for a second, and the route still names it.
-It then tells the group's other brokers (REPORT_MASTER_UNREACHABLE). A follower passes the
-word on to its leader (CLIENTS_CANNOT_REACH_LEADER, a peer request that needs the cluster
-secret when one is set). The leader hands over to that follower only when:
-- no client has brought it a byte for `clientQuietMillis`. A leader that clients still
-  reach stays put, so a hostile report cannot move a busy leader;
+A partition may cut a master off from its producers while it keeps its peers. Raft, or the
+controller, then sees a healthy master, and every send waits for the heal. ledgermq's
+client notices when a group's master owes it answers, has sent nothing for a second, and
+the route still names it. It then tells the group's other brokers
+(REPORT_MASTER_UNREACHABLE). A follower passes the word on to its master
+(CLIENTS_CANNOT_REACH_LEADER, a peer request that needs the cluster secret when one is
+set). The master hands over to that follower only when:
+- no client has brought it a byte for `clientQuietMillis`. A master that clients still
+  reach stays put, so a hostile report cannot move a busy master;
 - it has not handed over in the last HAND_OVER_EVERY_S;
-- no operator has set preferredLeaderId (that choice would move leadership straight back).
+- the follower may take over (a Raft peer; a SyncStateSet member in controller mode);
+- its mode agrees (DLedger: no operator has set preferredLeaderId, which would move
+  leadership straight back).
+How it hands over is the mode's: a DLedger leader transfers leadership, a controller-mode
+master asks the controller to elect the follower (as an operator's electMaster would).
 RocketMQ's own clients send no such report: they wait for the heal, as they do on RocketMQ."""
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...peer_auth.remoting import PeerGate
 from ...remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode
+from .protocol import Metric
 
 if TYPE_CHECKING:
-    from ...drivers.dledger import DLedgerDriver
     from ...remoting.transport import Connection
     from .base import ModeHost
 
 log = logging.getLogger(__name__)
 
-HAND_OVER_EVERY_S = 30.0  # at most one hand-over on client reports per leader in this time
-TARGET_HELD_S = 5.0  # how long the chosen follower stays the target while it catches up
+HAND_OVER_EVERY_S = 30.0  # at most one hand-over on client reports per master in this time
 PASS_ON_EVERY_S = 1.0  # a follower passes reports on at most this often
 PASS_ON_TIMEOUT_S = 2.0
 
@@ -45,28 +51,40 @@ def last_heard(conn: Any) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class GroupRole:
+    """What a hand-over asks of its mode: whether this broker is the group's master, its
+    id in the group, and the ids of the followers that may take over from it."""
+    is_master: bool
+    self_id: str
+    successors: frozenset[str]
+
+
 class ClientHandOver:
-    def __init__(self, host: ModeHost, driver: Callable[[], DLedgerDriver | None]):
-        self.host = host  # its client connections; the leader's address (name servers)
+    def __init__(self, host: ModeHost, mode: str, role: Callable[[], GroupRole | None],
+                 hand_to: Callable[[str], str | None]):
+        """`role`: this broker's, None while it has none yet; `hand_to`: start handing the
+        group to a follower, or say why the mode will not."""
+        self.host = host  # its client connections; the master's address (name servers)
         self.config = host.config
-        self._driver = driver
+        self.mode = mode
+        self._role, self._hand_to = role, hand_to
         self.client = RemotingClient(
-            authenticate=PeerGate(host.peer_auth, "dledger hand-over").authenticate,
+            authenticate=PeerGate(host.peer_auth, f"{mode} hand-over").authenticate,
             ssl_context=host.config.tls.client)
-        self._target: tuple[str, float] | None = None  # (follower, until) on the leader
         self._handed_over_at = float("-inf")
         self._passed_on_at = float("-inf")
         self._tasks: set[asyncio.Task[None]] = set()
         self.reports = 0  # clients' reports heard (as a follower)
-        self.hand_overs = 0  # hand-overs started (as the leader)
+        self.hand_overs = 0  # hand-overs started (as the master)
 
-    def target(self) -> str:
-        """The follower this leader is handing over to, or "" (the driver's preferred
-        leader, when no operator set one)."""
-        if self._target is None or time.monotonic() > self._target[1]:
-            self._target = None
-            return ""
-        return self._target[0]
+    def metrics(self) -> list[Metric]:
+        return [(f"ledgermq_{self.mode}_client_reports_total", "Clients' reports that they "
+                 "cannot reach this group's master, heard by this follower.", {},
+                 self.reports),
+                (f"ledgermq_{self.mode}_client_hand_overs_total", "Times this master handed "
+                 "over because no client reached it and a follower's clients could not.", {},
+                 self.hand_overs)]
 
     # ---- on a follower: a client cannot reach the leader -----------------------------
     def client_report(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -75,10 +93,10 @@ class ClientHandOver:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
                                 f"this broker is in group {self.config.brokerName}, "
                                 f"not {str(name)[:64]!r}")
-        d = self._driver()
+        d = self._role()
         if d is None:
-            return cmd.response(ResponseCode.SYSTEM_BUSY, "this broker is starting")
-        if d.is_leader:
+            return cmd.response(ResponseCode.SYSTEM_BUSY, "this broker has no role yet")
+        if d.is_master:
             return cmd.response(ResponseCode.SUCCESS,
                                 f"this broker leads {name} now: fetch the route again")
         self.reports += 1
@@ -121,33 +139,32 @@ class ClientHandOver:
         name = cmd.ext.get("brokerName")
         why = self._why_not(follower) if name == self.config.brokerName else \
             f"this broker is in group {self.config.brokerName}, not {str(name)[:64]!r}"
+        if why is None:
+            why = self._hand_to(follower)
         if why is not None:
-            log.info("clients of follower %s cannot reach this leader; not handing over: %s",
+            log.info("clients of follower %s cannot reach this master; not handing over: %s",
                      follower[:64], why)
             return cmd.response(ResponseCode.SUCCESS, why, {"handingOver": "false"})
         now = time.monotonic()
         self._handed_over_at = now
-        self._target = (follower, now + TARGET_HELD_S)
         self.hand_overs += 1
-        log.warning("dledger %s: no client has reached this leader for %.1f s and clients of "
-                    "follower %s cannot reach it: handing leadership to %s",
-                    self.config.dLegerSelfId, self._quiet_s(now), follower, follower)
-        return cmd.response(ResponseCode.SUCCESS, f"handing leadership to {follower}",
+        log.warning("%s %s: no client has reached this master for %.1f s and clients of "
+                    "follower %s cannot reach it: handing the group to %s", self.mode,
+                    self.config.brokerName, self._quiet_s(now), follower, follower)
+        return cmd.response(ResponseCode.SUCCESS, f"handing the group to {follower}",
                             {"handingOver": "true"})
 
     def _why_not(self, follower: str) -> str | None:
-        d, c = self._driver(), self.config
-        if d is None or not d.is_leader:
+        d, c = self._role(), self.config
+        if d is None or not d.is_master:
             return "this broker is not the leader"
-        if follower not in d.peers or follower == d.self_id:
-            return f"{follower[:64]!r} is not a follower of this group"
+        if follower not in d.successors:
+            return f"{follower[:64]!r} is not a follower of this group that may take over"
         if not c.handOverOnClientReports:
-            return "handOverOnClientReports is off on the leader"
-        if c.preferredLeaderId:
-            return f"the operator's preferredLeaderId ({c.preferredLeaderId}) decides"
+            return "handOverOnClientReports is off on the master"
         now = time.monotonic()
         if now - self._handed_over_at < HAND_OVER_EVERY_S:
-            return f"this leader handed over {now - self._handed_over_at:.1f} s ago"
+            return f"this master handed over {now - self._handed_over_at:.1f} s ago"
         quiet = self._quiet_s(now)
         if quiet < c.clientQuietMillis / 1000:
             return f"a client reached this leader {quiet:.1f} s ago"
