@@ -30,7 +30,8 @@ PROMOTE_TIMEOUT_S = 30.0
 DURABLE_TIMEOUT_S = 3.0  # an answer waits this long for its changes to be durable
 # what only the group's brokers may say (producers' CONTROL_RESOLVE and the operators'
 # CONTROL_STATUS read, and stay open)
-AUTHENTICATED_CODES = frozenset({RequestCode.CONTROL_HEARTBEAT, RequestCode.CONTROL_CACHE})
+AUTHENTICATED_CODES = frozenset({RequestCode.CONTROL_HEARTBEAT, RequestCode.CONTROL_CACHE,
+                                 RequestCode.CONTROL_HAND_OVER})
 
 
 def view_json(v: View) -> dict:
@@ -151,7 +152,8 @@ class ControlService:
         if screened is not None:
             return screened
         if cmd.code not in (RequestCode.CONTROL_HEARTBEAT, RequestCode.CONTROL_CACHE,
-                            RequestCode.CONTROL_RESOLVE, RequestCode.CONTROL_STATUS):
+                            RequestCode.CONTROL_RESOLVE, RequestCode.CONTROL_STATUS,
+                            RequestCode.CONTROL_HAND_OVER):
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 f"request code {cmd.code} is not supported by a control node")
         refused = self._refusal(cmd)
@@ -164,6 +166,8 @@ class ControlService:
                 resp = self._cache(cmd)
             elif cmd.code == RequestCode.CONTROL_RESOLVE:
                 resp = self._resolve(cmd)
+            elif cmd.code == RequestCode.CONTROL_HAND_OVER:
+                resp = self._hand_over(cmd)
             else:
                 resp = cmd.response(ResponseCode.SUCCESS, None, None, json.dumps(
                     {n: g.status() for n, g in self.groups.items()}).encode())
@@ -206,6 +210,18 @@ class ControlService:
         if not ok:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
                                 "not cached: stale epoch, failover under way, or cache full")
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def _hand_over(self, cmd: RemotingCommand) -> RemotingCommand:
+        e = cmd.ext
+        name = e["brokerName"]
+        why, actions = self._group(name).hand_over(e["haAddr"], int(e["epoch"]), mono_ms(),
+                                                   int(e.get("preferSlot", -1)))
+        if why is not None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no hand-over of {name}: {why}")
+        log.warning("group %s: master %s gives the group up (its clients cannot reach it)",
+                    name, e["haAddr"])
+        self._execute(name, actions)
         return cmd.response(ResponseCode.SUCCESS)
 
     def _resolve(self, cmd: RemotingCommand) -> RemotingCommand:

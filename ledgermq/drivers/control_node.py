@@ -113,6 +113,15 @@ class ControlNodeClient:
             log.warning("control node's answer for %s unreadable: %s", msg_id, e)
         return Resolution.UNKNOWN
 
+    async def hand_over(self, ha_addr: str, epoch: int, prefer_slot: int) -> str | None:
+        """This master gives the group up (its clients cannot reach it): the control node
+        fails over now, to `prefer_slot` if it may take over. Why not, or None."""
+        r = await self._invoke(RemotingCommand(
+            RequestCode.CONTROL_HAND_OVER, ext={
+                "brokerName": self.group, "haAddr": ha_addr, "epoch": str(epoch),
+                "preferSlot": str(prefer_slot)}), 3.0)
+        return None if r.code == ResponseCode.SUCCESS else r.remark or f"code {r.code}"
+
     def _warn_unreachable(self, what: str, e: Exception) -> None:
         """A warning for the first failure, then at most one each few seconds with the
         count: a down control node fails every send's request."""

@@ -77,11 +77,12 @@ class RequestCode(enum.IntEnum):
     CONTROL_RESOLVE = 9912
     CONTROL_STATUS = 9913
     CONTROL_PROMOTE = 9914
+    CONTROL_HAND_OVER = 9918  # a master no client reaches gives its group up
     # ledgermq's own: an operator lets a restarted SYNC_MASTER take writes without the
     # refill from its slaves, accepting the loss of what only they hold (cluster secret)
     END_HA_RECOVERY = 9915
-    # ledgermq's own (DLedger): a client tells a follower it cannot reach the group's
-    # leader; a follower passes that on to its leader, which hands over if no client
+    # ledgermq's own (DLedger, controller and checkpoint mode): a client tells a follower it
+    # cannot reach the group's leader; a follower passes that on to its leader, which hands over if no client
     # reaches it (modes/client_handover.py)
     REPORT_MASTER_UNREACHABLE = 9916
     CLIENTS_CANNOT_REACH_LEADER = 9917

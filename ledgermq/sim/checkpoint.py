@@ -1,6 +1,7 @@
 """The consistent checkpoint and control node scheme (S3) in the simulator: three brokers
 running HAMaster / HASlave with the checkpoint on and a CheckpointReplica each, and a
-GroupControl (the control node) that crashes and restarts from what it saved. Producers
+GroupControl (the control node) that crashes and restarts from what it saved, and whose
+master at times gives the group up (its clients cannot reach it: a failover it asks for). Producers
 send throughout; a sync that times out is cached on the control node, and a send left
 PENDING is resolved by asking the control node (S3-4). See `ha_group` for the group.
 
@@ -47,8 +48,8 @@ from ..replication.ha import BUGS as HA_BUGS
 from ..replication.ha import SLAVE_BUGS, Complete, SaveCheckpoint, SyncStatus
 from ..replication.ha.members import BUGS as MEMBER_BUGS
 from .checkpoint_wire import (
-    BrokerBeat, CacheAnswer, CacheMessage, CheckpointSaved, Promoted, Resolve, ResolveAsk,
-    Resolved,
+    BrokerBeat, CacheAnswer, CacheMessage, CheckpointSaved, HandOverAsk, Promoted, Resolve,
+    ResolveAsk, Resolved,
 )
 from .disk import SimLog
 from .events import Beat, LinkDeliver, Restart, Tick
@@ -65,6 +66,7 @@ BUGS = {"checkpoint-max": HA_BUGS["checkpoint-max"], **MEMBER_BUGS, **SLAVE_BUGS
         **CONTROL_BUGS, **DRIVER_BUGS}
 MEMBER_TIMEOUT_MS = 1000  # checkpointMemberTimeout
 LOSE_SHARE, WIPE_SHARE = 0.08, 0.12  # of crashes: never back; back on an empty disk
+HAND_OVER_SHARE = 0.4  # of control-plane faults: the master gives the group up instead
 
 
 def _copy_cache(cache: list[Cached]) -> list[Cached]:
@@ -114,6 +116,8 @@ class CheckpointSim(HAGroupSim):
         self.promotions = 0
         self.ha_config = dataclasses.replace(self.ha_config, member_timeout_ms=MEMBER_TIMEOUT_MS)
         self.loss_rng = random.Random(seed * 7919 + 1)  # (the main stream stays as it was)
+        self.hand_rng = random.Random(seed * 7919 + 2)  # (and so here)
+        self.hand_overs = 0  # failovers a master asked for
         self.lost: str | None = None  # the broker that never comes back
         self.wipes = self.drops = self.covered = self.stalled = 0
         self._beats = {name: Beat(name) for name in self.names}
@@ -278,6 +282,11 @@ class CheckpointSim(HAGroupSim):
             if ctl.state.master == msg.slot:
                 self.promotions += 1
                 send(CTL, msg.name, ctl.view(msg.slot))
+        elif isinstance(msg, HandOverAsk):
+            why, actions = ctl.hand_over(msg.name, msg.epoch, self.w.now, msg.prefer)
+            self._run_ctl(actions)
+            self.hand_overs += why is None
+            self.w.log(f"ctl: {msg.name}'s hand-over: {why or 'failing over'}")
         elif isinstance(msg, ResolveAsk):
             send(CTL, CLIENT, Resolved(msg.number,
                                        ctl.resolve(msg.epoch, msg.end, str(msg.number))))
@@ -333,6 +342,17 @@ class CheckpointSim(HAGroupSim):
             self._check_checkpoint(master, master.master.checkpoint)
 
     def _fault_control_plane(self) -> bool:
+        master = self._current_master()
+        if self.hand_rng.random() < HAND_OVER_SHARE and master is not None and master.alive \
+                and master.replica.role == "MASTER":
+            # its clients cannot reach it (client_handover.py): it asks for a failover now,
+            # naming a slave (any: the control node decides whether it may take over), and
+            # goes on as master until a view says otherwise
+            prefer = self.hand_rng.choice([n.slot for n in self.nodes.values()])
+            self.w.log(f"{master.name} gives the group up, preferring slot {prefer}")
+            self.net_links.send(master.name, CTL, HandOverAsk(
+                master.name, master.replica.epoch, prefer))
+            return True
         if not self.ctl_alive:
             return False
         self.ctl_alive = False
@@ -476,4 +496,4 @@ class CheckpointSim(HAGroupSim):
     def stats(self) -> dict:
         return {"mode": "checkpoint", **super().stats(), "promotions": self.promotions,
                 "lost": int(self.lost is not None), "wiped": self.wipes, "dropped": self.drops,
-                "stalled": self.stalled}
+                "stalled": self.stalled, "hand_overs": self.hand_overs}

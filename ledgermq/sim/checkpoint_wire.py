@@ -32,6 +32,14 @@ class CacheMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class HandOverAsk:
+    """A master gives the group up (no client reaches it), preferring slave `prefer`."""
+    name: str
+    epoch: int
+    prefer: int
+
+
+@dataclass(frozen=True, slots=True)
 class CacheAnswer:
     number: int
     ok: bool

@@ -1,9 +1,10 @@
-"""DLedger and controller mode on test hosts: producers cut off from a master that keeps
-its peers. Raft, or the controller, sees a healthy master, so before, every send waited
-for the heal. ledgermq's client now tells the followers that the master does not answer;
-the master, reached by no client, hands the group to one of them (a DLedger leadership
-transfer; an election by the controller), and the sends are acknowledged again before the
-cut heals. Needs root; skips saying why otherwise."""
+"""DLedger, controller and checkpoint mode on test hosts: producers cut off from a master
+that keeps its peers. Raft, the controller or the control node sees a healthy master, so
+before, every send waited for the heal. ledgermq's client now tells the followers that the
+master does not answer; the master, reached by no client, hands the group to one of them
+(a DLedger leadership transfer; an election by the controller; a failover by the control
+node), and the sends are acknowledged again before the cut heals. Needs root; skips
+saying why otherwise."""
 from __future__ import annotations
 
 import asyncio
@@ -15,6 +16,7 @@ from ledgermq.chaos import TestNet, available, layout
 from ledgermq.localcluster.cluster import down
 
 from ..integration.load import acked_after, check_nothing_lost, read_all, send_for
+from ..integration.test_checkpoint_mode import _members
 from ..integration.test_controller_mode import full_set
 from ..integration.test_transactions_failover import master
 from ..wait import wait_until
@@ -26,14 +28,17 @@ SEND_FOR_S = 14.0  # the cut lasts the rest of it: a heal cannot be what ends th
 BACK_WITHIN_S = 6.0  # from the cut to the next SEND_OK (the leader hears nothing for 2 s)
 
 
-@pytest.mark.parametrize("mode", ["dledger", "controller"])
+@pytest.mark.parametrize("mode", ["dledger", "controller", "checkpoint"])
 def test_a_master_no_client_reaches_hands_over_to_a_follower(tmp_path, mode):
     d = tmp_path / "cluster"
     with TestNet(list(layout.hosts(mode, 3))) as net:
         state = layout.up_on(net, mode, 3, d)
         try:
-            if mode == "controller":  # a follower may take over once in the SyncStateSet
+            # a follower may take over once in the SyncStateSet, or the checkpoint's members
+            if mode == "controller":
                 full_set(state)
+            elif mode == "checkpoint":
+                wait_until(lambda: len(_members(d)) == 2, "two checkpoint members", 30)
             first = wait_until(lambda: master(d), "a master", 30)["name"]
             acked: list = []
             cut: list[float] = []

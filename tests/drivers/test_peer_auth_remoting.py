@@ -186,6 +186,14 @@ def test_a_fake_broker_cannot_heartbeat_nor_cache_at_the_control_node(tmp_path):
             real = ControlNodeClient(addr, "g", PeerAuth(SECRET))
             view = await real.heartbeat(HEARTBEAT)
             assert view.role == "MASTER" and "g" in node.groups
+            # only a peer may ask for a failover of the group: a stranger is refused
+            fake = ControlNodeClient(addr, "g")
+            assert "requires the cluster secret" in await fake.hand_over(
+                HEARTBEAT["haAddr"], view.epoch, 2)
+            await fake.close()
+            assert await real.hand_over(HEARTBEAT["haAddr"], view.epoch, 2) == \
+                "no hand-over of g: no live slave holds the checkpoint"
+            assert node.groups["g"].state.master == view.slot
             await real.close()
         finally:
             await node.stop()

@@ -225,3 +225,38 @@ def test_a_master_restarted_in_its_epoch_counts_the_members_the_control_node_sav
     # its own newer records stay; another epoch's file does not count
     assert lead_start(view, (6, 14000, {3: 14000})) == (14000, {1: 13870, 3: 14000})
     assert lead_start(view, (5, 20000, {4: 20000})) == (13870, {1: 13870, 3: 13870})
+
+
+def test_a_master_giving_the_group_up_is_failed_over_at_once_to_the_member_it_names():
+    ctl = group()
+    beat(ctl, "m", 10, end=900, cp=400, members=[2, 3], version=50)
+    beat(ctl, "a", 20, end=600)
+    beat(ctl, "b", 20, end=700)
+    assert ctl.tick(30) == []  # its heartbeats still come: no failover of its own accord
+    assert ctl.hand_over("a", 1, 30, preferred=3)[0] == "a is not the master in epoch 1 " \
+        "(the group is in 1)"
+    assert ctl.hand_over("m", 0, 30, preferred=3)[0] == "m is not the master in epoch 0 " \
+        "(the group is in 1)"
+    why, out = ctl.hand_over("m", 1, 30, preferred=2)  # a, though b's log is longer
+    assert why is None and ctl.state.promoting == 2
+    assert [a.addr for a in out if isinstance(a, Promote)] == ["a"]
+    assert any(isinstance(a, SaveState) and a.state["promoting"] == 2 for a in out)
+    assert ctl.hand_over("m", 1, 40, preferred=2) == ("a failover is under way", [])
+
+
+def test_a_hand_over_goes_to_the_longest_member_unless_the_one_named_may_take_over():
+    ctl = group()
+    beat(ctl, "m", 10, end=900, cp=400, members=[2, 3], version=50)
+    beat(ctl, "a", 20, end=300)  # below the checkpoint: it may not take over
+    beat(ctl, "b", 20, end=700)
+    why, out = ctl.hand_over("m", 1, 30, preferred=2)
+    assert why is None and [a.addr for a in out if isinstance(a, Promote)] == ["b"]
+
+
+def test_a_hand_over_without_a_slave_holding_the_checkpoint_is_refused_and_changes_nothing():
+    ctl = group()
+    beat(ctl, "m", 10, end=900, cp=400, members=[2, 3], version=50)
+    beat(ctl, "a", 20, end=300)
+    beat(ctl, "b", 20, end=300)
+    assert ctl.hand_over("m", 1, 30) == ("no live slave holds the checkpoint", [])
+    assert ctl.state.promoting is None and ctl.state.master == 1

@@ -30,6 +30,7 @@ from ...store import PutResult, StoreError
 from ...wire.batch import EncodedBatch
 from ...wire.message import decode_message
 from .base import Later, ModeHost, Pending, beat_every
+from .client_handover import ClientHandOver, GroupRole
 from .ha_links import HAPortMode, ha_config
 from .protocol import Metric
 
@@ -68,6 +69,8 @@ class CheckpointMode(HAPortMode):
         # pending sends the broker resolved for clients that cannot, by resolution
         self.resolved_by_broker = {r: 0 for r in Resolution}
         self.became_master = 0
+        self.hand_over = ClientHandOver(host, self.name, self._group_role, self._hand_to)
+        self._asking: set[asyncio.Task[None]] = set()  # hand-overs asked of the control node
 
     # ---- what the broker asks -------------------------------------------------------
     @property
@@ -142,7 +145,12 @@ class CheckpointMode(HAPortMode):
             await asyncio.sleep(min(RESOLVE_POLL_S, by - loop.time()))
 
     def handlers(self) -> dict[int, Handler]:
-        return {RequestCode.CONTROL_PROMOTE: self._promote}
+        # (looked up at each request: tests list a mode's codes on an instance not set up)
+        return {RequestCode.CONTROL_PROMOTE: self._promote,
+                RequestCode.REPORT_MASTER_UNREACHABLE:
+                lambda cmd, conn: self.hand_over.client_report(cmd, conn),
+                RequestCode.CLIENTS_CANNOT_REACH_LEADER:
+                lambda cmd, conn: self.hand_over.follower_report(cmd, conn)}
 
     def metrics(self) -> list[Metric]:
         out = super().metrics() + [
@@ -157,7 +165,7 @@ class CheckpointMode(HAPortMode):
             ("ledgermq_checkpoint_resolved_by_broker_total", "PENDING sends of clients that "
              "know no PENDING, resolved by the broker while they waited (UNKNOWN: answered "
              "FLUSH_SLAVE_TIMEOUT).", {"resolution": r.value}, n)
-            for r, n in self.resolved_by_broker.items()]
+            for r, n in self.resolved_by_broker.items()] + self.hand_over.metrics()
         ha = self.links.master
         if ha is not None:
             out += [("ledgermq_checkpoint_offset", "The consistent checkpoint (bytes): saved "
@@ -192,9 +200,11 @@ class CheckpointMode(HAPortMode):
         self._task = asyncio.create_task(self._heartbeat_loop())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        tasks = [t for t in [self._task, *self._asking] if t is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.hand_over.stop()
         await super().stop()
         await self.control.close()
 
@@ -345,3 +355,28 @@ class CheckpointMode(HAPortMode):
         return cmd.response(ResponseCode.SUCCESS, None, None, json.dumps(
             {"takeover": pr.takeover, "replayed": [list(x) for x in pr.replayed],
              "logEnd": pr.log_end}).encode())
+
+    # ---- a hand-over on clients' reports (client_handover.py) --------------------------
+    def _group_role(self) -> GroupRole | None:
+        if not self.slot or self.replica.role not in ("MASTER", "SLAVE"):
+            return None
+        ha = self.links.master
+        members = frozenset(str(s) for s in ha.core.members) if ha is not None else frozenset()
+        return GroupRole(self.is_writable, str(self.slot), members - {str(self.slot)})
+
+    def _hand_to(self, follower: str) -> str | None:
+        """The control node fails over now, to the member `follower` if it may take over
+        (the longest member otherwise), as if this master's heartbeats had stopped."""
+        task = asyncio.get_running_loop().create_task(self._ask_hand_over(int(follower)))
+        self._asking.add(task)
+        task.add_done_callback(self._asking.discard)
+        return None
+
+    async def _ask_hand_over(self, slot: int) -> None:
+        try:
+            why = await self.control.hand_over(self._ha_addr(), self.master_epoch, slot)
+        except RemotingError as e:
+            why = f"the control node did not answer: {e}"
+        if why is not None:
+            log.warning("checkpoint mode: the control node refused the hand-over to slot %d: "
+                        "%s", slot, why)

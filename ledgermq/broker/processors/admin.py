@@ -42,8 +42,8 @@ class AdminProcessor:
             RequestCode.CONTROL_PROMOTE: not_in_mode("checkpoint"),
             RequestCode.GET_BROKER_EPOCH_CACHE: not_in_mode("controller"),
             RequestCode.END_HA_RECOVERY: not_in_mode("classic-ha"),
-            RequestCode.REPORT_MASTER_UNREACHABLE: not_in_mode("dledger or controller"),
-            RequestCode.CLIENTS_CANNOT_REACH_LEADER: not_in_mode("dledger or controller"),
+            RequestCode.REPORT_MASTER_UNREACHABLE: not_in_mode("dledger, controller or checkpoint"),
+            RequestCode.CLIENTS_CANNOT_REACH_LEADER: not_in_mode("dledger, controller or checkpoint"),
         }
 
     async def update_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

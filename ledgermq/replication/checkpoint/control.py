@@ -13,7 +13,9 @@ So every member known here holds the master's checkpoint.
 
 Failover (S3-5), as built here:
 1. The master's heartbeats stop for `master_timeout_ms`, or its log ends below the
-   checkpoint (it restarted on a replaced disk).
+   checkpoint (it restarted on a replaced disk), or it gives the group up (`hand_over`:
+   no client reaches it). Nothing of the old master needs to stop for this to be safe:
+   its checkpoint cannot pass the chosen member's log end once that one stops following.
 2. The live member slave with the highest reported offset, at least the checkpoint, is
    chosen (given up if its log turns out shorter before it answered). Promote tells it to
    stop following, note its log end T (the takeover offset), append in order every cached
@@ -257,18 +259,44 @@ class GroupControl:
         master = self.brokers[st.master]  # (heard since this control node started)
         if now - master.heard_at < timeout and master.max_offset >= st.checkpoint:
             return []  # (a master whose log ends below the checkpoint lost its copy)
-        # a member is eligible only once it follows this epoch's master: then its log
-        # holds nothing past an earlier takeover that the current lineage does not
+        successor = self._successor(now)
+        return [] if successor is None else self._fail_over(successor, now)
+
+    def _successor(self, now: int, preferred: int | None = None) -> Broker | None:
+        """The slave to promote: `preferred` if it may be, else the live member with the
+        longest log; None when no slave holds the checkpoint (wait for the master, or one,
+        to return). A member is eligible only once it follows this epoch's master: then its
+        log holds nothing past an earlier takeover that the current lineage does not."""
+        st = self.state
         live = [self.brokers[s] for s in st.members
                 if s in self.brokers and s != st.master and self.brokers[s].epoch == st.epoch
-                and now - self.brokers[s].heard_at < timeout
+                and now - self.brokers[s].heard_at < self.config.master_timeout_ms
                 and self.brokers[s].max_offset >= st.checkpoint]
-        if not live:
-            return []  # no slave holds the checkpoint: wait for the master (or one) to return
-        best = max(live, key=lambda b: (b.max_offset, -b.slot))
-        st.promoting = best.slot
+        for b in live:
+            if b.slot == preferred:
+                return b
+        return max(live, key=lambda b: (b.max_offset, -b.slot), default=None)
+
+    def _fail_over(self, successor: Broker, now: int) -> list[ControlAction]:
+        self.state.promoting = successor.slot
         self._promote_sent = now
-        return [self._save(), self._promote(best)]
+        return [self._save(), self._promote(successor)]
+
+    def hand_over(self, addr: str, epoch: int, now: int, preferred: int | None = None
+                  ) -> tuple[str | None, list[ControlAction]]:
+        """The master of `epoch` gives the group up (its clients cannot reach it): a
+        failover now, as if its heartbeats had stopped, to `preferred` if that member may
+        take over. Why not, or None and what to do."""
+        st = self.state
+        slot = st.slots.get(addr)
+        if slot is None or slot != st.master or epoch != st.epoch:
+            return f"{addr} is not the master in epoch {epoch} (the group is in {st.epoch})", []
+        if st.promoting is not None:
+            return "a failover is under way", []
+        successor = self._successor(now, preferred)
+        if successor is None:
+            return "no live slave holds the checkpoint", []
+        return None, self._fail_over(successor, now)
 
     def _promote(self, b: Broker) -> Promote:
         st = self.state
