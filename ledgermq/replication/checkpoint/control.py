@@ -34,6 +34,7 @@ again later).
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,8 @@ BUGS = {
     "failover-skips-cache": "the new master is promoted without the cached messages",
     "no-rollback": "a returning old master follows the new one without rolling back "
                    "what lies past the takeover offset",
+    "hand-over-skips-cache": "a failover a master asked for promotes without the cached "
+                             "messages",
 }
 
 
@@ -296,7 +299,11 @@ class GroupControl:
         successor = self._successor(now, preferred)
         if successor is None:
             return "no live slave holds the checkpoint", []
-        return None, self._fail_over(successor, now)
+        out = self._fail_over(successor, now)
+        if self.bug == "hand-over-skips-cache":
+            out = [dataclasses.replace(a, replay=()) if isinstance(a, Promote) else a
+                   for a in out]
+        return None, out
 
     def _promote(self, b: Broker) -> Promote:
         st = self.state
