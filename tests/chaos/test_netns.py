@@ -187,12 +187,14 @@ def _pids_in(host) -> list[int]:
     return [int(p) for p in out.stdout.split()]
 
 
-# (SIGHUP as a terminal's hang-up ends a process: a test run started under nohup hands its
-# children SIGHUP ignored, and a run that ignores it rightly keeps going)
+# (SIGHUP as a terminal's hang-up ends a process, SIGINT as Ctrl-C does: a test run
+# started under nohup hands its children SIGHUP ignored, one started in the background by a
+# shell script SIGINT ignored, and a run that ignores a signal rightly keeps going)
 CHILD = textwrap.dedent("""
     import json, signal, subprocess, sys
     from ledgermq.chaos import TestNet
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with TestNet(2) as net:
         p = net.hosts[0].popen(["sleep", "300"])
         print(json.dumps({"tag": net.tag, "pid": p.pid}), flush=True)

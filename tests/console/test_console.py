@@ -85,9 +85,11 @@ def test_message_search_by_key_by_id_and_by_queue_and_time(dledger, page):
     page.fill("#by-key input[name=topic]", "SearchTopic")
     page.fill("#by-key input[name=key]", "order-42")
     page.click("#by-key button")
+    # (each copy the same message: a send a leader change swallowed is sent again)
     found = page.locator("article.message")
-    assert found.count() == 1
-    assert found.get_attribute("data-msgid") == sent.msg_id
+    assert found.count() >= 1
+    assert {a.get_attribute("data-msgid") for a in found.all()} == {sent.msg_id}
+    found = found.first
     assert found.locator("pre.body").inner_text() == "hello console <b>"  # escaped, shown
     leader = sent.queue.broker_name
     assert dledger["admin"].master_addrs()[leader] in found.locator(".where").inner_text()
