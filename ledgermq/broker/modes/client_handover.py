@@ -1,8 +1,8 @@
-"""A master its clients cannot reach hands the group to a follower they can (DLedger and
-controller mode).
+"""A master its clients cannot reach hands the group to a follower they can (DLedger,
+controller and checkpoint mode).
 
-A partition may cut a master off from its producers while it keeps its peers. Raft, or the
-controller, then sees a healthy master, and every send waits for the heal. ledgermq's
+A partition may cut a master off from its producers while it keeps its peers. Raft, the
+controller or the control node then sees a healthy master, and every send waits for the heal. ledgermq's
 client notices when a group's master owes it answers, has sent nothing for a second, and
 the route still names it. It then tells the group's other brokers
 (REPORT_MASTER_UNREACHABLE). A follower passes the word on to its master
@@ -11,11 +11,13 @@ set). The master hands over to that follower only when:
 - no client has brought it a byte for `clientQuietMillis`. A master that clients still
   reach stays put, so a hostile report cannot move a busy master;
 - it has not handed over in the last HAND_OVER_EVERY_S;
-- the follower may take over (a Raft peer; a SyncStateSet member in controller mode);
+- the follower may take over (a Raft peer; a SyncStateSet member in controller mode; a
+  checkpoint member in checkpoint mode);
 - its mode agrees (DLedger: no operator has set preferredLeaderId, which would move
   leadership straight back).
 How it hands over is the mode's: a DLedger leader transfers leadership, a controller-mode
-master asks the controller to elect the follower (as an operator's electMaster would).
+master asks the controller to elect the follower (as an operator's electMaster would), a
+checkpoint-mode master asks the control node to fail over now (CONTROL_HAND_OVER).
 RocketMQ's own clients send no such report: they wait for the heal, as they do on RocketMQ."""
 from __future__ import annotations
 
