@@ -53,9 +53,10 @@ def test_an_idle_master_has_the_controller_elect_the_follower_named_once(tmp_pat
         assert r.ext["handingOver"] == "false" and "not the leader" in r.remark, r.remark
         # the old master follows the new one and rejoins the set; the new master is just
         # as idle and hands back once, then the first refuses another within 30 s
-        full_set(state)
-        r = follower_says(master(d), ids[first["name"]], key)
-        assert r.ext["handingOver"] == "true", r.remark
+        full_set(state)  # (the master learns the set just after the controller applied it)
+        now_master = wait_until(lambda: master(d), "one master", 10)
+        wait_until(lambda: follower_says(now_master, ids[first["name"]], key).ext[
+            "handingOver"] == "true", "the new master hands back", 10)
         wait_until(lambda: (master(d) or {}).get("name") == first["name"],
                    "the first master is master again", 15)
         full_set(state)

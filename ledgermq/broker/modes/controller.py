@@ -327,8 +327,11 @@ class ControllerMode(HAPortMode):
     def _group_role(self) -> GroupRole | None:
         if self.controller_id is None or self.role == "NONE":
             return None
-        me = str(self.controller_id)
-        in_set = frozenset(str(b) for b in self.view.get("syncStateSet") or ())
+        me, ha = str(self.controller_id), self.links.master
+        # the master's SyncStateSet as the controller last applied it (the view of the
+        # last heartbeat can be older: CI saw a member refused that had just joined)
+        in_set = frozenset(str(b) for b in cast(AutoSwitchMaster, ha.core).tracker.members) \
+            if isinstance(ha, AutoSwitchMasterDriver) else frozenset()
         return GroupRole(self.is_master, me, in_set - {me})
 
     def _hand_to(self, follower: str) -> str | None:
