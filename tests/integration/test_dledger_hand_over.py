@@ -2,7 +2,7 @@
 127.0.0.1): a leader that a client still reaches stays; an idle one hands over once, then
 not again within HAND_OVER_EVERY_S; an operator's preferredLeaderId outranks the reports;
 a report for another group, or from a stranger (without the cluster secret), is refused.
-The hand-over under a real client cut: tests/chaos/test_dledger_hand_over.py."""
+The hand-over under a real client cut: tests/chaos/test_client_hand_over.py."""
 from __future__ import annotations
 
 import asyncio
