@@ -82,8 +82,8 @@ class RequestCode(enum.IntEnum):
     # refill from its slaves, accepting the loss of what only they hold (cluster secret)
     END_HA_RECOVERY = 9915
     # ledgermq's own (DLedger, controller and checkpoint mode): a client tells a follower it
-    # cannot reach the group's leader; a follower passes that on to its leader, which hands over if no client
-    # reaches it (modes/client_handover.py)
+    # cannot reach the group's leader; a follower passes that on to its leader, which hands
+    # over if no client reaches it (modes/client_handover.py)
     REPORT_MASTER_UNREACHABLE = 9916
     CLIENTS_CANNOT_REACH_LEADER = 9917
     # ledgermq's own: servers of one cluster prove they know its secret (peer_auth.py)

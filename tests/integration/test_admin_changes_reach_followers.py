@@ -1,6 +1,6 @@
 """A topic or subscription group made or deleted on a group's master is on every follower
-once the operator has the answer, not a slaveSyncInterval later: a failover right after the change keeps it
-(real 3-broker DLedger group whose copy loop is too slow to do it)."""
+once the operator has the answer, not a slaveSyncInterval later: a failover right after
+the change keeps it (real 3-broker DLedger group whose copy loop is too slow to do it)."""
 import asyncio
 import os
 import signal

@@ -2,9 +2,9 @@
 controller and checkpoint mode).
 
 A partition may cut a master off from its producers while it keeps its peers. Raft, the
-controller or the control node then sees a healthy master, and every send waits for the heal. ledgermq's
-client notices when a group's master owes it answers, has sent nothing for a second, and
-the route still names it. It then tells the group's other brokers
+controller or the control node then sees a healthy master, and every send waits for the
+heal. ledgermq's client notices when a group's master owes it answers, has sent nothing
+for a second, and the route still names it. It then tells the group's other brokers
 (REPORT_MASTER_UNREACHABLE). A follower passes the word on to its master
 (CLIENTS_CANNOT_REACH_LEADER, a peer request that needs the cluster secret when one is
 set). The master hands over to that follower only when:

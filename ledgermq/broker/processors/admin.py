@@ -18,6 +18,8 @@ from ..queue_tables import queue_table
 if TYPE_CHECKING:
     from ..broker import Broker
 
+HAND_OVER_MODES = "dledger, controller or checkpoint"  # (modes/client_handover.py)
+
 
 class AdminProcessor:
     def __init__(self, broker: "Broker"):
@@ -42,8 +44,8 @@ class AdminProcessor:
             RequestCode.CONTROL_PROMOTE: not_in_mode("checkpoint"),
             RequestCode.GET_BROKER_EPOCH_CACHE: not_in_mode("controller"),
             RequestCode.END_HA_RECOVERY: not_in_mode("classic-ha"),
-            RequestCode.REPORT_MASTER_UNREACHABLE: not_in_mode("dledger, controller or checkpoint"),
-            RequestCode.CLIENTS_CANNOT_REACH_LEADER: not_in_mode("dledger, controller or checkpoint"),
+            RequestCode.REPORT_MASTER_UNREACHABLE: not_in_mode(HAND_OVER_MODES),
+            RequestCode.CLIENTS_CANNOT_REACH_LEADER: not_in_mode(HAND_OVER_MODES),
         }
 
     async def update_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
