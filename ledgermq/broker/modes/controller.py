@@ -341,10 +341,13 @@ class ControllerMode(HAPortMode):
         return None
 
     async def _elect(self, broker_id: int) -> None:
+        """(The new role comes with the next heartbeat's view: roles change in the
+        heartbeat loop only, never from two tasks at once.)"""
         try:
             view = await self.controller.elect_master(self.group, broker_id)
         except (ControllerError, RemotingError) as e:
             log.warning("controller: electing broker %d of %s for its clients refused: %s",
                         broker_id, self.group, e)
             return
-        await self.apply(view)
+        log.warning("controller: %s handed to broker %d (epoch %d) for its clients",
+                    self.group, broker_id, view["masterEpoch"])
