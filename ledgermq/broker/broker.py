@@ -38,6 +38,7 @@ from .meta.topic_table import TopicTable
 from .meta.topics import Topics
 from .metrics import BrokerStats, registry_for
 from .modes import ReplicationMode, mode_class
+from .modes.client_handover import last_heard
 from .name_server_link import NameServerLink
 from .pop.service import PopService
 from .processors import PROCESSORS
@@ -127,6 +128,7 @@ class Broker:
         self.log_bounds = LogBoundaries(self.store) if config.metrics_on else None
         self._tasks: list[asyncio.Task[None]] = []
         self.started_at = time.time()
+        self._client_left_at = float("-inf")  # (client_left_at)
         self._handlers: dict[int, Handler] = {}
         for processor in PROCESSORS:
             self._handlers.update(processor(self).handlers())
@@ -258,7 +260,7 @@ class Broker:
                 return cmd.response(ResponseCode.NO_PERMISSION, why)
         if not conn.attrs.get("watched"):
             conn.attrs["watched"] = True
-            conn.closed.add_done_callback(lambda _: self.consumers.connection_closed(conn))
+            conn.closed.add_done_callback(lambda _: self._connection_closed(conn))
         try:
             result = handler(cmd, conn)
         except (Refused, KeyError, ValueError) as e:
@@ -266,6 +268,15 @@ class Broker:
         if type(result) is not RemotingCommand and asyncio.iscoroutine(result):
             return self._guard(cmd, result)
         return result
+
+    def _connection_closed(self, conn: Connection) -> None:
+        self.consumers.connection_closed(conn)
+        if not conn.closed_by_us and last_heard(conn) is not None:  # a client said goodbye
+            self._client_left_at = max(self._client_left_at, conn.last_active)
+
+    @property
+    def client_left_at(self) -> float:
+        return self._client_left_at
 
     def _peer_refusal(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         """A cluster server's own request: only from a peer that proved the cluster

@@ -116,6 +116,7 @@ class Connection(asyncio.Protocol):
         self.signer: Callable[[RemotingCommand], None] | None = None  # ACL: signs requests
         self.silent_close_hint = ""  # said when the peer closes before sending anything
         self._born = self.last_active
+        self.closed_by_us = False  # else the peer closed it: a sign from it, that late
 
     # ---- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -188,6 +189,8 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         hint = self.silent_close_hint if self.last_active == self._born else ""
+        if not self.closed_by_us:
+            self.last_active = time.monotonic()
         err = RemotingError(f"connection to {self.peer} closed{hint}")
         for fut in self.pending.values():
             if not fut.done():
@@ -338,12 +341,14 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         if self.transport is not None:
+            self.closed_by_us = True
             self.transport.close()
 
     def drop_unsent(self) -> None:
         """Close at once if written frames still wait in the transport's buffer, dropping
         them: they may hold views on bytes that are about to change."""
         if self.transport is not None and self.transport.get_write_buffer_size():
+            self.closed_by_us = True
             self.transport.abort()
 
 

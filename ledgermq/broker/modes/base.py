@@ -49,6 +49,11 @@ class ModeHost(Protocol):
     def client_connections(self) -> list[Any]:
         """Every client connected now (remoting connections and gRPC channels)."""
 
+    @property
+    def client_left_at(self) -> float:
+        """When a client last closed its connection (monotonic; -inf: none did): it
+        reached this broker then."""
+
 
 @dataclass(slots=True)
 class Later:

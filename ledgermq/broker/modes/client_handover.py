@@ -173,9 +173,13 @@ class ClientHandOver:
         return None
 
     def _quiet_s(self, now: float) -> float:
-        """Seconds since a client last brought this broker a byte (inf: none connected)."""
-        heard = [t for conn in self.host.client_connections() if (t := last_heard(conn)) is not None]
-        return now - max(heard) if heard else float("inf")
+        """Seconds since a client last brought this broker a byte or closed its connection
+        (inf: none ever did). A goodbye counts: a client that closed after a slow answer
+        reached this master, whatever report of it a follower passes on late (CI saw a
+        checkpoint master with frozen slaves hand over on one, after its client left)."""
+        heard = [t for conn in self.host.client_connections()
+                 if (t := last_heard(conn)) is not None]
+        return now - max([*heard, self.host.client_left_at])
 
     async def stop(self) -> None:
         for t in list(self._tasks):

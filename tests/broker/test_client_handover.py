@@ -1,0 +1,63 @@
+"""What counts as a client reaching a master, for the hand-over on clients' reports: a
+byte from a connected client, and a client closing its connection (CI saw a checkpoint
+master whose slaves had been frozen hand its group over on a report a follower passed on
+late, after the client that made it had left, answered). A close of our own is no sign."""
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.modes.client_handover import ClientHandOver, GroupRole
+from ledgermq.peer_auth.core import PeerAuth
+from ledgermq.remoting import RemotingClient, RemotingServer
+
+
+def hand_over(left_at: float) -> ClientHandOver:
+    host = SimpleNamespace(config=BrokerConfig(), peer_auth=PeerAuth(),
+                           client_connections=lambda: [], client_left_at=left_at)
+    return ClientHandOver(host, "test", lambda: GroupRole(True, "a", frozenset({"b"})),
+                          lambda follower: None)
+
+
+def test_a_client_that_left_just_now_reached_the_master():
+    async def go():
+        assert hand_over(time.monotonic() - 0.5)._why_not("b") == \
+            "a client reached this leader 0.5 s ago"
+        assert hand_over(time.monotonic() - 5)._why_not("b") is None
+        assert hand_over(float("-inf"))._why_not("b") is None  # nobody ever came
+    asyncio.run(go())
+
+
+def test_a_connection_the_peer_closed_is_a_sign_from_it_one_we_closed_is_not():
+    async def go():
+        server = RemotingServer(lambda cmd, conn: None, "127.0.0.1", 0)
+        await server.start()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            for ours in (False, True):
+                client = RemotingClient()
+                await client.connection(addr)
+                conn = await _one_connection(server)
+                opened = conn.last_active
+                await asyncio.sleep(0.05)  # (so that a later sign shows as later)
+                if ours:
+                    conn.close()
+                else:
+                    await client.close()
+                await asyncio.wait_for(conn.closed, 5)
+                assert conn.closed_by_us is ours
+                assert (conn.last_active > opened) is not ours
+                await client.close()
+        finally:
+            await server.stop()
+    asyncio.run(go())
+
+
+async def _one_connection(server):
+    for _ in range(500):
+        if server.connections:
+            return next(iter(server.connections))
+        await asyncio.sleep(0.01)
+    raise AssertionError("no connection")
