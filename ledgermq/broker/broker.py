@@ -271,7 +271,8 @@ class Broker:
 
     def _connection_closed(self, conn: Connection) -> None:
         self.consumers.connection_closed(conn)
-        if not conn.closed_by_us and last_heard(conn) is not None:  # a client said goodbye
+        # (a gRPC channel's end is no such sign: it says nothing of who ended it)
+        if not getattr(conn, "closed_by_us", True) and last_heard(conn) is not None:
             self._client_left_at = max(self._client_left_at, conn.last_active)
 
     @property
