@@ -41,7 +41,6 @@ def test_a_connection_the_peer_closed_is_a_sign_from_it_one_we_closed_is_not():
                 await client.connection(addr)
                 conn = await _one_connection(server)
                 opened = conn.last_active
-                await asyncio.sleep(0.05)  # (so that a later sign shows as later)
                 if ours:
                     conn.close()
                 else:
