@@ -192,6 +192,9 @@ class BrokerConfig:
     # follower whose clients report they cannot reach it (modes/client_handover.py)
     handOverOnClientReports: bool = True
     clientQuietMillis: int = field(default=2000, metadata=check(positive))
+    # ledgermq's own: a master whose disk is full hands its group to a follower
+    # (modes/disk_handover.py)
+    handOverOnFullDisk: bool = True
     # TLS: RocketMQ's tls.* keys (tls.server.mode, tls.enable, ...), read by
     # load_broker_config into this; not a key of its own
     tls: ClassVar[Tls] = DISABLED

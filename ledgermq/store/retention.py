@@ -1,7 +1,9 @@
 """Retention and disk space: commit-log segments past fileReservedTime are deleted with
 the queue and index entries below them, and writes are refused while the disk is fuller
-than diskMaxUsedSpaceRatio. A background thread runs both every cleanResourceInterval,
-and every second while the disk is full.
+than diskMaxUsedSpaceRatio. A background thread deletes every cleanResourceInterval and
+measures the disk every second (a statvfs): a disk filling up is refused writes, and a
+replicated master hands its group over (broker/modes/disk_handover.py), within a second,
+not at the next round (RocketMQ's 10 s); space coming back is noticed as soon.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import time
 
 log = logging.getLogger(__name__)
 
-FULL_RECHECK_S = 1.0  # how often a full disk is measured again
+MEASURE_EVERY_S = 1.0  # how often the disk's use is measured
 
 
 class Retention:
@@ -59,14 +61,11 @@ class Retention:
     def _clean_loop(self) -> None:
         interval = self.config.cleanResourceInterval / 1000
         last = time.monotonic()
-        while not self._cleaner_stop.wait(min(interval, FULL_RECHECK_S)):
-            # while writes are refused for a full disk, space coming back is noticed within
-            # FULL_RECHECK_S, not at the next round (RocketMQ's 10 s)
-            if not self.disk_full and time.monotonic() - last < interval:
-                continue
-            last = time.monotonic()
+        while not self._cleaner_stop.wait(min(interval, MEASURE_EVERY_S)):
             try:
-                self.delete_expired()
+                if self.disk_full or time.monotonic() - last >= interval:
+                    last = time.monotonic()
+                    self.delete_expired()
                 self._update_disk_usage()
             except Exception:
                 log.exception("retention round failed")

@@ -31,6 +31,7 @@ from ...wire.batch import EncodedBatch
 from ...wire.message import decode_message
 from .base import Later, ModeHost, Pending, beat_every
 from .client_handover import ClientHandOver, GroupRole
+from .disk_handover import FullDiskHandOver
 from .ha_links import HAPortMode, ha_config
 from .protocol import Metric
 
@@ -70,6 +71,8 @@ class CheckpointMode(HAPortMode):
         self.resolved_by_broker = {r: 0 for r in Resolution}
         self.became_master = 0
         self.hand_over = ClientHandOver(host, self.name, self._group_role, self._hand_to)
+        self.full_disk = FullDiskHandOver(host, self.name, self._group_role, self._hand_to,
+                                          self.replica_offsets)
         self._asking: set[asyncio.Task[None]] = set()  # hand-overs asked of the control node
 
     # ---- what the broker asks -------------------------------------------------------
@@ -165,7 +168,8 @@ class CheckpointMode(HAPortMode):
             ("ledgermq_checkpoint_resolved_by_broker_total", "PENDING sends of clients that "
              "know no PENDING, resolved by the broker while they waited (UNKNOWN: answered "
              "FLUSH_SLAVE_TIMEOUT).", {"resolution": r.value}, n)
-            for r, n in self.resolved_by_broker.items()] + self.hand_over.metrics()
+            for r, n in self.resolved_by_broker.items()] + self.hand_over.metrics() \
+            + self.full_disk.metrics()
         ha = self.links.master
         if ha is not None:
             out += [("ledgermq_checkpoint_offset", "The consistent checkpoint (bytes): saved "
@@ -198,6 +202,7 @@ class CheckpointMode(HAPortMode):
     # ---- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
         self._task = asyncio.create_task(self._heartbeat_loop())
+        self.full_disk.start()
 
     async def stop(self) -> None:
         tasks = [t for t in [self._task, *self._asking] if t is not None]
@@ -205,6 +210,7 @@ class CheckpointMode(HAPortMode):
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.hand_over.stop()
+        await self.full_disk.stop()
         await super().stop()
         await self.control.close()
 

@@ -30,6 +30,7 @@ from ...wire.batch import EncodedBatch
 from ..config import BrokerConfig
 from .base import Later, ModeHost, beat_every
 from .client_handover import ClientHandOver, GroupRole
+from .disk_handover import FullDiskHandOver
 from .ha_links import HAPortMode, ha_config, when_slaves_ack
 from .protocol import Metric
 
@@ -73,6 +74,8 @@ class ControllerMode(HAPortMode):
         self._task: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()  # to the controller, in flight
         self.hand_over = ClientHandOver(host, self.name, self._group_role, self._hand_to)
+        self.full_disk = FullDiskHandOver(host, self.name, self._group_role, self._hand_to,
+                                          self.replica_offsets)
 
     @property
     def is_master(self) -> bool:
@@ -140,7 +143,8 @@ class ControllerMode(HAPortMode):
             ("ledgermq_master_switches_total", "New masters of the group (new master epochs) "
              "this broker heard of after the first.", {}, self.master_switches),
             ("ledgermq_became_master_total", "Times this broker became the group's master.",
-             {}, self.became_master), *self.hand_over.metrics()]
+             {}, self.became_master), *self.hand_over.metrics(),
+            *self.full_disk.metrics()]
 
     def replica_offsets(self) -> dict[str, int]:
         """Each slave heard from under this master (by broker id), connected or not."""
@@ -171,6 +175,7 @@ class ControllerMode(HAPortMode):
         except (ControllerError, RemotingError) as e:
             log.warning("controller %s: %s (retrying)", self.config.controllerAddr, e)
         self._task = asyncio.create_task(self._loop())
+        self.full_disk.start()
 
     async def stop(self) -> None:
         tasks = [t for t in [self._task, *self._requests] if t is not None]
@@ -178,6 +183,7 @@ class ControllerMode(HAPortMode):
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.hand_over.stop()
+        await self.full_disk.stop()
         await super().stop()
         await self.controller.close()
 

@@ -14,6 +14,7 @@ from ...store import PutResult, PutStatus
 from ...wire.batch import EncodedBatch
 from .base import Later, ModeHost, StandaloneMode
 from .client_handover import ClientHandOver, GroupRole
+from .disk_handover import FullDiskHandOver
 from .protocol import Metric
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ class DLedgerMode(StandaloneMode):
         self.role_changes = 0
         self.elections_won = 0
         self.hand_over = ClientHandOver(host, self.name, self._group_role, self._hand_to)
+        self.full_disk = FullDiskHandOver(host, self.name, self._group_role, self._hand_to,
+                                          self.replica_offsets)
         self._target: tuple[str, float] | None = None  # a hand-over's (follower, until)
 
     @property
@@ -103,7 +106,7 @@ class DLedgerMode(StandaloneMode):
              self.role_changes),
             ("ledgermq_raft_elections_won_total", "Times this node became the leader.", {},
              self.elections_won),
-            *self.hand_over.metrics()]
+            *self.hand_over.metrics(), *self.full_disk.metrics()]
 
     def handlers(self) -> dict[int, Handler]:
         # (looked up at each request: tests list a mode's codes on an instance not set up)
@@ -140,6 +143,7 @@ class DLedgerMode(StandaloneMode):
             preferred_leader=lambda: c.preferredLeaderId or self._hand_over_target(),
             auth=self.auth, tls=c.tls)
         await self.driver.start()
+        self.full_disk.start()
 
     # ---- a hand-over on clients' reports (client_handover.py) --------------------------
     def _group_role(self) -> GroupRole | None:
@@ -169,5 +173,6 @@ class DLedgerMode(StandaloneMode):
 
     async def stop(self) -> None:
         await self.hand_over.stop()
+        await self.full_disk.stop()
         if self.driver is not None:
             await self.driver.stop()
