@@ -14,6 +14,7 @@ reset to the entry at `begin` (the core's TRUNCATE); its store then begins afres
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import struct
@@ -89,8 +90,9 @@ class StoreRaftLog:
             self.starts.append(start)
             self.ends.append(end)
         self.promised = self._load_promise(raw, records)
-        self._index = open(self._index_path, "r+b" if raw else "w+b")
-        self._index.truncate(len(self.terms) * _REC.size)
+        # unbuffered: a record the disk refused is never written later by a flush
+        self._index = os.open(self._index_path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.ftruncate(self._index, len(self.terms) * _REC.size)
         self._compact()
 
     def _load_promise(self, raw: bytes, records: int) -> tuple[int, int] | None:
@@ -250,8 +252,9 @@ class StoreRaftLog:
 
     def _write_records(self, first_index: int, records: list[bytes]) -> None:
         if records:
-            self._index.seek(first_index * _REC.size)
-            self._index.write(b"".join(records))
+            data = b"".join(records)
+            if os.pwrite(self._index, data, first_index * _REC.size) != len(data):
+                raise OSError(errno.ENOSPC, f"short write to {self._index_path}")
 
     def write_reset(self, entry: Entry) -> None:
         """Durably replace the whole log with `entry` (the core's ResetLog). When its bytes
@@ -266,9 +269,8 @@ class StoreRaftLog:
     def cut_after(self, index: int) -> None:
         """Durably forget entries above `index`, and their bytes."""
         keep_end = self.end_of(index) if index >= self.base else self.store.commitlog.min_offset
-        self._index.truncate((index + 1) * _REC.size)
-        self._index.flush()
-        os.fsync(self._index.fileno())
+        os.ftruncate(self._index, (index + 1) * _REC.size)
+        os.fsync(self._index)
         if self.store.commitlog.max_offset > keep_end:
             self.store.truncate(keep_end)
 
@@ -277,10 +279,11 @@ class StoreRaftLog:
         that is an fsync; under ASYNC_FLUSH (as RocketMQ's DLedger store) the bytes are in
         the page cache, which survives a process crash, and the flush thread writes them
         out within flushIntervalCommitLog."""
-        self._index.flush()
         if self.store.config.flushDiskType is FlushDiskType.SYNC_FLUSH:
             self.store.commitlog.flush()
-            os.fsync(self._index.fileno())
+            os.fsync(self._index)
 
     def close(self) -> None:
-        self._index.close()
+        if self._index >= 0:
+            os.close(self._index)
+            self._index = -1

@@ -120,6 +120,8 @@ class FlushService:
             self._rest_at_offset = self.flushed_offset
             try:
                 self._flush_rest()
+            except OSError as e:  # a full disk: a line each round, not a traceback
+                log.error("flushing consume queues / checkpoint failed: %s", e)
             except Exception:
                 log.exception("flushing consume queues / checkpoint failed")
             if stopping:

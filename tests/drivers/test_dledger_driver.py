@@ -12,7 +12,7 @@ import pytest
 from ledgermq.drivers.dledger import DLedgerDriver
 from ledgermq.localcluster.cluster import free_ports
 from ledgermq.replication.raft import Code, Complete, RaftConfig, Role
-from ledgermq.store import MessageStore
+from ledgermq.store import DiskFullError, MessageStore
 
 from ..store.conftest import small_config
 from ..wait import until
@@ -286,3 +286,83 @@ def test_a_deposed_leader_drops_its_uncommitted_tail_without_calling_it_damage(t
             await stop_group(drivers)
     asyncio.run(run())
     assert not [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+
+
+def _no_space(real, full: list[bool]):
+    """`real`, failing as on a full disk while full[0]."""
+    def write(*args, **kw):
+        if full[0]:
+            raise DiskFullError("no space left on device (test)")
+        return real(*args, **kw)
+    return write
+
+
+async def _lone_follower(drivers, leader):
+    """Stop one follower: the leader's quorum is then the other one alone."""
+    f1, f2 = [d for d in drivers if d is not leader]
+    await f2.stop()
+    drivers.remove(f2)
+    f2.store.close()
+    return f1
+
+
+@pytest.mark.timeout(60)
+def test_entries_a_follower_could_not_write_are_not_acknowledged_until_it_has(tmp_path):
+    """A follower whose disk refuses a push's bytes must not count toward the quorum: its
+    core took the entries into memory, and answering the leader's next push from memory
+    would acknowledge a copy the disk does not hold (a send then SEND_OK on one copy)."""
+    async def run():
+        drivers, leader = await start_group(tmp_path)
+        try:
+            f1 = await _lone_follower(drivers, leader)
+            full = [True]
+            f1.store.append_raw = _no_space(f1.store.append_raw, full)
+            first = leader.propose_range(*append(leader.store, 1))
+            # heartbeats and pushes go by (every 30 ms): none may commit the entry
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(first), 1.0)
+            assert leader.node.commit < leader.log.end
+            full[0] = False  # space again: the next pushes land, and the log goes on
+            assert (await leader.propose_range(*append(leader.store, 2))).code is Code.SUCCESS
+            assert leader.node.commit == leader.log.end  # the first entry with it
+            await until(lambda: f1.store.commitlog.max_offset ==
+                        leader.store.commitlog.max_offset, "the follower holds the log")
+            assert log_bytes(f1) == log_bytes(leader)
+        finally:
+            await stop_group(drivers)
+    asyncio.run(run())
+
+
+@pytest.mark.timeout(60)
+def test_a_leader_that_could_not_write_its_entry_does_not_count_itself(tmp_path):
+    """The leader's own index record of an entry fails to write: the entry is not held
+    on a quorum (the leader's disk lacks it; one follower of two is down), so it is not
+    acknowledged. The leader halts (no write, no message, no vote) while even the cut of
+    the entry's bytes is refused, starts again from its disk once there is room, and the
+    group goes on."""
+    async def run():
+        drivers, leader = await start_group(tmp_path)
+        try:
+            f1 = await _lone_follower(drivers, leader)
+            full = [True]
+            leader.log._write_records = _no_space(leader.log._write_records, full)
+            leader.store.truncate = _no_space(leader.store.truncate, full)
+            fut = leader.propose_range(*append(leader.store, 1))
+            done = await asyncio.wait_for(fut, 10)
+            assert done.code is not Code.SUCCESS, done
+            assert leader.halted and not leader.is_leader
+            # the lone follower cannot be elected without the halted node's vote
+            with pytest.raises(AssertionError):
+                await until(lambda: any(d.is_leader for d in drivers), "a leader", 1.0)
+            full[0] = False
+            now = await until(lambda: next((d for d in drivers if d.is_leader and
+                                            d.node.commit >= d.log.end), None),
+                              "a leader that committed its term's entry")
+            assert (await now.propose_range(*append(now.store, 2))).code is Code.SUCCESS
+            other = f1 if now is leader else leader
+            await until(lambda: other.store.commitlog.max_offset ==
+                        now.store.commitlog.max_offset, "both hold the log")
+            assert log_bytes(other) == log_bytes(now)
+        finally:
+            await stop_group(drivers)
+    asyncio.run(run())

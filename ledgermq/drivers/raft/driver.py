@@ -109,6 +109,12 @@ def write_commit(path: Path, index: int) -> None:
         os.close(fd)
 
 
+class _DiskRefused(Exception):
+    def __init__(self, cause: Exception):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class RaftDriver:
     """Subclasses set `self.core` (step/tick like RaftNode's) and `self.raft` (the
     RaftNode inside it), and may override `committed`, `other` and `role_changed`.
@@ -193,15 +199,45 @@ class RaftDriver:
     # ---- the driver contract --------------------------------------------------------
     def execute(self, actions: list, committed: int | None = None) -> None:
         """Carry out the core's actions; `committed`: the commit index before the step
-        that made them (the current one if not given)."""
+        that made them (the current one if not given). A write to disk that fails stops
+        the rest: no message or answer may claim what the disk does not hold
+        (persist_failed says what happens then)."""
         committed = self.raft.commit if committed is None else committed
         dirty = False
-        for a in actions:
-            if isinstance(a, SaveMeta):
+        try:
+            for a in actions:
+                if isinstance(a, (SaveMeta, AppendEntries, TruncateAfter, ResetLog)):
+                    dirty = self._write_action(a, committed) or dirty
+                elif isinstance(a, SaveCommit):
+                    self.meta.save_commit(a.index)
+                    self.committed(a.index)
+                else:
+                    if dirty:
+                        self._write_action(None, committed)
+                        dirty = False
+                    if isinstance(a, Send):
+                        self._send(a.msg)
+                    elif isinstance(a, Complete):
+                        self.complete(a)
+                    else:
+                        self.other(a)
+            if dirty:
+                self._write_action(None, committed)
+        except _DiskRefused as e:
+            self.persist_failed(e.cause)
+        self._note_role()
+
+    def _write_action(self, a, committed: int) -> bool:
+        """One of the core's persist actions (None: sync what was written); True if it
+        left entries to sync."""
+        try:
+            if a is None:
+                self.log.sync()
+            elif isinstance(a, SaveMeta):
                 self.meta.save(a.term, a.voted_for)
             elif isinstance(a, AppendEntries):
                 self.log.write_entries(a.entries)
-                dirty = True
+                return True
             elif isinstance(a, TruncateAfter):
                 self._drop_unsent_pushes()
                 if a.index < committed:
@@ -209,25 +245,23 @@ class RaftDriver:
                                 "from the leader's (damaged on this disk)", self.self_id,
                                 a.index)
                 self.log.cut_after(a.index)
-            elif isinstance(a, ResetLog):
+            else:
                 self._drop_unsent_pushes()
                 self.log.write_reset(a.entry)
-                dirty = True
-            elif isinstance(a, SaveCommit):
-                self.meta.save_commit(a.index)
-                self.committed(a.index)
-            else:
-                if dirty:
-                    self.log.sync()
-                    dirty = False
-                if isinstance(a, Send):
-                    self._send(a.msg)
-                elif isinstance(a, Complete):
-                    self.complete(a)
-                else:
-                    self.other(a)
-        if dirty:
-            self.log.sync()
+                return True
+        except self.persist_errors as e:
+            raise _DiskRefused(e) from e
+        return False
+
+    # what a failed write of the log or the term raises; persist_failed handles it
+    persist_errors: tuple[type[Exception], ...] = ()
+
+    def persist_failed(self, e: Exception) -> None:
+        """A write of the log, term or vote failed: the core now holds more than the
+        disk. A subclass that lists persist_errors starts again from its disk here."""
+        raise e
+
+    def _note_role(self) -> None:
         if self.raft.role is not self.role:
             self.role = self.raft.role
             log.info("raft %s is now %s in term %d", self.self_id, self.role.value,
