@@ -4,6 +4,10 @@ window's start to the first acknowledgement by a group it hit (and from its heal
 lost / unexpected / duplicates / indeterminate of sent (and how many were refused).
 
     python -m bench.chaos_table chaos-results/*/results.json
+
+With --targets: one row per mode, the windows of every seed by what they hit (a master or
+a slave, as the window began) in #34's recovery-target columns, each with the longest
+time to the group's next acknowledgement.
 """
 from __future__ import annotations
 
@@ -49,12 +53,57 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines + [row(r, families) for r in results])
 
 
+# #34's recovery targets: what a window hit, by the role of the broker it hit as it began
+TARGETS = ["one slave / follower", "kill / pause of the master",
+           "partition isolating the master", "lost writes / corruption on the master",
+           "slow / full disk on the master", "combined", "a name server"]
+_ON_MASTER = {"kill": 1, "pause": 1, "partition": 2, "lost-writes": 3, "corrupt": 3,
+              "slow": 4, "disk-full": 4}
+
+
+def target(w: dict) -> str | None:
+    """The target column of a window (None: its run did not record the masters)."""
+    fam, ev = _family(w["name"]), w["applied"]
+    if fam == "combined":
+        return TARGETS[5]
+    if "masters" not in ev:
+        return None
+    brokers = [n for n in w["nodes"] if not n.startswith("namesrv")]
+    if not brokers:
+        return TARGETS[6]
+    if set(brokers) & set(ev["masters"]) or ev.get("master") in brokers:
+        return TARGETS[_ON_MASTER[fam]]
+    return TARGETS[0]
+
+
+def targets_table(results: list[dict]) -> str:
+    """One row per mode: in each target column, the windows over every seed and the
+    longest time from a window's start to its groups' next acknowledgement."""
+    head = ["mode", "seeds", *TARGETS, "lost / unexpected of sent"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for mode in dict.fromkeys(r["mode"] for r in results):
+        runs = [r for r in results if r["mode"] == mode]
+        cols: dict[str | None, list[dict]] = {}
+        for r in runs:
+            for w in r["windows"]:
+                cols.setdefault(target(w), []).append(w)
+        cells = [f"{len(cols[t])}x {worst(cols[t], 'group_recovery_s')}" if t in cols
+                 else "—" for t in TARGETS]
+        lost = sum(r["lost"] for r in runs), sum(r["unexpected"] for r in runs)
+        sent = sum(r["check"]["attempts"]["total"] for r in runs)
+        seeds = ", ".join(str(r["seed"]) for r in runs)
+        lines.append("| " + " | ".join([mode, seeds, *cells,
+                                         f"{lost[0]} / {lost[1]} of {sent:,}"]) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
-    results = [json.loads(Path(p).read_text()) for p in argv]
+    by_target = "--targets" in argv
+    results = [json.loads(Path(p).read_text()) for p in argv if p != "--targets"]
     if not results:
         print(__doc__)
         return 2
-    print(table(results))
+    print(targets_table(results) if by_target else table(results))
     return 0
 
 

@@ -138,6 +138,14 @@ class RocketMQInjector(Injector):
         found = [by_addr[a] for a in masters.values() if by_addr.get(a) in targets]
         return found[0] if found else None
 
+    def masters_now(self) -> list[str]:
+        by_addr = self.by_addr()
+        try:
+            masters = asyncio.run(masters_by_group(self._state()["namesrv"]))
+        except Exception:  # noqa: BLE001 - no name server answered: unknown
+            return []
+        return sorted(by_addr[a] for a in masters.values() if a in by_addr)
+
     def controller_leader(self) -> str | None:
         """RocketMQ's controllers name their leader in CONTROLLER_GET_METADATA_INFO's header."""
         st = self._state()

@@ -79,6 +79,16 @@ class Injector:
                 return str(p["name"])
         return None
 
+    def masters_now(self) -> list[str]:
+        """Every broker the brokers say is master now (what a window hit: a master or a
+        slave, for the recovery targets of #34)."""
+        try:
+            st = cluster.status(self.d)
+        except Exception:  # noqa: BLE001 - mid-failover: unknown
+            return []
+        return sorted(str(p["name"]) for p in st["processes"]
+                      if p.get("alive") and p.get("role") in cluster.MASTER_ROLES)
+
     def controller_leader(self) -> str | None:
         from ..controller.client import ControllerClient
         st = self._state()
@@ -120,8 +130,8 @@ class Injector:
         """The nodes a window hits: `pick: master` resolved to the group's master now,
         `also` to the controller leader, the control node group's leader or the control
         node."""
-        note = {}
         nodes = list(w.targets)
+        note: dict = {"masters": self.masters_now()}  # before the fault, as it starts
         if w.params.get("pick") == "master":
             brokers = [t for t in nodes if self._proc(t)["kind"] == "broker"]
             m = self.master(brokers)

@@ -1,0 +1,37 @@
+"""#34's recovery-target table: a window counts against the master's columns when a
+broker it hit was master as it began, else against "one slave / follower"."""
+from bench.chaos_table import TARGETS, target, targets_table
+
+
+def window(name, nodes, masters, recovery=1.0, **applied):
+    return {"name": name, "nodes": nodes, "group_recovery_s": recovery,
+            "applied": {"masters": masters, **applied}}
+
+
+def test_windows_are_classed_by_the_role_of_what_they_hit():
+    masters = ["a-n0", "b-n1"]
+    assert target(window("kill", ["a-n0"], masters)) == "kill / pause of the master"
+    assert target(window("pause", ["a-n1"], masters)) == "one slave / follower"
+    assert target(window("partition:split", ["b-n1", "b-n2"], masters)) == \
+        "partition isolating the master"
+    assert target(window("corrupt", ["b-n1"], masters)) == \
+        "lost writes / corruption on the master"
+    assert target(window("disk-full", ["b-n0"], masters)) == "one slave / follower"
+    assert target(window("disk-full", ["b-n1"], masters)) == "slow / full disk on the master"
+    assert target(window("slow", ["namesrv0"], masters)) == "a name server"
+    # the master the window picked counts even when the status missed it (mid-failover)
+    assert target(window("kill", ["a-n2"], [], master="a-n2")) == "kill / pause of the master"
+    assert target({"name": "kill", "nodes": ["a-n0"], "applied": {}}) is None  # not recorded
+
+
+def test_one_row_per_mode_with_the_longest_time_over_seeds():
+    runs = [{"mode": "dledger", "seed": s, "lost": 0, "unexpected": 0,
+             "check": {"attempts": {"total": 100}},
+             "windows": [window("kill", ["a-n0"], ["a-n0"], recovery=s),
+                         window("kill", ["a-n1"], ["a-n0"], recovery=None if s == 2 else 0.5)]}
+            for s in (1, 2)]
+    row = targets_table(runs).splitlines()[2].split(" | ")
+    assert row[1] == "1, 2"
+    assert row[2 + TARGETS.index("kill / pause of the master")] == "2x 2.0 s"
+    assert row[2 + TARGETS.index("one slave / follower")] == "2x never"
+    assert row[-1] == "0 / 0 of 200 |"
