@@ -53,14 +53,7 @@ class ControllerServer(RaftDriver):
         super().__init__(config.controllerDLegerSelfId, config.peers, RaftMeta(directory),
                          FileRaftLog(directory / "log"), PeerAuth(config.cluster_secret),
                          tls=config.tls)
-        self.core = ControllerNode(
-            self.self_id, list(self.peers),
-            RaftConfig(election_timeout_ms=config.electionTimeoutMs,
-                       heartbeat_ms=config.heartbeatIntervalMs),
-            log=self.log, term=self.meta.term, voted_for=self.meta.voted_for,
-            commit=self.meta.commit, now=mono_ms(),
-            heartbeat_timeout_ms=config.brokerNotActiveTimeoutMillis,
-            unclean=config.enableElectUncleanMaster)
+        self.core = self._new_core()
         self.raft = self.core.raft
         self.metrics_server: asyncio.Server | None = None
         self._handlers = {
@@ -72,6 +65,29 @@ class ControllerServer(RaftDriver):
             RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: self._sync_state_data,
             RequestCode.CLEAN_BROKER_DATA: self._clean,
         }
+
+    def _new_core(self) -> ControllerNode:
+        """The controller's state machine over this log: it applies the log up to the
+        saved commit index again (metadata lives in memory)."""
+        c = self.config
+        return ControllerNode(
+            self.self_id, list(self.peers),
+            RaftConfig(election_timeout_ms=c.electionTimeoutMs,
+                       heartbeat_ms=c.heartbeatIntervalMs),
+            log=self.log, term=self.meta.term, voted_for=self.meta.voted_for,
+            commit=self.meta.commit, now=mono_ms(),
+            heartbeat_timeout_ms=c.brokerNotActiveTimeoutMillis,
+            unclean=c.enableElectUncleanMaster)
+
+    def _reopen(self) -> None:
+        """(RaftDriver.persist_failed) the log, term, vote and metadata as a restart reads
+        them; the brokers' heartbeats, kept in memory only, come again."""
+        directory = Path(self.config.controllerStorePath)
+        fresh, meta = FileRaftLog(directory / "log"), RaftMeta(directory)
+        self._close_quietly(self.log)
+        self.log, self.meta = fresh, meta
+        self.core = self._new_core()
+        self.raft = self.core.raft
 
     @property
     def address(self) -> str:

@@ -83,14 +83,27 @@ class ReplicatedControlNode(ControlService, RaftDriver):
         self._dir_lock.acquire()  # one control node per state directory
         RaftDriver.__init__(self, node_id, peers, RaftMeta(self.dir),
                             CompactingRaftLog(self.dir / "log"), self.auth, tls=tls)
-        self.core = self.raft = self.new_node(raft)
-        self.saved = ControlState()
-        self.applied = -1
+        self._raft_config = raft
         self.serving = False  # leader, with everything committed before its term applied
         self._last: asyncio.Future[bool] | None = None  # the latest entry proposed
+        self._load_state()
+
+    def _load_state(self) -> None:
+        """The core and the saved state, from the log up to the saved commit index."""
+        self.core = self.raft = self.new_node(self._raft_config)
+        self.saved = ControlState()
+        self.applied = -1
         self._snapshot_at: int | None = None  # index of a snapshot proposed, not committed
         first = self.log.begin if self.log.begin > 0 else -1  # (a compacted log's first
         self._apply_to(max(first, min(self.meta.commit, self.log.end)))  # is committed)
+
+    def _reopen(self) -> None:
+        """(RaftDriver.persist_failed) the log, term, vote and state as a restart reads
+        them."""
+        fresh, meta = CompactingRaftLog(self.dir / "log"), RaftMeta(self.dir)
+        self._close_quietly(self.log)
+        self.log, self.meta = fresh, meta
+        self._load_state()
 
     @property
     def address(self) -> str:
@@ -198,7 +211,7 @@ class ReplicatedControlNode(ControlService, RaftDriver):
         barrier.add_done_callback(lambda f: self._lead(term, f.result()))
 
     def _lead(self, term: int, ok: bool) -> None:
-        if not ok or self.raft.role is not Role.LEADER or self.raft.term != term:
+        if not ok or not self.is_leader or self.raft.term != term:
             return
         self.groups = {name: self._load(name) for name in self.saved.groups}
         self.serving = True

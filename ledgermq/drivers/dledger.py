@@ -53,79 +53,28 @@ class DLedgerDriver(RaftDriver):
         self._staged_start = self._staged_end = 0
         self.status_log_ms = status_log_ms
         self._status_logged = mono_ms()
-        self._persist_logged = -self.PERSIST_LOG_EVERY_MS
-        self.halted = False  # the disk refused a write (persist_failed)
-        self._reload_tried = 0
 
     def _open_log(self) -> StoreRaftLog:
         raft_log = StoreRaftLog(self.store, self.dir)
         # bytes the commit log holds past the last raft entry were never replicated
         if self.store.commitlog.max_offset > raft_log.log_end:
-            self.store.truncate(raft_log.log_end)
+            try:
+                self.store.truncate(raft_log.log_end)
+            except BaseException:
+                raft_log.close()
+                raise
         return raft_log
 
-    # ---- a write the disk refused ----------------------------------------------------
+    # ---- a write the disk refused (RaftDriver.persist_failed) ------------------------
     persist_errors = (OSError, StoreError)
-    PERSIST_LOG_EVERY_MS = 10_000
-    RELOAD_EVERY_MS = 1000
 
-    def persist_failed(self, e: Exception) -> None:
-        """The disk refused a write of the log, term or vote (full, or failing): the core
-        holds entries or a vote the disk does not. Acting on that memory would count a
-        copy that is not there (a leader counting itself, a follower answering the next
-        push), so the node halts: it sends nothing, takes no write, answers no peer, and
-        its waiting appends fail. Every RELOAD_EVERY_MS it tries to start again from what
-        its disk holds, as a restart would (bytes past the last recorded entry cut, which
-        itself needs a little room), and takes part again once that works. A full disk on
-        the master also hands the group over (broker/modes/disk_handover.py)."""
-        self._log_disk(f"the disk refused a write ({e}): this node halts until it has "
-                       "started again from what its disk holds")
-        self.halted = True
-        self._drop_unsent_pushes()
-        for rid in list(self.waiters):
-            self.complete(Complete(rid, Code.NOT_LEADER))
-        if self.role is Role.LEADER:
-            self.role = Role.FOLLOWER
-            self.role_changed(self.role)
-        self._reload(mono_ms())
-
-    def _reload(self, now: int) -> None:
-        self._reload_tried = now
-        try:
-            fresh = self._open_log()
-        except self.persist_errors as e:
-            self._log_disk(f"still halted, the disk refuses ({e}); trying again every "
-                           f"{self.RELOAD_EVERY_MS} ms")
-            return
-        self.log.close()
+    def _reopen(self) -> None:
+        """What a restart reads, again: entries without a record and bytes past the last
+        one are cut (which itself needs a little room on the disk)."""
+        fresh = self._open_log()
+        self._close_quietly(self.log)
         self.log, self.meta = fresh, RaftMeta(self.dir)
         self.node = self.raft = self.core = self.new_node(self.config)
-        self.halted = False
-        log.warning("dledger %s started again from its disk (log end %d, entry %d)",
-                    self.self_id, fresh.log_end, fresh.end)
-
-    def _log_disk(self, what: str) -> None:
-        now = mono_ms()
-        if now - self._persist_logged >= self.PERSIST_LOG_EVERY_MS:
-            self._persist_logged = now
-            log.error("dledger %s: %s (logged at most every %d s)", self.self_id, what,
-                      self.PERSIST_LOG_EVERY_MS // 1000)
-
-    def execute(self, actions: list, committed: int | None = None) -> None:
-        if not self.halted:
-            super().execute(actions, committed)
-            return
-        for a in actions:  # the core's memory is not the disk's: only failures go out
-            if isinstance(a, Complete):
-                self.complete(Complete(a.request_id, Code.NOT_LEADER))
-
-    def _note_role(self) -> None:
-        if not self.halted:  # (a halted node is a follower, whatever its core says)
-            super()._note_role()
-
-    @property
-    def is_leader(self) -> bool:
-        return not self.halted and self.raft.role is Role.LEADER
 
     @property
     def committed_end(self) -> int:
@@ -137,8 +86,6 @@ class DLedgerDriver(RaftDriver):
         self.store.set_dispatch_bound(self.committed_end)
 
     def ticked(self, now: int) -> None:
-        if self.halted and now - self._reload_tried >= self.RELOAD_EVERY_MS:
-            self._reload(now)
         self._log_status_if_due(now)
         self._hand_over_if_due(now)
 

@@ -16,7 +16,9 @@ from ledgermq.controller.config import load_controller_config
 from ledgermq.controller.server import ControllerServer
 from ledgermq.namesrv import NamesrvConfig, NameServer
 from ledgermq.drivers.raft import FileRaftLog
-from ledgermq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from ledgermq.remoting import (
+    RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode,
+)
 from ledgermq.replication.raft import Entry
 from ledgermq.store.marks.epoch_file import EpochFile
 
@@ -73,6 +75,51 @@ def test_metadata_survives_a_restart_and_bad_requests_get_errors(tmp_path):
             assert (await cli.config())["controllerDLegerSelfId"] == "n0"
         await again.stop()
     asyncio.run(go())
+
+
+def test_a_change_the_disk_refused_is_neither_acknowledged_nor_applied(tmp_path, monkeypatch):
+    """A controller whose log write fails (a full disk) halts rather than apply the entry
+    from memory: the broker's registration is refused, no later answer shows it, and once
+    there is room the controller takes changes again; what it says is what a restart of
+    it reads back."""
+    port = free_ports(1)[0]
+    addr = f"127.0.0.1:{port}"
+    full = [False]
+    write = FileRaftLog.write_entries
+
+    def write_entries(log, entries):
+        if full[0]:
+            raise OSError(28, "No space left on device (test)")
+        return write(log, entries)
+    monkeypatch.setattr(FileRaftLog, "write_entries", write_entries)
+
+    async def go():
+        c = controller(tmp_path, port)
+        await c.start()
+        await until(lambda: c.is_leader, "the controller leads")
+        async with ControllerClient(addr, timeout=1.0) as cli:
+            full[0] = True
+            with pytest.raises((ControllerError, asyncio.TimeoutError, RemotingError)):
+                await cli.call(RequestCode.CONTROLLER_REGISTER_BROKER, REGISTER)
+            full[0] = False
+            view = await until(lambda: _register(cli), "a registration taken", 10)
+            assert view["brokerId"] == 1  # the refused one left no trace
+        await c.stop()
+        again = controller(tmp_path, port)
+        await again.start()
+        await until(lambda: again.is_leader, "the restarted controller leads")
+        async with ControllerClient(addr) as cli:
+            assert (await cli.call(RequestCode.CONTROLLER_REGISTER_BROKER, {
+                **REGISTER, "brokerAddress": "127.0.0.1:3"}))["brokerId"] == 2
+        await again.stop()
+    asyncio.run(go())
+
+
+async def _register(cli: ControllerClient) -> dict | None:
+    try:
+        return await cli.call(RequestCode.CONTROLLER_REGISTER_BROKER, REGISTER)
+    except (ControllerError, asyncio.TimeoutError, RemotingError):
+        return None
 
 
 def test_file_raft_log_drops_a_torn_record_and_rewrites_after_a_cut(tmp_path):

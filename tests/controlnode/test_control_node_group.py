@@ -138,3 +138,40 @@ def test_a_restarted_node_rebuilds_its_state_from_its_compacted_log(tmp_path, mo
 def test_control_node_addresses_are_checked(text):
     with pytest.raises(ValueError):
         control_node_addrs(text)
+
+
+def test_a_cache_the_leaders_disk_refused_is_not_acknowledged(tmp_path):
+    """The leader's log write fails (a full disk) while one follower of two is down: the
+    leader does not count itself, so the cached message is not acknowledged, and it is
+    nowhere once the group serves again (the leader halted, started again from its disk,
+    and the group took the next cache)."""
+    async def go():
+        peers, nodes = _group(tmp_path, free_ports(3))
+        for n in nodes.values():
+            await n.start()
+        client = ControlNodeClient(";".join(peers.values()), "broker-a")
+        try:
+            leader = await _leader(nodes)
+            assert (await client.heartbeat(dict(HEARTBEAT))).role == "MASTER"
+            down = next(n for n in nodes.values() if n is not leader)
+            await down.stop()
+            nodes = {k: n for k, n in nodes.items() if n is not down}
+            full = [True]
+            write = leader.log.write_entries
+
+            def write_entries(entries):
+                if full[0]:
+                    raise OSError(28, "No space left on device (test)")
+                return write(entries)
+            leader.log.write_entries = write_entries
+            assert not await client.cache(1, 0, 100, "id-0", b"m" * 100)
+            full[0] = False
+            assert await until(lambda: client.cache(1, 0, 100, "id-1", b"m" * 100),
+                               "a cache taken", 15)
+            now = await _leader(nodes)
+            assert [c.msg_id for c in _cache(now)] == ["id-1"], _cache(now)
+        finally:
+            await client.close()
+            for n in nodes.values():
+                await n.stop()
+    asyncio.run(go())

@@ -22,7 +22,8 @@ from ...peer_auth.remoting import PEER_AUTH, PeerGate
 from ...remoting import Connection, RemotingClient, RemotingCommand, RemotingError, RemotingServer
 from ...remoting.tls import DISABLED, Tls
 from ...replication.raft import (
-    AppendEntries, Complete, RaftNode, ResetLog, Role, SaveCommit, SaveMeta, Send, TruncateAfter,
+    AppendEntries, Code, Complete, RaftNode, ResetLog, Role, SaveCommit, SaveMeta, Send,
+    TruncateAfter,
 )
 from ...runtime.clock import mono_ms
 from ...runtime.files import replace_file
@@ -147,6 +148,9 @@ class RaftDriver:
         self._next_rid = 1
         self._task: asyncio.Task | None = None
         self._connecting: set[str] = set()
+        self.halted = False  # the disk refused a write (persist_failed)
+        self._reopen_tried = 0
+        self._persist_logged = -self.PERSIST_LOG_EVERY_MS
 
     def new_node(self, config, **kw) -> RaftNode:
         # never above what the log holds (a torn tail may have been cut since it was saved)
@@ -174,6 +178,8 @@ class RaftDriver:
             await asyncio.sleep(TICK_S)
             try:
                 now = mono_ms()
+                if self.halted and now - self._reopen_tried >= self.REOPEN_EVERY_MS:
+                    self._reopen_now(now)
                 self.execute(self.core.tick(now))
                 self.ticked(now)
             except Exception:
@@ -202,6 +208,11 @@ class RaftDriver:
         that made them (the current one if not given). A write to disk that fails stops
         the rest: no message or answer may claim what the disk does not hold
         (persist_failed says what happens then)."""
+        if self.halted:  # the core's memory is not the disk's: only failures go out
+            for a in actions:
+                if isinstance(a, Complete):
+                    self.complete(Complete(a.request_id, Code.NOT_LEADER))
+            return
         committed = self.raft.commit if committed is None else committed
         dirty = False
         try:
@@ -253,15 +264,64 @@ class RaftDriver:
             raise _DiskRefused(e) from e
         return False
 
-    # what a failed write of the log or the term raises; persist_failed handles it
-    persist_errors: tuple[type[Exception], ...] = ()
+    # ---- a write the disk refused ----------------------------------------------------
+    persist_errors: tuple[type[Exception], ...] = (OSError,)  # what such a write raises
+    PERSIST_LOG_EVERY_MS = 10_000
+    REOPEN_EVERY_MS = 1000
 
     def persist_failed(self, e: Exception) -> None:
-        """A write of the log, term or vote failed: the core now holds more than the
-        disk. A subclass that lists persist_errors starts again from its disk here."""
-        raise e
+        """The disk refused a write of the log, term or vote (full, or failing): the core
+        holds entries or a vote the disk does not. Acting on that memory would count a
+        copy that is not there (a leader counting itself, a follower answering the next
+        push from memory), so the node halts: it sends nothing, answers no peer, leads
+        nothing, and its waiting proposals fail. Every REOPEN_EVERY_MS it tries to start
+        again from what its disk holds, as a restart would (`_reopen`), and takes part
+        again once that works."""
+        self._log_disk(f"the disk refused a write ({e}): this node halts until it has "
+                       "started again from what its disk holds")
+        self.halted = True
+        self._drop_unsent_pushes()
+        for rid in list(self.waiters):
+            self.complete(Complete(rid, Code.NOT_LEADER))
+        if self.role is Role.LEADER:
+            self.role = Role.FOLLOWER
+            self.role_changed(self.role)
+        self._reopen_now(mono_ms())
+
+    def _reopen(self) -> None:
+        """Build the log, term, vote and core again from the disk, raising what
+        persist_errors lists if it refuses; replace the old ones only once all is built."""
+        raise NotImplementedError
+
+    def _reopen_now(self, now: int) -> None:
+        self._reopen_tried = now
+        try:
+            self._reopen()
+        except self.persist_errors as e:
+            self._log_disk(f"still halted, the disk refuses ({e}); trying again every "
+                           f"{self.REOPEN_EVERY_MS} ms")
+            return
+        self.halted = False
+        log.warning("raft %s started again from its disk (last entry %d, term %d)",
+                    self.self_id, self.log.end, self.raft.term)
+
+    def _log_disk(self, what: str) -> None:
+        now = mono_ms()
+        if now - self._persist_logged >= self.PERSIST_LOG_EVERY_MS:
+            self._persist_logged = now
+            log.error("raft %s: %s (logged at most every %d s)", self.self_id, what,
+                      self.PERSIST_LOG_EVERY_MS // 1000)
+
+    @staticmethod
+    def _close_quietly(old_log) -> None:
+        try:
+            old_log.close()  # (a buffered log's unwritten bytes go with it)
+        except OSError:
+            pass
 
     def _note_role(self) -> None:
+        if self.halted:  # a halted node is a follower, whatever its core says
+            return
         if self.raft.role is not self.role:
             self.role = self.raft.role
             log.info("raft %s is now %s in term %d", self.self_id, self.role.value,
@@ -323,4 +383,4 @@ class RaftDriver:
 
     @property
     def is_leader(self) -> bool:
-        return self.raft.role is Role.LEADER
+        return not self.halted and self.raft.role is Role.LEADER
