@@ -149,8 +149,8 @@ class RaftDriver:
         self._task: asyncio.Task | None = None
         self._connecting: set[str] = set()
         self.halted = False  # the disk refused a write (persist_failed)
-        self._reopen_tried = 0
-        self._persist_logged = -self.PERSIST_LOG_EVERY_MS
+        self._reopen_tried = -self.REOPEN_EVERY_MS
+        self._persist_logged: dict[int, int] = {}  # by log level: when last logged
 
     def new_node(self, config, **kw) -> RaftNode:
         # never above what the log holds (a torn tail may have been cut since it was saved)
@@ -276,7 +276,8 @@ class RaftDriver:
         push from memory), so the node halts: it sends nothing, answers no peer, leads
         nothing, and its waiting proposals fail. Every REOPEN_EVERY_MS it tries to start
         again from what its disk holds, as a restart would (`_reopen`), and takes part
-        again once that works."""
+        again once that works: at once the first time, then at most that often, as
+        rereading the log costs (a full disk fails every push a follower is sent)."""
         self._log_disk(f"the disk refused a write ({e}): this node halts until it has "
                        "started again from what its disk holds")
         self.halted = True
@@ -286,7 +287,9 @@ class RaftDriver:
         if self.role is Role.LEADER:
             self.role = Role.FOLLOWER
             self.role_changed(self.role)
-        self._reopen_now(mono_ms())
+        now = mono_ms()
+        if now - self._reopen_tried >= self.REOPEN_EVERY_MS:
+            self._reopen_now(now)
 
     def _reopen(self) -> None:
         """Build the log, term, vote and core again from the disk, raising what
@@ -302,15 +305,16 @@ class RaftDriver:
                            f"{self.REOPEN_EVERY_MS} ms")
             return
         self.halted = False
-        log.warning("raft %s started again from its disk (last entry %d, term %d)",
-                    self.self_id, self.log.end, self.raft.term)
+        self._log_disk(f"started again from its disk (last entry {self.log.end}, term "
+                       f"{self.raft.term})", logging.WARNING)
 
-    def _log_disk(self, what: str) -> None:
+    def _log_disk(self, what: str, level: int = logging.ERROR) -> None:
         now = mono_ms()
-        if now - self._persist_logged >= self.PERSIST_LOG_EVERY_MS:
-            self._persist_logged = now
-            log.error("raft %s: %s (logged at most every %d s)", self.self_id, what,
-                      self.PERSIST_LOG_EVERY_MS // 1000)
+        if now - self._persist_logged.get(level, -self.PERSIST_LOG_EVERY_MS) >= \
+                self.PERSIST_LOG_EVERY_MS:
+            self._persist_logged[level] = now
+            log.log(level, "raft %s: %s (logged at most every %d s)", self.self_id, what,
+                    self.PERSIST_LOG_EVERY_MS // 1000)
 
     @staticmethod
     def _close_quietly(old_log) -> None:
