@@ -306,6 +306,18 @@ async def _lone_follower(drivers, leader):
     return f1
 
 
+async def _goes_on(drivers):
+    """The two live replicas elect a leader that commits, and hold the same log."""
+    now = await until(lambda: next((d for d in drivers if d.is_leader and
+                                    d.node.commit >= d.log.end), None),
+                      "a leader that committed its term's entry")
+    assert (await now.propose_range(*append(now.store, 2))).code is Code.SUCCESS
+    other = next(d for d in drivers if d is not now)
+    await until(lambda: other.store.commitlog.max_offset == now.store.commitlog.max_offset,
+                "both hold the log")
+    assert log_bytes(other) == log_bytes(now)
+
+
 @pytest.mark.timeout(60)
 def test_entries_a_follower_could_not_write_are_not_acknowledged_until_it_has(tmp_path):
     """A follower whose disk refuses a push's bytes must not count toward the quorum: its
@@ -323,14 +335,7 @@ def test_entries_a_follower_could_not_write_are_not_acknowledged_until_it_has(tm
                 await asyncio.wait_for(asyncio.shield(first), 1.0)
             assert leader.node.commit < leader.log.end
             full[0] = False  # space again: the follower starts again from its disk
-            now = await until(lambda: next((d for d in drivers if d.is_leader and
-                                            d.node.commit >= d.log.end), None),
-                              "a leader that committed its term's entry")
-            assert (await now.propose_range(*append(now.store, 2))).code is Code.SUCCESS
-            other = f1 if now is leader else leader
-            await until(lambda: other.store.commitlog.max_offset ==
-                        now.store.commitlog.max_offset, "both hold the log")
-            assert log_bytes(other) == log_bytes(now)
+            await _goes_on(drivers)
         finally:
             await stop_group(drivers)
     asyncio.run(run())
@@ -358,14 +363,7 @@ def test_a_leader_that_could_not_write_its_entry_does_not_count_itself(tmp_path)
             with pytest.raises(AssertionError):
                 await until(lambda: any(d.is_leader for d in drivers), "a leader", 1.0)
             full[0] = False
-            now = await until(lambda: next((d for d in drivers if d.is_leader and
-                                            d.node.commit >= d.log.end), None),
-                              "a leader that committed its term's entry")
-            assert (await now.propose_range(*append(now.store, 2))).code is Code.SUCCESS
-            other = f1 if now is leader else leader
-            await until(lambda: other.store.commitlog.max_offset ==
-                        now.store.commitlog.max_offset, "both hold the log")
-            assert log_bytes(other) == log_bytes(now)
+            await _goes_on(drivers)
         finally:
             await stop_group(drivers)
     asyncio.run(run())
