@@ -71,9 +71,18 @@ def target(w: dict) -> str | None:
     brokers = [n for n in w["nodes"] if not n.startswith("namesrv")]
     if not brokers:
         return TARGETS[6]
-    if set(brokers) & set(ev["masters"]) or ev.get("master") in brokers:
+    # a group whose master went unseen (mid-failover, or its status call timed out)
+    # counts as hit on the master: the stricter slave column takes only known slaves
+    seen = {_group(m) for m in ev["masters"]}
+    if set(brokers) & set(ev["masters"]) or ev.get("master") in brokers or \
+            any(_group(b) not in seen for b in brokers):
         return TARGETS[_ON_MASTER[fam]]
     return TARGETS[0]
+
+
+def _group(node: str) -> str:
+    """The group of a broker by its layout name: a-n1 -> a (n1 -> "": one group)."""
+    return node.split("-", 1)[0] if "-" in node else ""
 
 
 def targets_table(results: list[dict]) -> str:

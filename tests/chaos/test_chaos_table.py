@@ -22,6 +22,8 @@ def test_windows_are_classed_by_the_role_of_what_they_hit():
     # the master the window picked counts even when the status missed it (mid-failover)
     assert target(window("kill", ["a-n2"], [], master="a-n2")) == "kill / pause of the master"
     assert target({"name": "kill", "nodes": ["a-n0"], "applied": {}}) is None  # not recorded
+    # broker-b's master went unseen as the window began: not known to be a slave
+    assert target(window("pause", ["b-n2"], ["a-n0"])) == "kill / pause of the master"
 
 
 def test_one_row_per_mode_with_the_longest_time_over_seeds():
