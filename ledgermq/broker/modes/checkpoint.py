@@ -252,6 +252,22 @@ class CheckpointMode(HAPortMode):
 
     # ---- the core's actions ---------------------------------------------------------
     async def execute(self, actions: Sequence[object]) -> None:
+        """The replica core's actions, in order. The core moves to its new role before
+        the role is saved: a save (or a cut) the disk refuses would leave it believing a
+        role this broker never took, and the same view again asks nothing of it (a
+        deposed master whose disk was full never followed its successor). Then the
+        broker stands by and starts again from the role its disk holds; the next view
+        gives the actions again."""
+        try:
+            await self._execute(actions)
+        except OSError as e:
+            log.error("checkpoint mode: the disk refused a role change (%s): standing by, "
+                      "starting again from the role on disk", e)
+            await self.links.stop()
+            self.replica = CheckpointReplica(*load_role(self.role_path))
+            await self.host.role_changed()
+
+    async def _execute(self, actions: Sequence[object]) -> None:
         for a in actions:
             if isinstance(a, Stand):
                 log.warning("checkpoint mode: standing by (%s)", a.reason)
