@@ -12,6 +12,7 @@ time to the group's next acknowledgement.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -56,7 +57,8 @@ def table(results: list[dict]) -> str:
 # #34's recovery targets: what a window hit, by the role of the broker it hit as it began
 TARGETS = ["one slave / follower", "kill / pause of the master",
            "partition isolating the master", "lost writes / corruption on the master",
-           "slow / full disk on the master", "combined", "a name server"]
+           "slow / full disk on the master", "combined",
+           "a name server, controller or control node"]
 _ON_MASTER = {"kill": 1, "pause": 1, "partition": 2, "lost-writes": 3, "corrupt": 3,
               "slow": 4, "disk-full": 4}
 
@@ -68,7 +70,7 @@ def target(w: dict) -> str | None:
         return TARGETS[5]
     if "masters" not in ev:
         return None
-    brokers = [n for n in w["nodes"] if not n.startswith("namesrv")]
+    brokers = [n for n in w["nodes"] if re.fullmatch(r"(?:[a-z]+-)?n\d+", n)]
     if not brokers:
         return TARGETS[6]
     # a group whose master went unseen (mid-failover, or its status call timed out)

@@ -18,7 +18,11 @@ def test_windows_are_classed_by_the_role_of_what_they_hit():
         "lost writes / corruption on the master"
     assert target(window("disk-full", ["b-n0"], masters)) == "one slave / follower"
     assert target(window("disk-full", ["b-n1"], masters)) == "slow / full disk on the master"
-    assert target(window("slow", ["namesrv0"], masters)) == "a name server"
+    for coordinator in ("namesrv0", "c1", "control2"):
+        assert target(window("kill", [coordinator], masters)) == \
+            "a name server, controller or control node"
+    assert target(window("partition:ring", ["a-n1", "c0", "c1"], masters)) == \
+        "one slave / follower"
     # the master the window picked counts even when the status missed it (mid-failover)
     assert target(window("kill", ["a-n2"], [], master="a-n2")) == "kill / pause of the master"
     assert target({"name": "kill", "nodes": ["a-n0"], "applied": {}}) is None  # not recorded
