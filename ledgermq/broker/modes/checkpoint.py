@@ -12,6 +12,7 @@ import asyncio
 import functools
 import json
 import logging
+import time
 from typing import Sequence, cast
 
 from ...controlnode.persist import decode_cached
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 PROMOTING_POLL_S = 0.02
 RESOLVE_POLL_S = 0.1  # between two questions to the control node about a pending send
+DISK_LOG_EVERY_S = 10
 NOT_COVERED = "not yet covered by the consistent checkpoint and not cached by the control node"
 
 
@@ -74,6 +76,7 @@ class CheckpointMode(HAPortMode):
         self.full_disk = FullDiskHandOver(host, self.name, self._group_role, self._hand_to,
                                           self.replica_offsets)
         self._asking: set[asyncio.Task[None]] = set()  # hand-overs asked of the control node
+        self._disk_refused_logged = float("-inf")
 
     # ---- what the broker asks -------------------------------------------------------
     @property
@@ -261,8 +264,12 @@ class CheckpointMode(HAPortMode):
         try:
             await self._execute(actions)
         except OSError as e:
-            log.error("checkpoint mode: the disk refused a role change (%s): standing by, "
-                      "starting again from the role on disk", e)
+            now = time.monotonic()
+            if now - self._disk_refused_logged >= DISK_LOG_EVERY_S:  # (each heartbeat
+                self._disk_refused_logged = now                      # tries again)
+                log.error("checkpoint mode: the disk refused a role change (%s): standing "
+                          "by, starting again from the role on disk (logged at most every "
+                          "%d s)", e, DISK_LOG_EVERY_S)
             await self.links.stop()
             self.replica = CheckpointReplica(*load_role(self.role_path))
             await self.host.role_changed()
