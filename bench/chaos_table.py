@@ -7,7 +7,8 @@ lost / unexpected / duplicates / indeterminate of sent (and how many were refuse
 
 With --targets: one row per mode, the windows of every seed by what they hit (a master or
 a slave, as the window began) in #34's recovery-target columns, each with the longest
-time to the group's next acknowledgement.
+stretch without an acknowledgement by the groups hit (`group_outage_s`: from the window's
+start to their first acknowledgement after the heal).
 """
 from __future__ import annotations
 
@@ -87,9 +88,13 @@ def _group(node: str) -> str:
     return node.split("-", 1)[0] if "-" in node else ""
 
 
+OUTAGE = "group_outage_s"
+
+
 def targets_table(results: list[dict]) -> str:
     """One row per mode: in each target column, the windows over every seed and the
-    longest time from a window's start to its groups' next acknowledgement."""
+    longest stretch in which the groups a window hit acknowledged nothing, from the
+    window's start to their first acknowledgement after its heal."""
     head = ["mode", "seeds", *TARGETS, "lost / unexpected of sent"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for mode in dict.fromkeys(r["mode"] for r in results):
@@ -98,7 +103,7 @@ def targets_table(results: list[dict]) -> str:
         for r in runs:
             for w in r["windows"]:
                 cols.setdefault(target(w), []).append(w)
-        cells = [f"{len(cols[t])}x {worst(cols[t], 'group_recovery_s')}" if t in cols
+        cells = [f"{len(cols[t])}x {worst(cols[t], OUTAGE)}" if t in cols
                  else "—" for t in TARGETS]
         lost = sum(r["lost"] for r in runs), sum(r["unexpected"] for r in runs)
         sent = sum(r["check"]["attempts"]["total"] for r in runs)

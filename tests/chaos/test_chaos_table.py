@@ -4,7 +4,7 @@ from bench.chaos_table import TARGETS, target, targets_table
 
 
 def window(name, nodes, masters, recovery=1.0, **applied):
-    return {"name": name, "nodes": nodes, "group_recovery_s": recovery,
+    return {"name": name, "nodes": nodes, "group_outage_s": recovery,
             "applied": {"masters": masters, **applied}}
 
 
@@ -41,3 +41,21 @@ def test_one_row_per_mode_with_the_longest_time_over_seeds():
     assert row[2 + TARGETS.index("kill / pause of the master")] == "2x 2.0 s"
     assert row[2 + TARGETS.index("one slave / follower")] == "2x never"
     assert row[-1] == "0 / 0 of 200 |"
+
+
+def test_an_outage_that_starts_late_is_measured_whole():
+    """A full disk is noticed a second after it fills: the group acknowledges at once, then
+    nothing for 8 s. The first acknowledgement says 0.2 s; the longest stretch says 8."""
+    from types import SimpleNamespace
+
+    from ledgermq.chaos.runner import _group_recovery, _longest_outage
+
+    def ack(invoked, completed, broker="broker-a"):
+        return SimpleNamespace(outcome="ok", broker=broker, invoked=invoked,
+                               completed=completed)
+    h = SimpleNamespace(attempts={i: a for i, a in enumerate([
+        ack(9.9, 10.1), ack(10.1, 10.2), ack(10.5, 10.6), ack(12, 18.6, "broker-b"),
+        ack(18.5, 18.6), ack(25, 25.2)])})
+    assert _group_recovery(h, 10.0, {"broker-a"}) == 0.2
+    assert _longest_outage(h, 10.0, 18.6, {"broker-a"}) == 8.0
+    assert _longest_outage(h, 10.0, None, {"broker-a"}) is None  # never back
