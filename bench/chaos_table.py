@@ -8,7 +8,10 @@ lost / unexpected / duplicates / indeterminate of sent (and how many were refuse
 With --targets: one row per mode, the windows of every seed by what they hit (a master or
 a slave, as the window began) in #34's recovery-target columns, each with the longest
 stretch without an acknowledgement by the groups hit (`group_outage_s`: from the window's
-start to their first acknowledgement after the heal).
+start to their first acknowledgement after the heal) and the longest without a consumer
+reading what was sent to them (`read_outage_s`: until it reads a message sent after the
+heal). A run recorded before `read_outage_s` existed gets it from the history.jsonl
+beside its results.json.
 """
 from __future__ import annotations
 
@@ -88,13 +91,34 @@ def _group(node: str) -> str:
     return node.split("-", 1)[0] if "-" in node else ""
 
 
-OUTAGE = "group_outage_s"
+OUTAGE, READ_OUTAGE = "group_outage_s", "read_outage_s"
+
+
+def _cell(windows: list[dict]) -> str:
+    """"21x 0.4 s / 1.1 s": windows, longest without an acknowledgement / without a read."""
+    reads = f" / {worst(windows, READ_OUTAGE)}" if all(READ_OUTAGE in w for w in windows) \
+        else ""
+    return f"{len(windows)}x {worst(windows, OUTAGE)}{reads}"
+
+
+def with_read_outages(res: dict, history: Path) -> dict:
+    """`res` with each window's `read_outage_s` worked out from its run's history, when the
+    run predates it."""
+    if all(READ_OUTAGE in w for w in res["windows"]) or not history.exists():
+        return res
+    from ledgermq.chaos.history import load
+    from ledgermq.chaos.checker import read_outage
+    h = load(history)
+    for w in res["windows"]:
+        w[READ_OUTAGE] = read_outage(h, w["start"], w["end"], set(w["groups_hit"]))
+    return res
 
 
 def targets_table(results: list[dict]) -> str:
     """One row per mode: in each target column, the windows over every seed and the
     longest stretch in which the groups a window hit acknowledged nothing, from the
-    window's start to their first acknowledgement after its heal."""
+    window's start to their first acknowledgement after its heal, and in which no consumer
+    read what was sent to them."""
     head = ["mode", "seeds", *TARGETS, "lost / unexpected of sent"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for mode in dict.fromkeys(r["mode"] for r in results):
@@ -103,8 +127,7 @@ def targets_table(results: list[dict]) -> str:
         for r in runs:
             for w in r["windows"]:
                 cols.setdefault(target(w), []).append(w)
-        cells = [f"{len(cols[t])}x {worst(cols[t], OUTAGE)}" if t in cols
-                 else "—" for t in TARGETS]
+        cells = [_cell(cols[t]) if t in cols else "—" for t in TARGETS]
         lost = sum(r["lost"] for r in runs), sum(r["unexpected"] for r in runs)
         sent = sum(r["check"]["attempts"]["total"] for r in runs)
         seeds = ", ".join(str(r["seed"]) for r in runs)
@@ -115,7 +138,8 @@ def targets_table(results: list[dict]) -> str:
 
 def main(argv: list[str]) -> int:
     by_target = "--targets" in argv
-    results = [json.loads(Path(p).read_text()) for p in argv if p != "--targets"]
+    results = [with_read_outages(json.loads(Path(p).read_text()), Path(p).parent /
+                                 "history.jsonl") for p in argv if p != "--targets"]
     if not results:
         print(__doc__)
         return 2

@@ -158,6 +158,8 @@ class Broker:
         if self.mode.is_writable:  # a new master serves every topic its log holds
             self.topics.adopt_stored()
         await self.namesrv.reregister()
+        if self.mode.is_writable:  # the route names it now: its consumers may come
+            self.consumers.announce_master(self.config.brokerName, self.address)
 
     async def master_ha_address(self) -> str | None:
         return await self.namesrv.master_ha_address()

@@ -13,7 +13,10 @@
 - order: for orderly sends, a key's message read (first time, by one reader, within one
   queue) after one of the same key that was only sent once it had been acknowledged;
 - per fault window: recovery time from its start and from its heal to the first
-  acknowledged send invoked after it, throughput and send latency percentiles.
+  acknowledged send invoked after it, throughput and send latency percentiles;
+  `window_recovery`: for the groups a window hit (the runner knows them), the longest
+  stretch without an acknowledgement, and without a consumer reading what was sent to
+  them (#34's recovery targets).
 
 `check` returns a dict ready for results.json (plain ints, floats, strings, lists).
 """
@@ -255,3 +258,72 @@ def _overall(s: _Sends) -> dict:
 
 def _r(x: float) -> float:
     return round(float(x), 6)
+
+
+# ---- how long a window kept the groups it hit from serving (#34) -------------------
+CONSUMERS = ("push", "pull")  # the workload's readers; the final drain is not a consumer
+
+
+def group_recovery(h: History, start: float, groups: set[str]) -> float | None:
+    """Seconds from `start` to the first acknowledgement, from one of `groups`, of a send
+    invoked after it: how long the groups a fault hit took to take writes again (the
+    checker's recovery counts any group's, and another group keeps writing)."""
+    done = [a.completed for a in h.attempts.values() if a.outcome == "ok"
+            and a.broker in groups and a.invoked >= start and a.completed is not None]
+    return round(min(done) - start, 3) if done else None
+
+
+def longest_gap(start: float, times: list[float], stop: float | None) -> float | None:
+    """The longest stretch from `start` to `stop` without one of `times` (None: no stop,
+    the groups never came back)."""
+    if stop is None:
+        return None
+    points = [start, *sorted(t for t in times if start <= t <= stop), stop]
+    return round(max(b - a for a, b in zip(points, points[1:])), 3)
+
+
+def longest_outage(h: History, start: float, stop: float | None,
+                   groups: set[str]) -> float | None:
+    """The longest stretch from `start` to `stop` (the groups' first acknowledgement after
+    the heal) in which none of `groups` acknowledged a send invoked after `start`: the
+    outage a fault caused, also when it took effect late (a full disk is noticed at the
+    next measure, a second later) or came back (a master handed over, then hit again)."""
+    return longest_gap(start, [a.completed for a in h.attempts.values() if a.outcome == "ok"
+                               and a.broker in groups and a.invoked >= start
+                               and a.completed is not None], stop)
+
+
+def _fresh_reads(h: History, start: float, groups: set[str]) -> list[float]:
+    """When a consumer read, from one of `groups`, a message whose send began at or after
+    `start` (an old message read again says nothing about new writes getting through)."""
+    out = []
+    for r in h.reads:
+        a = h.attempts.get(r.id)
+        if r.reader in CONSUMERS and r.broker in groups and a is not None \
+                and a.invoked >= start:
+            out.append(r.at)
+    return out
+
+
+def read_outage(h: History, start: float, end: float | None,
+                groups: set[str]) -> float | None:
+    """The longest stretch from `start` until a consumer read a message sent to `groups`
+    after the heal (`end`), in which no consumer read a message sent to them after `start`:
+    the consumer's side of the outage. None: never healed, or nothing sent after the heal
+    was read before the run ended."""
+    if end is None:
+        return None
+    after_heal = _fresh_reads(h, end, groups)
+    stop = min(after_heal) if after_heal else None
+    return longest_gap(start, _fresh_reads(h, start, groups), stop)
+
+
+def window_recovery(h: History, start: float, end: float | None, groups: set[str]) -> dict:
+    """Every recovery figure of one window (seconds; None: not reached)."""
+    after_heal = None if end is None else group_recovery(h, end, groups)
+    return {"group_recovery_s": group_recovery(h, start, groups),
+            # (#34's "restart + 2 s", "heal + 2 s": from the window's end)
+            "group_recovery_after_heal_s": after_heal,
+            "group_outage_s": longest_outage(
+                h, start, None if after_heal is None else end + after_heal, groups),
+            "read_outage_s": read_outage(h, start, end, groups)}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..localcluster import cluster
 from . import layout
-from .checker import check, lost_ids
+from .checker import check, lost_ids, window_recovery
 from .faults import Injector
 from .history import HistoryWriter, load
 from .netns import TestNet, available
@@ -197,29 +197,6 @@ def _wait_healthy(system: System, d: Path, timeout: float, fail: bool = True) ->
     return False
 
 
-def _group_recovery(h, start: float, groups: set[str]) -> float | None:
-    """Seconds from `start` to the first acknowledgement, from one of `groups`, of a send
-    invoked after it: how long the groups a fault hit took to take writes again (the
-    checker's recovery counts any group's, and another group keeps writing)."""
-    done = [a.completed for a in h.attempts.values() if a.outcome == "ok"
-            and a.broker in groups and a.invoked >= start and a.completed is not None]
-    return round(min(done) - start, 3) if done else None
-
-
-def _longest_outage(h, start: float, stop: float | None, groups: set[str]) -> float | None:
-    """The longest stretch from `start` to `stop` (the groups' first acknowledgement after
-    the heal) in which none of `groups` acknowledged a send invoked after `start`: the
-    outage a fault caused, also when it took effect late (a full disk is noticed at the
-    next measure, a second later) or came back (a master handed over, then hit again)."""
-    if stop is None:
-        return None
-    done = sorted(a.completed for a in h.attempts.values() if a.outcome == "ok"
-                  and a.broker in groups and a.invoked >= start and a.completed is not None
-                  and a.completed <= stop)
-    points = [start, *done, stop]
-    return round(max(b - a for a, b in zip(points, points[1:])), 3)
-
-
 def _excused(h, evidence: list[dict], group_of: dict, outside: dict) -> set[str]:
     """The lost messages a fault the promise does not cover can account for: acknowledged
     by a group before such a fault hit one of its brokers."""
@@ -258,14 +235,8 @@ def _results(o: Options, faults, windows, evidence, hist_path: Path, replicas: i
         hit = {group_of[n] for n in ev["nodes"] if group_of.get(n)}
         if not hit:  # a name server, controller or control node alone: every group
             hit |= {g for g in group_of.values() if g}
-        after_heal = None if cw["end"] is None else _group_recovery(h, cw["end"], hit)
         per_window.append({**cw, "groups_hit": sorted(hit),
-                           "group_recovery_s": _group_recovery(h, cw["start"], hit),
-                           # (#34's "restart + 2 s", "heal + 2 s": from the window's end)
-                           "group_recovery_after_heal_s": after_heal,
-                           "group_outage_s": _longest_outage(
-                               h, cw["start"], None if after_heal is None
-                               else cw["end"] + after_heal, hit),
+                           **window_recovery(h, cw["start"], cw["end"], hit),
                            "applied": {k: v for k, v in ev.items() if k != "nodes"}})
     res = {
         "system": system, "mode": o.mode, "seed": o.seed, "faults": faults, "duration": o.duration,

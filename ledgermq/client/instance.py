@@ -12,7 +12,7 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, cast
+from typing import Any, Awaitable, Callable, Iterable, cast
 
 from ..remoting import (
     Connection, RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode,
@@ -245,8 +245,7 @@ class ClientInstance:
         is as unknown as a timed-out send's."""
         silent = set(self.remoting.silent(silent_s))
         for topic, route in list(self.routes.items()):
-            old = {bd["brokerName"]: bd["brokerAddrs"].get(str(MASTER_ID))
-                   for bd in route.broker_datas}
+            old = _masters(route)
             if not silent.intersection(old.values()):
                 continue
             new = await self.fetch_route(topic)
@@ -260,6 +259,23 @@ class ClientInstance:
                     silent.discard(addr)
                 elif addr in silent and now == addr and new is not None:
                     await self._report_unreachable(name, addr, new)
+
+    async def follow_masters(self, topics: Iterable[str]) -> None:
+        """A broker says it became its group's master: the routes of `topics` are fetched
+        again (the name server, not the broker, says who is master), and where one names
+        another master than before, the connection to the old one is dropped, so the long
+        polls waiting on a master that was paused or cut off fail now and go to the new one
+        rather than at their timeout (suspend + 5 s)."""
+        for topic in topics:
+            old = self.routes.get(topic)
+            new = await self.fetch_route(topic)
+            if old is None or new is None:
+                continue
+            for name, addr in _masters(old).items():
+                now = new.broker_addr(name)
+                if addr and now not in (None, addr):
+                    log.info("%s's master moved from %s to %s", name, addr, now)
+                    self.remoting.abort(addr)
 
     async def _report_unreachable(self, name: str, master: str, route: TopicRoute) -> None:
         """Tell the group's other brokers that its master does not answer this client: a
@@ -323,6 +339,12 @@ class ClientInstance:
 
     async def close(self) -> None:
         await self.remoting.close()
+
+
+def _masters(route: TopicRoute) -> dict[str, str | None]:
+    """Each group of `route` -> its master's address (None: it has none)."""
+    return {bd["brokerName"]: bd["brokerAddrs"].get(str(MASTER_ID))
+            for bd in route.broker_datas}
 
 
 async def periodic(interval: float, fn: Callable[[], Awaitable[object]], name: str) -> None:

@@ -14,6 +14,7 @@ import enum
 import inspect
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Awaitable, Callable, cast
 
@@ -27,6 +28,8 @@ from .pull import ConsumerBase, MessageSelector, PullStatus, as_selector, subscr
 from .rebalance import AssignedQueue, QueueRebalance
 
 log = logging.getLogger(__name__)
+
+ROUTE_RECHECK_S = 1.0  # a failed pull asks the name server again at most this often
 
 
 class ConsumeStatus(enum.Enum):
@@ -137,7 +140,10 @@ class PushConsumer(QueueRebalance, ConsumerBase):
 
     def _on_broker_request(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED and self.running:
-            asyncio.get_running_loop().create_task(self.rebalance())
+            # with brokerName: that broker became its group's master (ledgermq's field;
+            # other clients just rebalance)
+            work = self._follow_new_master() if cmd.ext.get("brokerName") else self.rebalance()
+            asyncio.get_running_loop().create_task(work)
             return None
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET and self.running:
             try:
@@ -193,6 +199,26 @@ class PushConsumer(QueueRebalance, ConsumerBase):
         await self.rebalance()
 
 
+    async def _follow_new_master(self) -> None:
+        try:
+            await self.instance.follow_masters(self.subscriptions)
+        except (RemotingError, MQClientError) as e:
+            log.debug("routes after a master change: %s", e)
+        await self.rebalance()
+
+    async def _after_failed_pull(self, mq: MessageQueue, addr: str | None) -> None:
+        """A pull of `mq` from `addr` failed: retry at once where the route, fetched again
+        when older than ROUTE_RECHECK_S, names another broker to read it from now (a
+        killed master's successor); otherwise a second later."""
+        route = self.instance.routes.get(mq.topic)
+        if route is None or time.monotonic() - route.fetched > ROUTE_RECHECK_S:
+            try:
+                await self.instance.route(mq.topic, refresh=True)
+            except (RemotingError, MQClientError):
+                pass
+        if self.instance.read_addr(mq.broker_name) in (None, addr):
+            await asyncio.sleep(1)
+
     # ---- pulling and consuming -----------------------------------------------------
     async def _pull_loop(self, state: AssignedQueue) -> None:
         mq = state.mq
@@ -204,6 +230,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
             if len(state.in_flight) > 1000:  # flow control: let the listener catch up
                 await asyncio.sleep(0.05)
                 continue
+            addr = self.instance.read_addr(mq.broker_name)
             try:
                 result = await self.pull(mq, state.next_offset, self.pull_batch_size, expression,
                                          suspend_ms=self.pull_suspend_ms,
@@ -212,7 +239,7 @@ class PushConsumer(QueueRebalance, ConsumerBase):
                 raise
             except (RemotingError, MQClientError) as e:
                 log.debug("pull %s failed: %s", mq, e)
-                await asyncio.sleep(1)
+                await self._after_failed_pull(mq, addr)
                 continue
             if state.dropped:
                 return

@@ -48,7 +48,7 @@ def test_an_outage_that_starts_late_is_measured_whole():
     nothing for 8 s. The first acknowledgement says 0.2 s; the longest stretch says 8."""
     from types import SimpleNamespace
 
-    from ledgermq.chaos.runner import _group_recovery, _longest_outage
+    from ledgermq.chaos.checker import group_recovery, longest_outage
 
     def ack(invoked, completed, broker="broker-a"):
         return SimpleNamespace(outcome="ok", broker=broker, invoked=invoked,
@@ -56,6 +56,28 @@ def test_an_outage_that_starts_late_is_measured_whole():
     h = SimpleNamespace(attempts={i: a for i, a in enumerate([
         ack(9.9, 10.1), ack(10.1, 10.2), ack(10.5, 10.6), ack(12, 18.6, "broker-b"),
         ack(18.5, 18.6), ack(25, 25.2)])})
-    assert _group_recovery(h, 10.0, {"broker-a"}) == 0.2
-    assert _longest_outage(h, 10.0, 18.6, {"broker-a"}) == 8.0
-    assert _longest_outage(h, 10.0, None, {"broker-a"}) is None  # never back
+    assert group_recovery(h, 10.0, {"broker-a"}) == 0.2
+    assert longest_outage(h, 10.0, 18.6, {"broker-a"}) == 8.0
+    assert longest_outage(h, 10.0, None, {"broker-a"}) is None  # never back
+
+
+def test_a_consumer_outage_ends_with_a_message_sent_after_the_heal():
+    """A consumer reading old messages again, or another group's, has not read again: the
+    read side's outage runs until a message sent to the hit group after the heal is read."""
+    from ledgermq.chaos.history import History
+    from ledgermq.chaos.checker import read_outage
+
+    h = History()
+    for i, (invoked, group) in enumerate([(9.0, "broker-a"), (10.5, "broker-a"),
+                                          (11.0, "broker-b"), (16.0, "broker-a")]):
+        h.apply({"t": "invoke", "id": f"m{i}", "topic": "t", "at": invoked, "broker": group})
+    for mid, at, reader, group in [("m0", 10.2, "push", "broker-a"),   # sent before start
+                                   ("m1", 10.7, "pull", "broker-a"),
+                                   ("m2", 12.0, "push", "broker-b"),   # another group
+                                   ("m1", 14.0, "drain", "broker-a"),  # not a consumer
+                                   ("m3", 16.4, "push", "broker-a")]:  # sent after the heal
+        h.apply({"t": "read", "id": mid, "topic": "t", "at": at, "reader": reader,
+                 "broker": group})
+    assert read_outage(h, 10.0, 15.0, {"broker-a"}) == 5.7  # 10.7 -> 16.4
+    assert read_outage(h, 10.0, 17.0, {"broker-a"}) is None  # nothing sent after 17 read
+    assert read_outage(h, 10.0, None, {"broker-a"}) is None  # never healed

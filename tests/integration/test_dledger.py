@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from ledgermq import Message, Producer
+from ledgermq import Message, Producer, PushConsumer
 from ledgermq.client.instance import MQClientError
 from ledgermq.localcluster.cluster import down, restart, status, up
+from ledgermq.remoting import RemotingError
 
 from ..wait import until, wait_until
 from .load import Sighting, acked_after, check_nothing_lost, read_all, under_load
@@ -99,6 +100,54 @@ def test_sends_waiting_on_a_frozen_leader_move_to_the_new_one_before_their_timeo
     assert acked and acked[-1].at - acked[0].at > 7, "the sends stopped at the pause"
     assert max(gaps) < 3.5, f"no SEND_OK for {max(gaps):.1f} s around the pause"
     check_nothing_lost(acked, asyncio.run(read_all(state["namesrv"])))
+
+
+def test_a_consumer_reads_from_the_new_leader_soon_after_the_old_one_froze(group):
+    """A paused leader answers nothing and resets nothing: a consumer's long polls waited
+    on it until their timeout (suspend + 5 s, 20 s by default) and its route was fetched
+    again every 20 s, so the consumer read nothing for up to 20 s after the failover (the
+    chaos runs' pause windows: 4-13 s with a 2 s suspend). The new leader now tells the
+    consumers connected to it; they fetch the route and leave the old leader's polls."""
+    d, state = group
+    ns = state["namesrv"]
+    first = leader_of(d)
+    reads: dict[bytes, float] = {}  # body -> when the listener had it
+
+    def listener(msgs):
+        for m in msgs:
+            reads.setdefault(m.body, time.monotonic())
+
+    async def scenario():
+        c = PushConsumer("after-freeze", ns, consume_from="CONSUME_FROM_FIRST_OFFSET")
+        c.subscribe("Replicated")
+        c.register_listener(listener)
+        async with Producer("p-after-freeze", ns, send_timeout=6.0) as p:
+            await p.send(Message("Replicated", b"before"))  # the topic exists from here
+            await c.start()
+            try:
+                await until(lambda: b"before" in reads, "the consumer reads", timeout=20)
+                os.kill(first["pid"], signal.SIGSTOP)
+                frozen_at = time.monotonic()
+                try:
+                    for i in itertools.count():  # until one sent after the freeze is read
+                        if any(b.startswith(b"after-") for b in reads) or \
+                                time.monotonic() > frozen_at + 15:
+                            break
+                        try:
+                            await p.send(Message("Replicated", b"after-%d" % i))
+                        except (MQClientError, RemotingError):
+                            pass
+                        await asyncio.sleep(0.05)  # pacing: 20 sends a second, not a wait
+                finally:
+                    os.kill(first["pid"], signal.SIGCONT)
+            finally:
+                await c.shutdown()
+        return frozen_at
+    frozen_at = asyncio.run(scenario())
+    after = [t for b, t in reads.items() if b.startswith(b"after-")]
+    assert after, "nothing sent after the freeze was read within 15 s"
+    # the election takes ~1 s; a consumer that waits out its poll takes 20
+    assert min(after) - frozen_at < 6.0, f"first read {min(after) - frozen_at:.1f} s after"
 
 
 def test_retries_are_delivered_in_dledger_mode(tmp_path):

@@ -90,14 +90,24 @@ class ConsumerManager:
                     log.warning("consumer %s of %s expired", group.clients.get(conn), group.name)
                     self.unregister(conn, group.name)
 
-    def _notify(self, group: ConsumerGroup, exclude: Connection | None = None) -> None:
+    def announce_master(self, broker_name: str, addr: str) -> None:
+        """This broker became `broker_name`'s master: every consumer connected here (they
+        heartbeat to a group's every broker) hears it now, with the group's name, rather
+        than at a long poll's timeout on the old master or its next route refresh.
+        RocketMQ's clients read it as the usual rebalance nudge and ignore the extra
+        fields; ledgermq's fetch the route again (client/push.py)."""
+        for group in list(self.groups.values()):
+            self._notify(group, brokerName=broker_name, masterAddr=addr)
+
+    def _notify(self, group: ConsumerGroup, exclude: Connection | None = None,
+                **extra: str) -> None:
         """Tell the group's clients to rebalance (NOTIFY_CONSUMER_IDS_CHANGED, one-way)."""
         for conn in list(group.clients):
             if conn is exclude or not conn.is_open:
                 continue
             try:
                 conn.oneway(RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                            ext={"consumerGroup": group.name}))
+                                            ext={"consumerGroup": group.name, **extra}))
             except RemotingError:
                 pass
 
