@@ -119,20 +119,24 @@ def targets_table(results: list[dict]) -> str:
     longest stretch in which the groups a window hit acknowledged nothing, from the
     window's start to their first acknowledgement after its heal, and in which no consumer
     read what was sent to them."""
-    head = ["mode", "seeds", *TARGETS, "lost / unexpected of sent"]
+    several = {r.get("system", "ledgermq") for r in results} != {"ledgermq"}
+    head = (["system"] if several else []) + \
+        ["mode", "seeds", *TARGETS, "lost / unexpected / duplicates of sent"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for mode in dict.fromkeys(r["mode"] for r in results):
-        runs = [r for r in results if r["mode"] == mode]
+    for system, mode in dict.fromkeys((r.get("system", "ledgermq"), r["mode"])
+                                      for r in results):
+        runs = [r for r in results if (r.get("system", "ledgermq"), r["mode"]) == (system, mode)]
         cols: dict[str | None, list[dict]] = {}
         for r in runs:
             for w in r["windows"]:
                 cols.setdefault(target(w), []).append(w)
         cells = [_cell(cols[t]) if t in cols else "—" for t in TARGETS]
-        lost = sum(r["lost"] for r in runs), sum(r["unexpected"] for r in runs)
+        counts = " / ".join(str(sum(r[k] for r in runs))
+                            for k in ("lost", "unexpected", "duplicates"))
         sent = sum(r["check"]["attempts"]["total"] for r in runs)
         seeds = ", ".join(str(r["seed"]) for r in runs)
-        lines.append("| " + " | ".join([mode, seeds, *cells,
-                                         f"{lost[0]} / {lost[1]} of {sent:,}"]) + " |")
+        lines.append("| " + " | ".join(([system] if several else []) + [
+            mode, seeds, *cells, f"{counts} of {sent:,}"]) + " |")
     return "\n".join(lines)
 
 

@@ -31,7 +31,7 @@ def test_windows_are_classed_by_the_role_of_what_they_hit():
 
 
 def test_one_row_per_mode_with_the_longest_time_over_seeds():
-    runs = [{"mode": "dledger", "seed": s, "lost": 0, "unexpected": 0,
+    runs = [{"mode": "dledger", "seed": s, "lost": 0, "unexpected": 0, "duplicates": 0,
              "check": {"attempts": {"total": 100}},
              "windows": [window("kill", ["a-n0"], ["a-n0"], recovery=s),
                          window("kill", ["a-n1"], ["a-n0"], recovery=None if s == 2 else 0.5)]}
@@ -40,7 +40,12 @@ def test_one_row_per_mode_with_the_longest_time_over_seeds():
     assert row[1] == "1, 2"
     assert row[2 + TARGETS.index("kill / pause of the master")] == "2x 2.0 s"
     assert row[2 + TARGETS.index("one slave / follower")] == "2x never"
-    assert row[-1] == "0 / 0 of 200 |"
+    assert row[-1] == "0 / 0 / 0 of 200 |"
+    # beside another system: a row per system and mode
+    other = [{**r, "system": "rocketmq"} for r in runs]
+    rows = targets_table(runs + other).splitlines()
+    assert rows[0].startswith("| system | mode |") and len(rows) == 4
+    assert rows[3].startswith("| rocketmq | dledger | 1, 2 |")
 
 
 def test_an_outage_that_starts_late_is_measured_whole():
