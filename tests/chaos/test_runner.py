@@ -65,6 +65,8 @@ def _applied(w: dict) -> None:
     # a group that stays down after its fault, as a refill without end did)
     assert w["group_recovery_after_heal_s"] is not None, w
     assert w["group_recovery_after_heal_s"] <= AFTER_HEAL_BOUND_S, w
+    # and the consumers read again: something sent to those groups after the heal
+    assert w["read_outage_s"] is not None, w
 
 
 def _short(tmp_path, mode: str, faults: str, seed: int, duration: float = 28,
