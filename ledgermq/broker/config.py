@@ -256,8 +256,10 @@ class BrokerConfig:
 
     @property
     def replicated_log(self) -> bool:
-        """Consumers see only what replication confirmed (DLedger, controller mode)."""
-        return self.enableDLegerCommitLog or self.enableControllerMode
+        """Consumers see only what replication confirmed (DLedger, controller and
+        checkpoint mode)."""
+        return self.enableDLegerCommitLog or self.enableControllerMode or \
+            self.enableConsistentCheckpoint
 
     @property
     def metrics_port(self) -> int:
@@ -294,8 +296,7 @@ def load_broker_config(path: str | Path | None = None,
     tls, values = split_tls(values, path)
     broker, rest = build(BrokerConfig, values)
     broker.tls = tls  # type: ignore[misc]  # (per broker: ClassVar keeps it from the keys)
-    if broker.replicated_log or broker.enableConsistentCheckpoint \
-            or broker.brokerRole is BrokerRole.SLAVE:
+    if broker.replicated_log or broker.brokerRole is BrokerRole.SLAVE:
         needs_tls_links(tls, "a replicated broker")
     store, unknown = build(StoreConfig, {k: values[k] for k in rest})
     for text in explain_unknown(unknown, BrokerConfig, StoreConfig):

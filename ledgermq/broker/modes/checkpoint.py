@@ -31,6 +31,7 @@ from ...store import PutResult, StoreError
 from ...wire.batch import EncodedBatch
 from ...wire.message import decode_message
 from .base import Later, ModeHost, Pending, beat_every
+from .checkpoint_reads import KeptWrites, Write
 from .client_handover import ClientHandOver, GroupRole
 from .disk_handover import FullDiskHandOver
 from .ha_links import HAPortMode, ha_config
@@ -65,6 +66,7 @@ class CheckpointMode(HAPortMode):
         self.standby_slot: int | None = None
         self.master_epoch = -1  # the epoch this broker leads, when it is master
         self.slave_checkpoint = 0
+        self.reads: KeptWrites | None = None  # a master's: what consumers may read
         self._task: asyncio.Task[None] | None = None
         self._answer: AnswerPromotion | None = None
         self.pending_sends = 0  # answered PENDING (for the metrics)
@@ -102,21 +104,33 @@ class CheckpointMode(HAPortMode):
 
     def write(self, encoded: EncodedBatch) -> PutResult | Later:
         result, ha = self.append_and_push(encoded)
-        if ha is None:
+        if ha is None or self.reads is None:
             return self.after_append(result)
+        kept = self.reads.appended(result.end_offset)
         # no flush wait of its own, whatever flushDiskType says: the checkpoint covers
         # only what the master flushed (it sends its slaves nothing else), so the write is
         # on the master's disk and on every member's once the checkpoint covers it
-        done = asyncio.ensure_future(self._covered(result, ha.sync(result.end_offset)))
+        done = asyncio.ensure_future(self._covered(result, ha.sync(result.end_offset),
+                                                   self.reads, kept))
         return Later(done, lambda outcome: outcome, may_pend=True)
 
-    async def _covered(self, result: PutResult,
-                       synced: asyncio.Future[SyncStatus]) -> PutResult | Pending:
+    def write_internal(self, encoded: EncodedBatch) -> PutResult:
+        """Consumers see the broker's own writes once the checkpoint covers them (the
+        control node caches only sends)."""
+        result, ha = self.append_and_push(encoded)
+        if ha is not None and self.reads is not None:
+            self.reads.appended(result.end_offset)
+        return result
+
+    async def _covered(self, result: PutResult, synced: asyncio.Future[SyncStatus],
+                       reads: KeptWrites, kept: Write) -> PutResult | Pending:
         """S3-3: acknowledged once the consistent checkpoint covers the write, or once the
-        control node holds it; otherwise pending, for the producer to resolve."""
+        control node holds it; otherwise pending, for the producer to resolve. Consumers
+        see it from then (checkpoint_reads.py)."""
         loop = asyncio.get_running_loop()
         resolve_by = loop.time() + self.config.checkpointResolveWithinMillis / 1000
         if await synced is SyncStatus.OK:
+            reads.kept(kept)
             return result
         offsets = result.phys_offsets
         assert offsets is not None  # a stored write's
@@ -131,15 +145,18 @@ class CheckpointMode(HAPortMode):
             data = b""
         if data and await self.control.cache(epoch, start, result.end_offset, msg_id, data):
             self.cached_sends += 1
+            reads.kept(kept)
             return result
         self.pending_sends += 1
         return Pending(result, epoch, msg_id, NOT_COVERED, functools.partial(
-            self._resolve, epoch, result.end_offset, msg_id, resolve_by))
+            self._resolve, epoch, result.end_offset, msg_id, resolve_by, reads, kept))
 
-    async def _resolve(self, epoch: int, end: int, msg_id: str, by: float) -> Resolution:
+    async def _resolve(self, epoch: int, end: int, msg_id: str, by: float,
+                       reads: KeptWrites, kept: Write) -> Resolution:
         """S3-4 done by the broker, for a producer that cannot: the control node's answer,
         asked until it knows or `by` (loop time) has passed. Only the control node can
-        say: it alone knows whether another master has taken over meanwhile."""
+        say: it alone knows whether another master has taken over meanwhile. DONE also
+        when it cached the send and its answer came too late: consumers may read it."""
         loop = asyncio.get_running_loop()
         while True:
             left = by - loop.time()
@@ -147,6 +164,8 @@ class CheckpointMode(HAPortMode):
                                                 min(CACHE_TIMEOUT_S, max(left, 0.1)))
             if answer is not Resolution.UNKNOWN or by - loop.time() <= 0:
                 self.resolved_by_broker[answer] += 1
+                if answer is Resolution.DONE:
+                    reads.kept(kept)
                 return answer
             await asyncio.sleep(min(RESOLVE_POLL_S, by - loop.time()))
 
@@ -316,6 +335,7 @@ class CheckpointMode(HAPortMode):
 
     def _slave_checkpoint(self, checkpoint: int) -> None:
         self.slave_checkpoint = checkpoint
+        self.store.set_dispatch_bound(checkpoint)  # (what every member holds)
 
     async def _lead(self, a: Lead) -> None:
         await self.links.stop()
@@ -329,8 +349,14 @@ class CheckpointMode(HAPortMode):
         # node were told. So each save is fsynced, and the driver publishes (to slaves and,
         # through `core.saved`, to the control node) and counts a checkpoint only once its
         # save returned: no rate limit, one save at a time, the newest waiting one next.
-        save = functools.partial(self.checkpoint_file.save, a.epoch)
+        reads = KeptWrites(self.store, checkpoint, bool(members))
+        loop = asyncio.get_running_loop()
+
+        def save(checkpoint: int, members: tuple[tuple[int, int], ...]) -> None:  # (thread)
+            self.checkpoint_file.save(a.epoch, checkpoint, members)
+            loop.call_soon_threadsafe(reads.checkpoint_saved, checkpoint, bool(members))
         save(checkpoint, tuple(members.items()))
+        self.reads = reads
         c = self.config
         driver = HAMasterDriver(self.store, ha_config(c, self.store, True), c.bindAddress,
                                 c.ha_port, checkpoint=checkpoint, members=members,
