@@ -183,18 +183,23 @@ class PushConsumer(QueueRebalance, ConsumerBase):
                  if s.type == "TAG" else [], "codeSet": [],
                  "subVersion": wall_ms(), "expressionType": s.type,
                  "classFilterMode": False} for t, s in self.subscriptions.items()]
+        told = self.instance.broker_addrs()
         self._heard = await self.instance.heartbeat([], [{
             "groupName": self.group,
             "consumeType": "CONSUME_PASSIVELY", "messageModel": self.message_model,
             "consumeFromWhere": self.consume_from, "subscriptionDataSet": subs,
             "unitMode": False}])
+        self._told = told
 
     _heard = False
+    _told: set[str] = set()  # the brokers the last heartbeat went to
 
     async def _refresh_and_rebalance(self) -> None:
         for topic in self.subscriptions:
             await self.instance.route(topic, refresh=True)
-        if not self._heard:  # a broker missed our heartbeat: the group would not count us
+        # a broker missed our heartbeat (the group would not count us), or is new in the
+        # route (a slave that joined: as a new master it could not tell us to move)
+        if not self._heard or not self.instance.broker_addrs() <= self._told:
             await self._heartbeat()
         await self.rebalance()
 
