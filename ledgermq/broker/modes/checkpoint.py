@@ -340,7 +340,8 @@ class CheckpointMode(HAPortMode):
     async def _lead(self, a: Lead) -> None:
         await self.links.stop()
         self.slot = a.slot
-        checkpoint, members = lead_start(a, self.checkpoint_file.load())
+        saved = self.checkpoint_file.load()
+        checkpoint, members = lead_start(a, saved)
         self.master_epoch = a.epoch
         self.became_master += 1
         # The file seeds a restart of this master in the same epoch, where its checkpoint
@@ -349,7 +350,10 @@ class CheckpointMode(HAPortMode):
         # node were told. So each save is fsynced, and the driver publishes (to slaves and,
         # through `core.saved`, to the control node) and counts a checkpoint only once its
         # save returned: no rate limit, one save at a time, the newest waiting one next.
-        reads = KeptWrites(self.store, checkpoint, bool(members))
+        # a promoted master shows its whole log: what it took over and replayed is the
+        # group's history now (S3-5); a restarted one only what its checkpoint covers
+        shown = self.store.commitlog.max_offset if saved[0] != a.epoch else checkpoint
+        reads = KeptWrites(self.store, max(checkpoint, shown), bool(members))
         loop = asyncio.get_running_loop()
 
         def save(checkpoint: int, members: tuple[tuple[int, int], ...]) -> None:  # (thread)

@@ -9,7 +9,8 @@ lay past the queue's end there, which sends a consumer back to the queue's start
 message read again), and the messages the new master wrote at those offsets were skipped
 by one that came later.
 
-A master without member slaves has only the control node's cache to acknowledge with, and
+A promoted master starts from the end of its log (what it took over and replayed is the
+group's history now, S3-5). A master without member slaves has only the control node's cache to acknowledge with, and
 its own writes (due delayed messages, transaction decisions) are never cached: it shows
 everything it holds, as RocketMQ's master does, until a member joins again."""
 from __future__ import annotations
