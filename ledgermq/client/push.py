@@ -203,7 +203,6 @@ class PushConsumer(QueueRebalance, ConsumerBase):
             await self._heartbeat()
         await self.rebalance()
 
-
     async def _follow_new_master(self) -> None:
         try:
             await self.instance.follow_masters(self.subscriptions)
