@@ -1,7 +1,7 @@
 """The broker's CPU per one-message request without the kernel (#32): a real Broker and
 store in this process, its remoting Connection fed SEND_MESSAGE_V2 frames one by one (the
-way RocketMQ's C++ and Java clients send them, JSON and binary headers) and PULL_MESSAGE
-frames asking for 32, its replies taken by a transport that only counts bytes; then what
+way RocketMQ's C++ and Java clients send them, JSON and binary headers), the Java client's
+SEND_BATCH_MESSAGE of 100, and PULL_MESSAGE frames asking for 32, its replies taken by a transport that only counts bytes; then what
 RocketMQ's proxy in cluster mode sends for its gRPC consumers (#33): POP_MESSAGE asking
 for 32, and one ACK_MESSAGE per message, pipelined as a busy proxy's arrive (64 a read).
 JSON rows: µs per request, native and (in a child process) LEDGERMQ_PURE=1.
@@ -33,6 +33,7 @@ from ledgermq.remoting import RemotingCommand, RequestCode  # noqa: E402
 from ledgermq.remoting.codes import SerializeType  # noqa: E402
 from ledgermq.remoting.transport import Connection  # noqa: E402
 from ledgermq.wire import native  # noqa: E402
+from ledgermq.wire.batch_body import encode_batch_body  # noqa: E402
 
 TOPIC = "BenchRequests"
 ROUNDS = 5
@@ -69,6 +70,21 @@ def send_frame(i: int, stype: SerializeType) -> bytes:
     cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=i, ext=ext, body=b"x" * 100,
                           language="CPP", version=399, serialize_type=stype)
     return cmd.to_bytes()
+
+
+def batch_frame(i: int, n: int = 100) -> bytes:
+    """A SEND_BATCH_MESSAGE of `n` 100-byte messages as RocketMQ's Java client sends a
+    MessageBatch: each message with its own UNIQ_KEY, the header's properties those of the
+    batch (its first message's)."""
+    props = [f"UNIQ_KEY\x01AC11000100002A9F{i:010X}{k:04X}\x02WAIT\x01true\x02".encode()
+             for k in range(n)]
+    ext = {"a": "bench-group", "b": TOPIC, "c": "TBW102", "d": "4", "e": str(i % 4),
+           "f": "0", "g": str(1_700_000_000_000 + i), "h": "0",
+           "i": props[0].decode(), "j": "0", "k": "false", "m": "true"}
+    return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, opaque=i, ext=ext,
+                           body=encode_batch_body([b"x" * 100] * n, props, [0] * n),
+                           language="JAVA", version=399,
+                           serialize_type=SerializeType.ROCKETMQ).to_bytes()
 
 
 def pull_frame(i: int, offset: int) -> bytes:
@@ -149,6 +165,13 @@ async def measure(n: int, profile: bool) -> list[dict]:
                 rows.append({"request": f"SEND_MESSAGE_V2 ({stype.name} header)",
                              "us_per_request": round(statistics.median(rounds), 1),
                              "rounds": [round(x, 1) for x in rounds]})
+            rounds = []
+            for r in range(ROUNDS):
+                batches = [batch_frame(r * n + i) for i in range(n // 100)]
+                rounds.append(await drive(batches, b) * 1e6 / (len(batches) * 100))
+            rows.append({"request": "SEND_BATCH_MESSAGE (100 messages), per message",
+                         "us_per_request": round(statistics.median(rounds), 1),
+                         "rounds": [round(x, 1) for x in rounds]})
             rounds = []
             for r in range(ROUNDS):
                 pulls = [pull_frame(i, (i * 32) % (n - 32)) for i in range(n // 10)]
