@@ -201,8 +201,9 @@ class HAMasterDriver:
         except StoreError as e:
             log.warning("HA: cannot send %d+%d: %s", offset, size, e)
             return str(e)
-        w.write(header)
-        w.write(data)  # (b"" for an empty transfer: writes nothing)
+        # one writev: written apart, the header left as a segment of its own and the slave
+        # woke for it, then again for the bytes
+        w.writelines((header, data) if size else (header,))
         return None
 
     def execute(self, actions: list) -> None:

@@ -3,6 +3,7 @@ master's last segment (messages of several sizes, split anywhere by small chunks
 segment ends), dispatches its own queues, and a slave whose log has a tail the master does
 not is refused."""
 import asyncio
+import dataclasses
 from contextlib import asynccontextmanager
 
 from ledgermq.drivers.ha import HAMasterDriver, HASlaveDriver
@@ -244,6 +245,45 @@ def test_a_slave_whose_log_forked_is_refused_then_copies_the_master_again(tmp_pa
         assert len(closed) == 1 and 0 < forked_end < end
         await s.stop()
         await m.stop()
+    asyncio.run(scenario())
+    master.close()
+    slave.close()
+
+
+def test_a_push_leaves_as_one_write(tmp_path):
+    """Its header and its log bytes in one writev: written apart, the header went out as a
+    segment of its own, and the slave woke for 12 bytes, then again for the rest."""
+    master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
+    fill(master, 3)
+    quiet = dataclasses.replace(CONFIG, heartbeat_ms=60_000)  # no heartbeat in between
+
+    async def scenario():
+        async with master_and_slave(master, slave, quiet) as (m, s):
+            await until(lambda: slave.commitlog.max_offset == master.commitlog.max_offset,
+                        "the slave holds the master's log")
+            (w,) = m.writers.values()
+            calls: list[str] = []
+            transport = w.transport
+            write, writelines = transport.write, transport.writelines
+
+            class Counting:  # the transport, counting what it is asked to send
+                def __getattr__(self, name):
+                    return getattr(transport, name)
+
+                def write(self, data):
+                    calls.append("write")
+                    write(data)
+
+                def writelines(self, parts):
+                    calls.append("writelines")
+                    writelines(parts)
+            w._transport = Counting()
+            fill(master, 1, start=3)
+            m.appended()
+            await until(lambda: slave.commitlog.max_offset == master.commitlog.max_offset,
+                        "the slave has the new message")
+            w._transport = transport
+            assert len(calls) == 1, calls
     asyncio.run(scenario())
     master.close()
     slave.close()
