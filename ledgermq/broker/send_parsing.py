@@ -181,6 +181,14 @@ def without_broker_properties(props: bytes) -> bytes:
     return with_properties(props, {}, drop=BROKER_ONLY_PROPERTIES)
 
 
+def may_hold_broker_properties(*raw: bytes) -> bool:
+    """Whether any of `raw` (a whole batch body, the header's properties) could hold a
+    property only the broker sets: one scan of all the bytes, where a test per message
+    cost a batch of 100 a fifth of its time. (A match may be a false alarm, inside a body
+    or across two messages; each message is then looked at on its own.)"""
+    return any(hint in r for r in raw for hint in _BROKER_ONLY_HINTS)
+
+
 def props_from_header(text: str) -> bytes:
     """The header's properties string, normalized to end each pair with the separator."""
     if text and not text.endswith(PROPERTY_SEPARATOR) and NAME_VALUE_SEPARATOR in text:

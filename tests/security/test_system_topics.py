@@ -81,3 +81,34 @@ def test_properties_ending_in_a_zero_byte_are_refused(dev_once):
     cmd.ext["properties"] = "odd\x00"  # (no name=value pair: stored as it came)
     r = asyncio.run(ask(dev_once.broker, cmd))
     assert r.code == ResponseCode.MESSAGE_ILLEGAL and "zero byte" in r.remark, r.remark
+
+
+@pytest.mark.parametrize("where", ["one message", "the batch's header"])
+def test_properties_only_the_broker_sets_are_stripped_from_a_batch(dev_once, where):
+    """As for one message, in a batch: whether the forged properties ride on one of its
+    messages or on the header's properties, which the broker adds to every message."""
+    from ledgermq.wire.batch_body import encode_batch_body
+    forged = encode_properties({"REAL_TOPIC": "Victim", "REAL_QID": "1000000",
+                                "TIMER_OUT_MS": "1", "TRANSACTION_CHECK_TIMES": "99"})
+    plain = [encode_properties({"color": f"c{i}"}) for i in range(5)]
+    props = [p + forged if where == "one message" and i == 2 else p
+             for i, p in enumerate(plain)]
+    cmd = send_frame("PlainBatch", {})
+    cmd.code = RequestCode.SEND_BATCH_MESSAGE
+    cmd.ext["properties"] = forged.decode() if where == "the batch's header" else ""
+    cmd.body = encode_batch_body([b"m%d" % i for i in range(5)], props, [0] * 5)
+    r = asyncio.run(ask(dev_once.broker, cmd))
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    qid, first = int(r.ext["queueId"]), int(r.ext["queueOffset"])
+
+    async def read():
+        async with PullConsumer("reader", dev_once.namesrv) as c:
+            q = next(q for q in await c.fetch_queues("PlainBatch") if q.queue_id == qid)
+            got = await c.pull(q, first, 5)
+            assert got.status is PullStatus.FOUND
+            return [m.properties for m in got.messages]
+    stored = asyncio.run(read())
+    assert [p["color"] for p in stored] == [f"c{i}" for i in range(5)]  # theirs stay
+    for p in stored:
+        for key in ("REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS", "TRANSACTION_CHECK_TIMES"):
+            assert key not in p, p

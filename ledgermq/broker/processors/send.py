@@ -30,8 +30,8 @@ from ..refusals import Refused
 from .refusal_codes import REMOTING_CODES
 from ..send_parsing import (
     MARK_BROKER_ONLY, MARK_DEDUP, MARK_TIMER, MARK_ZERO_END, BatchBody, drop_stored,
-    index_keys, read_send, scan_send_properties, split_batch_body, tags_of, to_schedule,
-    with_properties, without_broker_properties,
+    index_keys, may_hold_broker_properties, read_send, scan_send_properties,
+    split_batch_body, tags_of, to_schedule, with_properties, without_broker_properties,
 )
 
 if TYPE_CHECKING:
@@ -113,7 +113,10 @@ class SendProcessor:
                 batch = split_batch_body(cmd.body, props)  # type: ignore[arg-type]  # (bytes)
             except MessageFormatError as e:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-            batch.props = [without_broker_properties(bytes(p)) for p in batch.props]
+            if may_hold_broker_properties(cmd.body, props):  # type: ignore[arg-type]
+                batch.props = [without_broker_properties(bytes(p)) for p in batch.props]
+            else:  # (views without the header's properties: the checks below read bytes)
+                batch.props = [p if type(p) is bytes else bytes(p) for p in batch.props]
             if any(p[-1:] == b"\0" for p in batch.props):
                 marks = MARK_ZERO_END
             elif batch.props:  # (a batch of one may be delayed or a timer message)
