@@ -133,8 +133,12 @@ def split_batch_body(body: bytes, extra_props: bytes = b"") -> BatchBody:
     bodies, props, flags, tags, keys = split_batch(body)
     if extra_props:  # (a client may end a message's properties without a separator)
         sep = PROPERTY_SEPARATOR.encode()
-        props = [bytes(x) + sep + extra_props if x and bytes(x[-1:]) != sep
-                 else bytes(x) + extra_props for x in props]
+        joined = []
+        for x in props:
+            own = x.tobytes()  # (one copy, then bytes operations: not view slices)
+            joined.append(own + extra_props if not own or own[-1:] == sep
+                          else own + sep + extra_props)
+        props = joined
     return BatchBody(bodies, props, flags, tags, keys)
 
 
