@@ -130,7 +130,8 @@ class IndexFile:
         hashes, phys, ts = hashes[:n], phys[:n], ts[:n]
         if self.begin_ts == 0:
             self.begin_ts, self.begin_phys = int(ts[0]), int(phys[0])
-        diffs = np.clip((ts - self.begin_ts) // 1000, 0, 0x7FFFFFFF)
+        # (ufuncs: np.clip's wrappers cost a batch of 100 more than the arithmetic)
+        diffs = np.minimum(np.maximum((ts - self.begin_ts) // 1000, 0), 0x7FFFFFFF)
         index_put(self.mm, HEADER_SIZE, self.slots, self.entries_at, self.count,
                   *(np.ascontiguousarray(a, np.int64) for a in (hashes, phys, diffs)))
         self.count += n
