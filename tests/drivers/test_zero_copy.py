@@ -157,8 +157,10 @@ def test_a_classic_ha_push_writes_views_on_the_masters_log(tmp_path):
             await until(lambda: m.writers, "the slave connected")
             written = []
             for w in m.writers.values():
-                real = w.write
+                real, real_lines = w.write, w.writelines
                 w.write = lambda data, real=real: (written.append(data), real(data))
+                w.writelines = lambda parts, real=real_lines: (written.extend(parts),
+                                                               real(parts))
             fill(master, 100)
             m.appended()
             await until(lambda: slave.commitlog.max_offset == master.commitlog.max_offset,
