@@ -516,7 +516,7 @@ static int64_t hash_units16(const unsigned char *be, Py_ssize_t nbytes) {
 /* `utf8_first`: a lone surrogate raises the UTF-8 encoder's error, as the many-strings
  * twin (which encodes to UTF-8 first) does; else the UTF-16 encoder's, as the one-string
  * twin does. */
-static int java_hash_one(PyObject *s, int64_t *out, int utf8_first) {
+int java_hash_one(PyObject *s, int64_t *out, int utf8_first) {
     if (!PyUnicode_Check(s)) {
         PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(s)->tp_name);
         return -1;
@@ -821,6 +821,7 @@ static PyMethodDef methods[] = {
     {"fill_positions", fill_positions, METH_VARARGS, fill_positions_doc},
     {"offset_msg_ids", offset_msg_ids, METH_VARARGS, offset_msg_ids_doc},
     {"walk_positions", walk_positions, METH_VARARGS, walk_positions_doc},
+    {"scanned_columns", scanned_columns, METH_VARARGS, scanned_columns_doc},
     {"walk_entries", walk_entries, METH_VARARGS, walk_entries_doc},
     {"run_views", run_views, METH_VARARGS, run_views_doc},
     {"tags_and_keys", tags_and_keys, METH_VARARGS, tags_and_keys_doc},

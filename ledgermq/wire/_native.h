@@ -28,6 +28,8 @@ Py_ssize_t find_property(const unsigned char *r, Py_ssize_t n, const char *key, 
                          Py_ssize_t *vlen);
 PyObject *decode_utf8(const unsigned char *p, Py_ssize_t n);
 PyObject *index_keys(const unsigned char *r, Py_ssize_t n, PyObject *space);
+/* Java's String.hashCode of a str (see message.java_string_hash) */
+int java_hash_one(PyObject *s, int64_t *out, int utf8_first);
 
 /* _native_send.c */
 PyObject *read_send(PyObject *self, PyObject *ext);
@@ -43,6 +45,8 @@ extern const char encode_head_doc[];
 /* _native_walk.c */
 PyObject *walk_positions(PyObject *self, PyObject *args);
 extern const char walk_positions_doc[];
+PyObject *scanned_columns(PyObject *self, PyObject *args);
+extern const char scanned_columns_doc[];
 PyObject *walk_entries(PyObject *self, PyObject *args);
 extern const char walk_entries_doc[];
 PyObject *run_views(PyObject *self, PyObject *args);

@@ -101,6 +101,112 @@ done:
     return result;
 }
 
+const char scanned_columns_doc[] =
+    "scanned_columns(view, positions, base) -> columns, or None\n\n"
+    "See scan_batch.scanned_columns; positions are native-endian int64s.";
+
+/* One message's facts into column i; 0 when it is not a plain stored message (None). */
+static int scan_one(const unsigned char *b, int64_t len, int64_t p, PyObject *base,
+                    PyObject **cols, Py_ssize_t i, PyObject *space, int *plain_msg) {
+    *plain_msg = 0;
+    if (p < 0 || p > len - (HEADER_SIZE + 4))
+        return 0;
+    const unsigned char *m = b + p;
+    int64_t total = rd32(m);
+    if (rd32(m + 4) != MAGIC_CODE || total < HEADER_SIZE + 4 || total > len - p ||
+            rd32(m + 36) & SYSFLAG_V6_HOSTS)
+        return 0;
+    int64_t blen = rd32(m + 84);
+    if (blen < 0 || HEADER_SIZE + blen + 3 > total)
+        return 0;
+    int64_t topic_at = HEADER_SIZE + blen + 1, topic_end = topic_at + m[topic_at - 1];
+    if (topic_end + 2 > total || rd16(m + topic_end) != total - topic_end - 2)
+        return 0;
+    int64_t props_at = topic_end + 2, plen = total - props_at;
+    if (m[plen ? total - 1 : topic_end - 1] == 0)
+        return 0;
+    *plain_msg = 1;
+    PyObject *at = PyLong_FromLongLong(p), *tag = NULL, *keys = NULL;
+    PyObject *phys = at ? PyNumber_Add(base, at) : NULL;  /* (no int64 overflow) */
+    Py_XDECREF(at);
+    if (!phys)
+        return -1;
+    PyTuple_SET_ITEM(cols[0], i, phys);
+    int64_t tag_code = 0;
+    if (plen) {
+        Py_ssize_t vlen, v = find_property(m + props_at, plen, "TAGS", 4, &vlen);
+        if (v >= 0 && vlen > 0) {  /* (an empty tag hashes to 0, as no tag) */
+            if (!(tag = decode_utf8(m + props_at + v, vlen)))
+                return -1;
+            int rc = java_hash_one(tag, &tag_code, 0);
+            Py_DECREF(tag);
+            if (rc < 0)
+                return -1;
+        }
+        keys = index_keys(m + props_at, plen, space);
+    } else {
+        keys = PyList_New(0);
+    }
+    if (!keys)
+        return -1;
+    PyList_SET_ITEM(cols[7], i, keys);
+    int64_t nums[5] = {total, rd32(m + 12), rd64(m + 20), rd64(m + 56), tag_code};
+    for (int c = 0; c < 5; c++) {
+        PyObject *v = PyLong_FromLongLong(nums[c]);
+        if (!v)
+            return -1;
+        PyTuple_SET_ITEM(cols[c + 1], i, v);
+    }
+    PyObject *topic = decode_utf8(m + topic_at, topic_end - topic_at);
+    if (!topic)
+        return -1;
+    PyList_SET_ITEM(cols[6], i, topic);
+    return 0;
+}
+
+PyObject *scanned_columns(PyObject *self, PyObject *args) {
+    Py_buffer view, pos;
+    PyObject *base;
+    if (!PyArg_ParseTuple(args, "y*y*O!", &view, &pos, &PyLong_Type, &base))
+        return NULL;
+    PyObject *cols[8] = {0}, *space = NULL, *result = NULL;
+    Py_ssize_t n = pos.len / 8;
+    if (pos.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "positions must be int64s");
+        goto done;
+    }
+    for (int c = 0; c < 6; c++)
+        if (!(cols[c] = PyTuple_New(n)))
+            goto done;
+    if (!(cols[6] = PyList_New(n)) || !(cols[7] = PyList_New(n)) ||
+            !(space = PyUnicode_FromString(" ")))
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p;
+        int plain_msg;
+        memcpy(&p, (const char *)pos.buf + 8 * i, 8);  /* (any alignment) */
+        if (scan_one(view.buf, view.len, p, base, cols, i, space, &plain_msg) < 0)
+            goto done;
+        if (!plain_msg) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    result = PyTuple_New(8);
+    if (result)
+        for (int c = 0; c < 8; c++) {
+            PyTuple_SET_ITEM(result, c, cols[c]);
+            cols[c] = NULL;
+        }
+done:
+    for (int c = 0; c < 8; c++)
+        Py_XDECREF(cols[c]);
+    Py_XDECREF(space);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&pos);
+    return result;
+}
+
 const char walk_entries_doc[] =
     "walk_entries(ents, first, log_min, seg_size, count, total, max_bytes)\n"
     "    -> (runs, kept, n, count, total), or None for its twin\n\n"

@@ -17,10 +17,10 @@ import numpy as np
 from .batch import get_be
 from .message import (
     BLANK_MAGIC_CODE, HEADER_SIZE, MAGIC_CODE, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
-    SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, tag_hash,
+    SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, property_value, tag_hash,
 )
 from .native import twin
-from .scan import BLANK, CORRUPT, END, LIMIT, ScannedMessage, walk
+from .scan import BLANK, CORRUPT, END, LIMIT, ScannedMessage, index_keys_of, walk
 
 _HEAD = struct.Struct(">ii")
 # up to this many messages numpy's fixed cost per call (~75 µs for a walk) exceeds the
@@ -194,14 +194,67 @@ def _all_plain(view: memoryview, P: np.ndarray, base: int) -> bool:
     return bool((crcs == get_be(u8, P + 8, 4)).all())
 
 
+_FIXED = struct.Struct(">iiiiiq")  # TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, FLAG, QUEUEOFFSET
+_I4 = struct.Struct(">i")
+_I8 = struct.Struct(">q")
+
+
+@twin("scanned_columns")
+def scanned_columns(view: memoryview | bytes, positions: Any, base: int
+                    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...],
+                               tuple[int, ...], tuple[int, ...], tuple[int, ...], list[str],
+                               list[list[str]]] | None:
+    """A few messages' ScannedBatch columns, as the careful walk gives them (phys, sizes,
+    queue ids, queue offsets, store timestamps and tag codes as tuples; topics and index
+    keys as lists): the messages starting at `positions` (int64s) of `view`, whose first
+    byte is commit-log offset `base`. None if one is not a plain stored message there
+    (the V1 magic code, IPv4 hosts, sizes adding up within the view, a last byte that is
+    not zero): the careful walk judges those. What walk_positions checked before (the
+    body CRC, PHYSICALOFFSET) is not checked again."""
+    size = len(view)
+    cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [], [])
+    for p in np.frombuffer(positions, np.int64).tolist():
+        if p < 0 or p + HEADER_SIZE + 4 > size:
+            return None
+        total, magic, _, qid, _, qoff = _FIXED.unpack_from(view, p)
+        if magic != MAGIC_CODE or total < HEADER_SIZE + 4 or p + total > size or \
+                _I4.unpack_from(view, p + 36)[0] & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
+            return None
+        blen = _I4.unpack_from(view, p + 84)[0]
+        if blen < 0 or HEADER_SIZE + blen + 3 > total:
+            return None
+        topic_at = p + HEADER_SIZE + blen + 1
+        topic_end = topic_at + view[topic_at - 1]
+        end = p + total
+        if topic_end + 2 > end or struct.unpack_from(">h", view, topic_end)[0] != \
+                end - topic_end - 2:
+            return None
+        props = bytes(view[topic_end + 2:end])
+        if view[end - 1 if props else topic_end - 1] == 0:  # (see scan.walk)
+            return None
+        tag = property_value(props, PROPERTY_TAGS) if props else None
+        for col, value in zip(cols, (base + p, total, qid, qoff, _I8.unpack_from(view, p + 56)[0],
+                                     tag_hash(tag), str(view[topic_at:topic_end], "utf-8",
+                                                        "replace"),
+                                     index_keys_of(props) if props else [])):
+            col.append(value)
+    return (tuple(cols[0]), tuple(cols[1]), tuple(cols[2]), tuple(cols[3]), tuple(cols[4]),
+            tuple(cols[5]), cols[6], cols[7])
+
+
 def walk_batch(view: memoryview, pos: int, limit: int, base: int,
                seg_end: int, few: int = FEW) -> tuple[int, str, str, ScannedBatch]:
     """As scan.walk (same stop position, reason and detail), returning arrays. Ranges of
     at most `few` messages, and ranges with anything unusual, take the one-at-a-time walk."""
     p, reason, P = walk_positions(view, pos, limit, base, seg_end)
-    if reason == UNUSUAL or 0 < len(P) <= few:
+    if reason == UNUSUAL:
         return _careful(view, pos, limit, base, seg_end)
     detail = "header runs past the segment end" if reason == CORRUPT else ""
+    if 0 < len(P) <= few:  # (a replica's push of one send: no numpy)
+        cols = scanned_columns(view, P, base)
+        if cols is None:
+            return _careful(view, pos, limit, base, seg_end)
+        return p, reason, detail, ScannedBatch(*cols)
     if not len(P):
         return p, reason, detail, batch_from_messages([])
     u8 = np.frombuffer(view, np.uint8)

@@ -127,6 +127,8 @@ def test_one_input(data: bytes) -> None:
         damaged[int.from_bytes(data[:2], "big") % len(damaged)] ^= data[-1] or 1
     for raw in (bytes(stored.buf), bytes(damaged)):
         same("walk_positions", raw, 0, len(raw), 0, len(raw) + 8)
+        same("scanned_columns", raw, np.array(stored.starts, np.int64).tobytes(), 1 << 40)
+    same("scanned_columns", data, data[:8 * (len(data) // 8)][:64], 0)  # starts as it came
     cuts = sorted({b % (len(data) + 1) for b in data[:8]} | {0, len(data)})
     same("tags_and_keys", data, np.array(cuts[:-1], np.int64), np.array(cuts[1:], np.int64))
 

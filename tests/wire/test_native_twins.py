@@ -191,6 +191,21 @@ def test_walk_positions_twins_agree(msgs, how, cut, room, base):
 
 @needs_native
 @settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=30), props), min_size=1, max_size=6), damages,
+       st.lists(st.integers(-3, 600), max_size=4), st.sampled_from([0, 7, 2**40, 2**63 - 1]))
+def test_scanned_columns_twins_agree(msgs, how, extra, base):
+    """The messages' own starts, damaged anywhere, and starts that are not any: the same
+    columns, or None."""
+    b = batch.encode_batch("T", 1, [m for m, _ in msgs], [p for _, p in msgs])
+    batch.fill_positions(b, 0, len(msgs), 0, 5, 99)
+    raw = damage(bytes(b.buf), how)
+    starts = np.array(list(b.starts) + extra, np.int64)
+    for positions in (starts[:len(msgs)], starts, starts[len(msgs):]):
+        both("scanned_columns", memoryview(raw), positions.tobytes(), base)
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.binary(max_size=6), props), min_size=1, max_size=8))
 def test_tags_and_keys_twins_agree(regions):
     """Property regions with bytes between them (the rest of each stored message)."""
