@@ -44,6 +44,8 @@ class DispatchRun:
         """(the part whose messages end at or below `bound`, the rest)."""
         if self.end <= bound:
             return self, None
+        if bound < self.phys[0] + self.sizes[0]:  # not even the first (a follower's entry
+            return None, self  # waiting for its commit): no search
         k = int(np.searchsorted(np.add(self.phys, self.sizes), bound, side="right"))
         if k == len(self.phys):
             return self, None

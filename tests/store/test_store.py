@@ -173,6 +173,8 @@ def test_dispatch_bound_hides_messages_until_passed(make_store):
     r1 = put(store, "T", 0, [b"a", b"b"])
     r2 = put(store, "T", 0, [b"c"])
     assert store.max_offset_in_queue("T", 0) == 0
+    store.set_dispatch_bound(int(r1.phys_offsets[0] + 10))  # inside the first message
+    assert store.max_offset_in_queue("T", 0) == 0
     store.set_dispatch_bound(int(r1.phys_offsets[0] + 100))  # past only the first message
     assert [m.body for m in read_all(store, "T", 0)] == [b"a"]
     store.set_dispatch_bound(r2.end_offset)
