@@ -142,6 +142,17 @@ def decode_frame(frame: memoryview | bytes) -> RemotingCommand:
 
 
 def _decode_json_header(raw: memoryview) -> RemotingCommand:
+    code, language, version, opaque, flag, remark, ext = json_header_fields(raw)
+    return RemotingCommand(code, opaque, flag, remark, ext, language=language,
+                           version=version, serialize_type=SerializeType.JSON)
+
+
+@twin_or_fallback("json_header_fields")
+def json_header_fields(raw: memoryview | bytes
+                       ) -> tuple[int, str, int, int, int, str | None, dict[str, str]]:
+    """(code, language, version, opaque, flag, remark, extFields) of a JSON header, read
+    as RocketMQ's Java side reads it; FrameError saying what is wrong with a bad one. (The
+    compiled twin reads the usual headers, strings and integers, and leaves the rest here.)"""
     try:
         doc = orjson.loads(raw)  # RocketMQ's headers are UTF-8
     except orjson.JSONDecodeError as e:
@@ -170,9 +181,8 @@ def _decode_json_header(raw: memoryview) -> RemotingCommand:
         language = _LANGUAGE_NAMES.get(language, "OTHER") if isinstance(language, int) \
             else str(language)
     remark = get("remark")
-    return RemotingCommand(code, opaque, flag, None if remark is None else str(remark), ext,
-                           language=language, version=version,
-                           serialize_type=SerializeType.JSON)
+    return (code, language, version, opaque, flag, None if remark is None else str(remark),
+            ext)
 
 
 def _header_numbers(*values: object) -> list[int]:

@@ -827,6 +827,7 @@ static PyMethodDef methods[] = {
     {"tags_and_keys", tags_and_keys, METH_VARARGS, tags_and_keys_doc},
     {"read_send", read_send, METH_O, read_send_doc},
     {"binary_header_fields", binary_header_fields, METH_O, binary_header_fields_doc},
+    {"json_header_fields", json_header_fields, METH_O, json_header_fields_doc},
     {"encode_head", encode_head, METH_VARARGS, encode_head_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -42,6 +42,10 @@ extern const char binary_header_fields_doc[];
 PyObject *encode_head(PyObject *self, PyObject *args);
 extern const char encode_head_doc[];
 
+/* _native_json.c */
+PyObject *json_header_fields(PyObject *self, PyObject *arg);
+extern const char json_header_fields_doc[];
+
 /* _native_walk.c */
 PyObject *walk_positions(PyObject *self, PyObject *args);
 extern const char walk_positions_doc[];

@@ -107,6 +107,7 @@ def entry_walk(data: bytes) -> tuple:
 def test_one_input(data: bytes) -> None:
     same_or_fallback("read_send", send_header(data))
     same_or_fallback("binary_header_fields", data)  # a remoting header as it came
+    same_or_fallback("json_header_fields", data)
     same_or_fallback("walk_entries", *entry_walk(data))  # a queue file's bytes as found
     same("split_batch", data)  # as it came off the wire
     same("split_pulled", data)
@@ -134,7 +135,9 @@ def test_one_input(data: bytes) -> None:
 
 
 DICTIONARY = ["TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01", "\\x02", " ", "\\x01",
-              "\\xda\\xa3\\x20\\xa7", "DELAY\\x01", "LMQ_DEDUP\\x011", "TIMER_", "REAL_"]
+              "\\xda\\xa3\\x20\\xa7", "DELAY\\x01", "LMQ_DEDUP\\x011", "TIMER_", "REAL_",
+              '\\"code\\":', '\\"extFields\\":{', '\\\\u0001', '\\\\ud83d', '\\":\\"',
+              'null']  # (libFuzzer's dictionary syntax: quotes and backslashes escaped)
 
 
 def seeds(into: Path) -> None:
@@ -143,6 +146,8 @@ def seeds(into: Path) -> None:
                                             b""], [0, 3]),
         encode_batch_body([b"x" * 100] * 3, [b"UNIQ_KEY\x01ABCDEF\x02"] * 3, [0] * 3),
         encode_batch_body([b"\x00"], [b"TAGS\x01\xff\xfe\x02TAGS\x01b"], [-1]),
+        b'{"code":310,"language":"CPP","version":399,"opaque":3,"flag":0,"remark":null,'
+        b'"extFields":{"b":"T","i":"UNIQ_KEY\\u0001AB\\u0002"}}\n',
     ]
     for i, raw in enumerate(examples):
         (into / f"seed{i}").write_bytes(raw)

@@ -121,6 +121,87 @@ def test_binary_header_twins_agree(remark, ext, fixed, damage):
     assert direct is None or ("ok", direct) == expected
 
 
+json_scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(
+    allow_nan=False, allow_infinity=False) | st.text(max_size=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(numbers=st.lists(st.sampled_from(["code", "opaque", "flag", "version"]).flatmap(
+           lambda k: st.tuples(st.just(k), st.integers(-2**31 - 2, 2**31 + 1) | json_scalars)),
+           max_size=5),
+       language=st.sampled_from(["JAVA", "CPP", "", "\u00e9"]) | json_scalars,
+       remark=json_scalars, ext=st.dictionaries(st.text(max_size=8), st.text(max_size=30)
+                                                | json_scalars, max_size=6) | json_scalars,
+       other=st.dictionaries(st.text(max_size=6), json_scalars | st.lists(st.integers()),
+                             max_size=2),
+       spacing=st.sampled_from([None, 2]), escapes=st.booleans(),
+       damage=st.tuples(st.sampled_from(["none", "cut", "set", "grow"]),
+                        st.integers(0, 10_000), st.integers(0, 255)))
+def test_json_header_twins_agree(numbers, language, remark, ext, other, spacing, escapes,
+                                 damage):
+    """The compiled JSON-header reader answers as the pure twin (orjson's reading) on the
+    headers clients send and on odd ones: numbers of every JSON form and size, keys given
+    twice, escapes of every kind, null and non-string values, spacing, damaged bytes. It
+    leaves every header it cannot read to the twin (None), never answering otherwise."""
+    from ledgermq.wire import native
+    pure, compiled = native.TWINS["json_header_fields"]
+    if compiled is None:
+        pytest.skip("the compiled module is not built")
+    fields = [f'"{k}":{json.dumps(v)}' for k, v in numbers]
+    fields += [f'"language":{json.dumps(language)}', f'"remark":{json.dumps(remark)}',
+               f'"extFields":{json.dumps(ext, ensure_ascii=escapes, indent=spacing)}']
+    fields += [f'{json.dumps(k)}:{json.dumps(v, ensure_ascii=escapes)}' for k, v in other.items()]
+    raw = ("{" + (",\n " if spacing else ",").join(fields) + "}").encode()
+    kind, at, value = damage
+    if kind != "none":
+        at %= len(raw)
+        raw = raw[:at] if kind == "cut" else raw[:at] + bytes([value]) + raw[at + 1:] \
+            if kind == "set" else raw + bytes([value]) * (at % 25)
+    expected = outcome(pure, raw)
+    assert outcome(compiled, raw) == expected
+    direct = native._native.json_header_fields(raw)
+    assert direct is None or ("ok", direct) == expected
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"code":01}', b'{"code":-}', b'{"code":-0}', b'{"code":1.0}', b'{"code":1e2}',
+    b'{"code":true}', b'{"code":"5"}', b'{"code":2147483648}', b'{"code":-2147483648}',
+    b'{"code":99999999999999999999999}', b'{"code":1,}', b'{"code":1}x', b'{"code":1} \n',
+    b'\xef\xbb\xbf{"code":1}', b'{"code":1,"extFields":{"a":"1"},"extFields":{"b":"2"}}',
+    b'{"code":1,"extFields":{"a":"1","a":"2"}}', b'{"code":1,"extFields":{"a":5}}',
+    b'{"code":1,"extFields":null}', b'{"code":1,"extFields":""}', b'{"code":1,"extFields":[]}',
+    b'{"code":1,"remark":"\\ud800"}', b'{"code":1,"remark":"\\udc00x"}',
+    b'{"code":1,"remark":"\\ud83d\\ude00"}', b'{"code":1,"remark":"a\x01b"}',
+    b'{"code":1,"remark":"\xff"}', b'{"code":1,"\xff":1}', b'{"code":1,"x":{"y":1}}',
+    b'{"code":1,"x":[1]}', b'{"code":1,"x":nul}', b'{"code":1,"language":null}',
+    b'{"code":1,"language":7}', b'{"code":1,"remark":5}', b'{"code":1,"remark":"\\q"}',
+    b'{"code":1,"remark":"\\u00zz"}', b'{"\\u0063ode":4}', b'{"code":1 , "flag" : 2 }',
+    b'{}', b'[]', b'', b'{"code":1,"remark":"unterminated}',
+])
+def test_json_header_odd_forms_agree(raw):
+    from ledgermq.wire import native
+    pure, compiled = native.TWINS["json_header_fields"]
+    if compiled is None:
+        pytest.skip("the compiled module is not built")
+    assert outcome(compiled, raw) == outcome(pure, raw)
+    direct = native._native.json_header_fields(raw)
+    assert direct is None or ("ok", direct) == outcome(pure, raw)
+
+
+def test_json_header_of_a_client_is_read_without_the_twin():
+    """What RocketMQ's clients send (escaped separators in the properties, a trailing
+    newline, unknown keys) is read by the compiled reader itself."""
+    from ledgermq.wire import native
+    if native._native is None:
+        pytest.skip("the compiled module is not built")
+    raw = (b'{"code":310,"language":"CPP","version":399,"opaque":3,"flag":0,'
+           b'"serializeTypeCurrentRPC":"JSON","extFields":{"b":"T","i":'
+           b'"UNIQ_KEY\\u0001AB\\u0002WAIT\\u0001true\\u0002","k":"caf\\u00e9 \\ud83d\\ude00"}}\n')
+    assert native._native.json_header_fields(raw) == (
+        310, "CPP", 399, 3, 0, None,
+        {"b": "T", "i": "UNIQ_KEY\x01AB\x02WAIT\x01true\x02", "k": "caf\u00e9 \U0001f600"})
+
+
 # (no lone surrogates: those are in the odd values)
 header_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=30)
 odd_values = st.none() | st.integers(-5, 5) | st.text(max_size=3) | st.just("\ud800")

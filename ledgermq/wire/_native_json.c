@@ -1,0 +1,328 @@
+/* A remoting frame's JSON header, read in one call (twin:
+ * remoting/command.json_header_fields).
+ *
+ *   {"code":10,"language":"CPP","version":399,"opaque":7,"flag":0,"remark":null,
+ *    "extFields":{"a":"group","i":"UNIQ_KEY\u0001...\u0002",...},...}
+ *
+ * What RocketMQ's clients send: an object whose numbers are integers and whose other
+ * values are strings or null. Anything else (a float, a nested value outside extFields,
+ * a key given twice, a number past 32 bits, a lone surrogate, bytes that are not JSON)
+ * gets None: the pure twin, which reads every JSON document through orjson, then answers
+ * or raises the FrameError that says what is wrong.
+ */
+#include "_native.h"
+
+const char json_header_fields_doc[] =
+    "json_header_fields(raw) -> (code, language, version, opaque, flag, remark, ext) or None\n\n"
+    "See remoting/command.json_header_fields; None where the twin must judge.";
+
+enum { OK = 0, UNUSUAL = 1, FAILED = -1 };  /* FAILED: a Python error is set */
+
+typedef struct {
+    const unsigned char *b;
+    Py_ssize_t n, p;
+    char *tmp;  /* a string's UTF-8 after its escapes (never longer than the input) */
+} Reader;
+
+static void skip_ws(Reader *r) {
+    while (r->p < r->n && (r->b[r->p] == ' ' || r->b[r->p] == '\t' || r->b[r->p] == '\n' ||
+                           r->b[r->p] == '\r'))
+        r->p++;
+}
+
+static int hex4(Reader *r, uint32_t *out) {
+    if (r->n - r->p < 4)
+        return UNUSUAL;
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char c = r->b[r->p++];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= c - '0';
+        else if (c >= 'a' && c <= 'f')
+            v |= c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            v |= c - 'A' + 10;
+        else
+            return UNUSUAL;
+    }
+    *out = v;
+    return OK;
+}
+
+static Py_ssize_t put_utf8(char *o, uint32_t cp) {
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | cp >> 6);
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | cp >> 12);
+        o[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | cp >> 18);
+    o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    o[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* The string at r->p (its opening quote) as UTF-8 in r->tmp[0:*len]. */
+static int read_raw_string(Reader *r, Py_ssize_t *len) {
+    if (r->p >= r->n || r->b[r->p] != '"')
+        return UNUSUAL;
+    r->p++;
+    Py_ssize_t o = 0;
+    while (r->p < r->n) {
+        unsigned char c = r->b[r->p++];
+        if (c == '"') {
+            *len = o;
+            return OK;
+        }
+        if (c < 0x20)
+            return UNUSUAL;  /* a raw control character: not JSON */
+        if (c != '\\') {
+            r->tmp[o++] = (char)c;
+            continue;
+        }
+        if (r->p >= r->n)
+            return UNUSUAL;
+        c = r->b[r->p++];
+        const char *plain = strchr("\"\\/bfnrt", c);
+        if (c && plain) {
+            r->tmp[o++] = "\"\\/\b\f\n\r\t"[plain - "\"\\/bfnrt"];
+            continue;
+        }
+        uint32_t cp, low;
+        if (c != 'u' || hex4(r, &cp) != OK)
+            return UNUSUAL;
+        if (cp >= 0xDC00 && cp <= 0xDFFF)
+            return UNUSUAL;  /* a lone low surrogate */
+        if (cp >= 0xD800 && cp <= 0xDBFF) {  /* a pair, or the twin judges */
+            if (r->n - r->p < 6 || r->b[r->p] != '\\' || r->b[r->p + 1] != 'u')
+                return UNUSUAL;
+            r->p += 2;
+            if (hex4(r, &low) != OK || low < 0xDC00 || low > 0xDFFF)
+                return UNUSUAL;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        }
+        o += put_utf8(r->tmp + o, cp);
+    }
+    return UNUSUAL;  /* no closing quote */
+}
+
+static int valid_utf8(const char *p, Py_ssize_t len) {
+    PyObject *s = PyUnicode_DecodeUTF8(p, len, "strict");
+    if (s) {
+        Py_DECREF(s);
+        return OK;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        return FAILED;
+    PyErr_Clear();
+    return UNUSUAL;
+}
+
+/* The string at r->p as a str (strict UTF-8, as orjson reads it). */
+static int read_string(Reader *r, PyObject **out) {
+    Py_ssize_t len;
+    int rc = read_raw_string(r, &len);
+    if (rc != OK)
+        return rc;
+    *out = PyUnicode_DecodeUTF8(r->tmp, len, "strict");
+    if (*out)
+        return OK;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        return FAILED;
+    PyErr_Clear();
+    return UNUSUAL;
+}
+
+/* A JSON integer (no fraction, no exponent, no leading zero) within 32 bits. */
+static int read_int32(Reader *r, long long *out) {
+    int neg = r->p < r->n && r->b[r->p] == '-';
+    r->p += neg;
+    Py_ssize_t start = r->p;
+    long long v = 0;
+    while (r->p < r->n && r->b[r->p] >= '0' && r->b[r->p] <= '9') {
+        if (r->p - start >= 11)
+            return UNUSUAL;
+        v = v * 10 + (r->b[r->p++] - '0');
+    }
+    Py_ssize_t digits = r->p - start;
+    if (digits == 0 || (digits > 1 && r->b[start] == '0'))
+        return UNUSUAL;
+    if (r->p < r->n && (r->b[r->p] == '.' || r->b[r->p] == 'e' || r->b[r->p] == 'E'))
+        return UNUSUAL;
+    v = neg ? -v : v;
+    if (v < INT32_MIN || v > INT32_MAX)
+        return UNUSUAL;
+    *out = v;
+    return OK;
+}
+
+static int literal(Reader *r, const char *word) {
+    size_t k = strlen(word);
+    if ((size_t)(r->n - r->p) < k || memcmp(r->b + r->p, word, k) != 0)
+        return 0;
+    r->p += (Py_ssize_t)k;
+    return 1;
+}
+
+/* A value of a key the header does not use: a string, an integer, true, false or null. */
+static int skip_value(Reader *r) {
+    if (r->p < r->n && r->b[r->p] == '"') {
+        PyObject *s;
+        int rc = read_string(r, &s);
+        if (rc == OK)
+            Py_DECREF(s);
+        return rc;
+    }
+    long long ignored;
+    if (r->p < r->n && (r->b[r->p] == '-' || (r->b[r->p] >= '0' && r->b[r->p] <= '9')))
+        return read_int32(r, &ignored);
+    return literal(r, "true") || literal(r, "false") || literal(r, "null") ? OK : UNUSUAL;
+}
+
+/* extFields: null, or an object of string values (a key given twice: the twin judges). */
+static int read_ext(Reader *r, PyObject *ext) {
+    if (literal(r, "null"))
+        return OK;
+    if (r->p >= r->n || r->b[r->p] != '{')
+        return UNUSUAL;
+    r->p++;
+    skip_ws(r);
+    if (r->p < r->n && r->b[r->p] == '}') {
+        r->p++;
+        return OK;
+    }
+    for (;;) {
+        PyObject *key = NULL, *value = NULL;
+        skip_ws(r);
+        int rc = read_string(r, &key);
+        if (rc != OK)
+            return rc;
+        skip_ws(r);
+        if (r->p >= r->n || r->b[r->p] != ':') {
+            Py_DECREF(key);
+            return UNUSUAL;
+        }
+        r->p++;
+        skip_ws(r);
+        rc = read_string(r, &value);
+        if (rc == OK) {
+            int there = PyDict_Contains(ext, key);
+            rc = there < 0 ? FAILED : there ? UNUSUAL :
+                PyDict_SetItem(ext, key, value) < 0 ? FAILED : OK;
+        }
+        Py_DECREF(key);
+        Py_XDECREF(value);
+        if (rc != OK)
+            return rc;
+        skip_ws(r);
+        if (r->p < r->n && r->b[r->p] == ',') {
+            r->p++;
+            continue;
+        }
+        if (r->p < r->n && r->b[r->p] == '}') {
+            r->p++;
+            return OK;
+        }
+        return UNUSUAL;
+    }
+}
+
+enum { F_CODE, F_LANGUAGE, F_VERSION, F_OPAQUE, F_FLAG, F_REMARK, F_EXT, NFIELDS };
+static const char *const NAMES[NFIELDS] = {"code", "language", "version", "opaque", "flag",
+                                           "remark", "extFields"};
+
+static int field_of(const char *key, Py_ssize_t len) {
+    for (int f = 0; f < NFIELDS; f++)
+        if ((size_t)len == strlen(NAMES[f]) && memcmp(key, NAMES[f], (size_t)len) == 0)
+            return f;
+    return -1;
+}
+
+static int read_header(Reader *r, long long *nums, PyObject **language, PyObject **remark,
+                       PyObject *ext) {
+    int seen[NFIELDS] = {0};
+    skip_ws(r);
+    if (r->p >= r->n || r->b[r->p] != '{')
+        return UNUSUAL;
+    r->p++;
+    skip_ws(r);
+    int empty = r->p < r->n && r->b[r->p] == '}';
+    while (!empty) {
+        Py_ssize_t len;
+        skip_ws(r);
+        int rc = read_raw_string(r, &len);
+        if (rc != OK)
+            return rc;
+        int f = field_of(r->tmp, len);
+        if (f < 0 && (rc = valid_utf8(r->tmp, len)) != OK)
+            return rc;  /* (orjson refuses any key that is not UTF-8) */
+        if (f >= 0 && seen[f]++)
+            return UNUSUAL;  /* a key given twice: the twin keeps the last, as orjson */
+        skip_ws(r);
+        if (r->p >= r->n || r->b[r->p] != ':')
+            return UNUSUAL;
+        r->p++;
+        skip_ws(r);
+        if (f == F_CODE || f == F_VERSION || f == F_OPAQUE || f == F_FLAG)
+            rc = read_int32(r, &nums[f]);
+        else if (f == F_LANGUAGE)
+            rc = read_string(r, language);
+        else if (f == F_REMARK)
+            rc = literal(r, "null") ? OK : read_string(r, remark);
+        else if (f == F_EXT)
+            rc = read_ext(r, ext);
+        else
+            rc = skip_value(r);
+        if (rc != OK)
+            return rc;
+        skip_ws(r);
+        if (r->p < r->n && r->b[r->p] == ',') {
+            r->p++;
+            continue;
+        }
+        if (r->p < r->n && r->b[r->p] == '}')
+            break;
+        return UNUSUAL;
+    }
+    r->p++;  /* the closing brace */
+    skip_ws(r);
+    if (r->p != r->n || !seen[F_CODE])
+        return UNUSUAL;  /* bytes after the object; no code (the twin says so) */
+    return OK;
+}
+
+PyObject *json_header_fields(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Reader r = {view.buf, view.len, 0, PyMem_Malloc(view.len ? (size_t)view.len : 1)};
+    long long nums[NFIELDS] = {0};
+    PyObject *language = NULL, *remark = NULL, *ext = PyDict_New(), *out = NULL;
+    int rc = r.tmp && ext ? read_header(&r, nums, &language, &remark, ext) : FAILED;
+    if (!r.tmp)
+        PyErr_NoMemory();
+    if (rc == OK && !language && !(language = PyUnicode_FromString("OTHER")))
+        rc = FAILED;
+    if (rc == OK)
+        out = Py_BuildValue("(LOLLLOO)", nums[F_CODE], language, nums[F_VERSION],
+                            nums[F_OPAQUE], nums[F_FLAG], remark ? remark : Py_None, ext);
+    else if (rc == UNUSUAL)
+        out = Py_NewRef(Py_None);
+    Py_XDECREF(language);
+    Py_XDECREF(remark);
+    Py_XDECREF(ext);
+    PyMem_Free(r.tmp);
+    PyBuffer_Release(&view);
+    return out;
+}
