@@ -190,6 +190,17 @@ static int skip_value(Reader *r) {
     return literal(r, "true") || literal(r, "false") || literal(r, "null") ? OK : UNUSUAL;
 }
 
+enum { MORE = 2, END = 3 };
+
+/* After an object's member: MORE (a comma, taken), END (its closing brace, taken), or
+ * UNUSUAL. */
+static int after_member(Reader *r) {
+    skip_ws(r);
+    if (r->p < r->n && (r->b[r->p] == ',' || r->b[r->p] == '}'))
+        return r->b[r->p++] == ',' ? MORE : END;
+    return UNUSUAL;
+}
+
 /* extFields: null, or an object of string values (a key given twice: the twin judges). */
 static int read_ext(Reader *r, PyObject *ext) {
     if (literal(r, "null"))
@@ -225,16 +236,9 @@ static int read_ext(Reader *r, PyObject *ext) {
         Py_XDECREF(value);
         if (rc != OK)
             return rc;
-        skip_ws(r);
-        if (r->p < r->n && r->b[r->p] == ',') {
-            r->p++;
-            continue;
-        }
-        if (r->p < r->n && r->b[r->p] == '}') {
-            r->p++;
-            return OK;
-        }
-        return UNUSUAL;
+        int next = after_member(r);
+        if (next != MORE)
+            return next == END ? OK : UNUSUAL;
     }
 }
 
@@ -286,16 +290,13 @@ static int read_header(Reader *r, long long *nums, PyObject **language, PyObject
             rc = skip_value(r);
         if (rc != OK)
             return rc;
-        skip_ws(r);
-        if (r->p < r->n && r->b[r->p] == ',') {
-            r->p++;
-            continue;
-        }
-        if (r->p < r->n && r->b[r->p] == '}')
+        int next = after_member(r);
+        if (next == END)
             break;
-        return UNUSUAL;
+        if (next != MORE)
+            return UNUSUAL;
     }
-    r->p++;  /* the closing brace */
+    r->p += empty;  /* (an empty object's closing brace) */
     skip_ws(r);
     if (r->p != r->n || !seen[F_CODE])
         return UNUSUAL;  /* bytes after the object; no code (the twin says so) */
