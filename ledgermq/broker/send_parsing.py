@@ -180,7 +180,7 @@ _BROKER_ONLY_HINTS = (b"REAL_", b"TIMER_OUT_MS", b"TRANSACTION_CHECK_TIMES")
 def without_broker_properties(props: bytes) -> bytes:
     """A client's properties without BROKER_ONLY_PROPERTIES (the common case, none of
     them: the bytes as they came, after one scan)."""
-    if not any(hint in props for hint in _BROKER_ONLY_HINTS):
+    if not may_hold_broker_properties(props):
         return props
     return with_properties(props, {}, drop=BROKER_ONLY_PROPERTIES)
 
@@ -230,7 +230,7 @@ MARK_ZERO_END = 8  # ends with a zero byte (refused: recovery would read a torn 
 
 def scan_send_properties(props: bytes) -> tuple[str | None, list[str], int, int]:
     """(TAGS, index keys, marks, delay level) of a one-message send's properties."""
-    marks = (MARK_BROKER_ONLY if any(hint in props for hint in _BROKER_ONLY_HINTS) else 0) \
+    marks = (MARK_BROKER_ONLY if may_hold_broker_properties(props) else 0) \
         | (MARK_DEDUP if wants_dedup(props) else 0) \
         | (MARK_TIMER if b"TIMER_" in props else 0) \
         | (MARK_ZERO_END if props[-1:] == b"\0" else 0)

@@ -117,31 +117,30 @@ static int read_raw_string(Reader *r, Py_ssize_t *len) {
     return UNUSUAL;  /* no closing quote */
 }
 
-static int valid_utf8(const char *p, Py_ssize_t len) {
-    PyObject *s = PyUnicode_DecodeUTF8(p, len, "strict");
-    if (s) {
-        Py_DECREF(s);
-        return OK;
-    }
-    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
-        return FAILED;
-    PyErr_Clear();
-    return UNUSUAL;
-}
-
-/* The string at r->p as a str (strict UTF-8, as orjson reads it). */
-static int read_string(Reader *r, PyObject **out) {
-    Py_ssize_t len;
-    int rc = read_raw_string(r, &len);
-    if (rc != OK)
-        return rc;
-    *out = PyUnicode_DecodeUTF8(r->tmp, len, "strict");
+/* p[0:len] as a str, strict UTF-8 as orjson reads it (invalid bytes: UNUSUAL). */
+static int decode_strict(const char *p, Py_ssize_t len, PyObject **out) {
+    *out = PyUnicode_DecodeUTF8(p, len, "strict");
     if (*out)
         return OK;
     if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
         return FAILED;
     PyErr_Clear();
     return UNUSUAL;
+}
+
+static int valid_utf8(const char *p, Py_ssize_t len) {
+    PyObject *s;
+    int rc = decode_strict(p, len, &s);
+    if (rc == OK)
+        Py_DECREF(s);
+    return rc;
+}
+
+/* The string at r->p as a str. */
+static int read_string(Reader *r, PyObject **out) {
+    Py_ssize_t len;
+    int rc = read_raw_string(r, &len);
+    return rc == OK ? decode_strict(r->tmp, len, out) : rc;
 }
 
 /* A JSON integer (no fraction, no exponent, no leading zero) within 32 bits. */
