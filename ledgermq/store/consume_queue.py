@@ -33,16 +33,12 @@ class ConsumeQueue:
     # ---- writes ---------------------------------------------------------------------
     def put(self, first: int, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray) -> None:
         """Write entries for queue offsets first, first+1, ... (overwrites are idempotent)."""
-        if first > self.max_offset == self.min_offset:
-            self.min_offset = first  # a replica that began mid-stream: nothing before this
         n = len(phys)
         if n == 1:
-            at = first * ENTRY_SIZE
-            seg = self.files.ensure(at)
-            _ONE.pack_into(seg.mm, at - seg.start, int(phys[0]), int(sizes[0]), int(tags[0]))
-            self.max_offset = max(self.max_offset, first + 1)
-            self.dirty = True
+            self.put_one(first, int(phys[0]), int(sizes[0]), int(tags[0]))
             return
+        if first > self.max_offset == self.min_offset:
+            self.min_offset = first  # a replica that began mid-stream: nothing before this
         entries = np.empty(n, dtype=ENTRY)
         entries["phys"] = phys
         entries["size"] = sizes
@@ -58,6 +54,17 @@ class ConsumeQueue:
             i += take
             at += take
         self.max_offset = max(self.max_offset, first + n)
+        self.dirty = True
+
+    def put_one(self, offset: int, phys: int, size: int, tag: int) -> None:
+        """put() of one entry, without the arrays."""
+        if offset > self.max_offset == self.min_offset:
+            self.min_offset = offset  # a replica that began mid-stream: nothing before this
+        at = offset * ENTRY_SIZE
+        seg = self.files.ensure(at)
+        _ONE.pack_into(seg.mm, at - seg.start, phys, size, tag)
+        if offset >= self.max_offset:
+            self.max_offset = offset + 1
         self.dirty = True
 
     def flush(self) -> None:

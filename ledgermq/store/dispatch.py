@@ -162,6 +162,19 @@ class QueueDispatch:
         for listener in self.listeners:
             listener(topic, queue_id, cq.max_offset)
 
+    def _dispatch_one(self, cq: ConsumeQueue, queue_offset: int, phys: int, size: int,
+                      tag: int, store_timestamp: int, index_keys: list[str] | None) -> None:
+        """_dispatch_fields for one message (a single send), without the arrays."""
+        cq.put_one(queue_offset, phys, size, tag)
+        if self.index is not None and index_keys:
+            try:
+                self.index.put(cq.topic, index_keys, phys, store_timestamp)
+            except OSError as e:
+                log.error("index entries for a message of %s not written (lookups by key "
+                          "miss it): %s", cq.topic, e)
+        for listener in self.listeners:
+            listener(cq.topic, cq.queue_id, cq.max_offset)
+
     def _index_fields(self, topic: str, phys, store_timestamps, index_keys) -> None:
         if len(phys) == 1:
             ts = store_timestamps

@@ -231,6 +231,7 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
         if self.disk_full or not self._open:
             return self._refusal()
         now = wall_ms()
+        n = len(batch.sizes)
         with self._lock:
             key = (batch.topic, batch.queue_id)
             first_qoff = self._next_queue_offset.get(key, 0)
@@ -238,27 +239,21 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
             try:
                 # the queue's entries get their file before the log moves: a queue file
                 # that cannot be created must refuse the write, not follow it half-done
-                self._reserve_queue(key, first_qoff, first_qoff + len(batch))
+                cq = self._reserve_queue(key, first_qoff, first_qoff + n)
                 phys = self.commitlog.append_batch(batch, first_qoff, now)
-            except MessageFormatError as e:
-                self._rollback(start)
-                return PutResult(PutStatus.MESSAGE_ILLEGAL, str(e))
-            except (DiskFullError, OSError) as e:
-                # ENOSPC: the log is cut back to where it was, so the next write after
-                # space returns lands at the right offset
-                self._rollback(start)
-                if isinstance(e, DiskFullError) or e.errno in DISK_FULL_ERRNOS:
-                    self.disk_full = True
-                    self.disk_full_reason = str(e)
-                    return self._refusal()
-                return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, f"{e}")
-            n = len(batch)
+            except (MessageFormatError, DiskFullError, OSError) as e:
+                return self._refused_write(start, e)
             self._next_queue_offset[key] = first_qoff + n
             end = self.commitlog.max_offset
             if self.dispatch_follows_log and not self._pending:  # visible at once
                 self.dispatch_bound = self.dispatched_offset = end
-                self._dispatch_fields(batch.topic, batch.queue_id, first_qoff, phys,
-                                      batch.sizes, batch.tag_codes, now, batch.index_keys)
+                if n == 1:  # (a single send: no per-run bookkeeping)
+                    self._dispatch_one(cq, first_qoff, phys[0], batch.sizes[0],
+                                       batch.tag_codes[0], now,
+                                       batch.index_keys[0] if batch.index_keys else None)
+                else:
+                    self._dispatch_fields(batch.topic, batch.queue_id, first_qoff, phys,
+                                          batch.sizes, batch.tag_codes, now, batch.index_keys)
             else:
                 self._pending.append(DispatchRun(batch.topic, batch.queue_id, first_qoff, phys,
                                                  batch.sizes, batch.tag_codes, now,
@@ -270,6 +265,18 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
         return PutResult(PutStatus.PUT_OK, phys_offsets=phys, queue_offset=first_qoff,
                          count=n, end_offset=end, store_timestamp=now,
                          wrote_bytes=batch.nbytes)
+
+    def _refused_write(self, start: int, e: Exception) -> PutResult:
+        """The result of an append that raised: the log is cut back to where it was, so
+        the next write (after space returns, on ENOSPC) lands at the right offset."""
+        self._rollback(start)
+        if isinstance(e, MessageFormatError):
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, str(e))
+        if isinstance(e, DiskFullError) or getattr(e, "errno", None) in DISK_FULL_ERRNOS:
+            self.disk_full = True
+            self.disk_full_reason = str(e)
+            return self._refusal()  # type: ignore[return-value]  # (disk_full: a result)
+        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, f"{e}")
 
     def _rollback(self, offset: int) -> None:
         if self.commitlog.max_offset != offset:
@@ -287,12 +294,14 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
                              f"disk full: {why}; writes resume once space is free")
         return None
 
-    def _reserve_queue(self, key: tuple[str, int], first: int, end: int) -> None:
+    def _reserve_queue(self, key: tuple[str, int], first: int, end: int) -> ConsumeQueue:
         """Create the consume-queue files that entries [first, end) need (in order: an
-        empty queue's first file is the one holding `first`)."""
+        empty queue's first file is the one holding `first`); returns the queue."""
         cq = self.queues.get(key) or self._open_queue(*key)
         cq.files.ensure(first * ENTRY_SIZE)
-        cq.files.ensure((end - 1) * ENTRY_SIZE)
+        if end - first > 1:
+            cq.files.ensure((end - 1) * ENTRY_SIZE)
+        return cq
 
     def flush_future(self, result: PutResult) -> concurrent.futures.Future | None:
         """Under SYNC_FLUSH, a future done once the result's batch is on disk."""
