@@ -33,20 +33,30 @@ def parse_peers(text: str, key: str = "dLegerPeers") -> dict[str, str]:
     return peers
 
 
-# field names per message type (dataclasses.fields costs more than the encoding itself)
-_FIELDS = {name: tuple(f.name for f in fields(cls)) for name, cls in _TYPES.items()}
+# How each field travels in extFields: as its JSON text (an int's is its decimal form),
+# enums as their value; a push's entries go in the body. Worked out once per type
+# (dataclasses.fields costs more than the encoding itself).
+_INT, _BOOL, _JSON, _KIND, _CODE, _ENTRIES = range(6)
+_BY_TYPE = {"int": _INT, "bool": _BOOL, "PushType": _KIND, "Code": _CODE}
+_LAYOUT = {name: tuple((f.name, _ENTRIES if f.name == "entries" else _BY_TYPE.get(f.type, _JSON))
+                       for f in fields(cls))
+           for name, cls in _TYPES.items()}
+_PUSH_TYPES = {t.value: t for t in PushType}
+_CODES = {c.value: c for c in Code}
 
 
 def encode_message(msg) -> RemotingCommand:
-    """Each field as JSON text in extFields (orjson: a push is on every replicated send)."""
+    """Each field as JSON text in extFields (a push is on every replicated send)."""
     name = type(msg).__name__
     ext, body = {"t": name}, b""
-    for f in _FIELDS[name]:
+    for f, kind in _LAYOUT[name]:
         v = getattr(msg, f)
-        if f == "entries":
-            body = _entries_body(v)
-        elif isinstance(v, (PushType, Code)):
+        if kind == _INT and type(v) is int:
+            ext[f] = str(v)
+        elif kind == _KIND or kind == _CODE:
             ext[f] = v.value
+        elif kind == _ENTRIES:
+            body = _entries_body(v)
         else:
             ext[f] = orjson.dumps(v).decode()
     return RemotingCommand(RAFT_MESSAGE, ext=ext, body=body)
@@ -67,22 +77,41 @@ def _entries_body(entries) -> list:
 
 
 def decode_message(cmd: RemotingCommand):
-    name = cmd.ext["t"]
-    cls = _TYPES[name]
+    """The message of a RAFT_MESSAGE; KeyError, ValueError or TypeError when it is not one
+    (an integer field must be a JSON integer, an enum one of its values)."""
+    ext = cmd.ext
+    name = ext["t"]
     kw = {}
-    for f in _FIELDS[name]:
-        if f == "entries":
-            entries, mv, pos = [], memoryview(cmd.body), 0
-            while pos < len(mv):
-                index, term, n = _ENTRY.unpack_from(mv, pos)
-                pos += _ENTRY.size
-                entries.append(Entry(index, term, bytes(mv[pos:pos + n])))
-                pos += n
-            kw["entries"] = tuple(entries)
-        elif f == "kind":
-            kw["kind"] = PushType(cmd.ext["kind"])
-        elif f == "code":
-            kw["code"] = Code(cmd.ext["code"])
-        elif f in cmd.ext:
-            kw[f] = orjson.loads(cmd.ext[f])
-    return cls(**kw)
+    for f, kind in _LAYOUT[name]:
+        if kind == _ENTRIES:
+            kw[f] = _entries(memoryview(cmd.body))
+            continue
+        text = ext.get(f)
+        if text is None:  # (a field with a default may be left out)
+            continue
+        if kind == _INT or kind == _BOOL:
+            kw[f] = _typed(text, int if kind == _INT else bool)
+        elif kind == _KIND:
+            kw[f] = _PUSH_TYPES[text]
+        elif kind == _CODE:
+            kw[f] = _CODES[text]
+        else:
+            kw[f] = orjson.loads(text)
+    return _TYPES[name](**kw)
+
+
+def _typed(text: str, kind: type) -> int:
+    value = orjson.loads(text)
+    if type(value) is not kind:  # (a bool is not taken for an int, nor 1 for True)
+        raise ValueError(f"{text!r} is not {kind.__name__}")
+    return value
+
+
+def _entries(mv: memoryview) -> tuple[Entry, ...]:
+    entries, pos = [], 0
+    while pos < len(mv):
+        index, term, n = _ENTRY.unpack_from(mv, pos)
+        pos += _ENTRY.size
+        entries.append(Entry(index, term, bytes(mv[pos:pos + n])))
+        pos += n
+    return tuple(entries)
