@@ -122,29 +122,26 @@ def _binary_header(code: int, language: str, version: int, opaque: int, flag: in
 
 def decode_frame(frame: memoryview | bytes) -> RemotingCommand:
     """Decode one frame without its 4-byte length prefix."""
-    frame = memoryview(frame)
+    if type(frame) is not memoryview:
+        frame = memoryview(frame)
     if len(frame) < 4:
         raise FrameError(f"frame of {len(frame)} bytes is too short")
     word = _LEN.unpack_from(frame, 0)[0]
     stype, hlen = (word >> 24) & 0xFF, word & 0xFFFFFF
     if hlen > len(frame) - 4:
         raise FrameError(f"header length {hlen} exceeds the frame ({len(frame) - 4} bytes)")
-    header = frame[4:4 + hlen]
-    body = bytes(frame[4 + hlen:])
     if stype == SerializeType.JSON:
-        cmd = _decode_json_header(header)
-    elif stype == SerializeType.ROCKETMQ:
-        cmd = _decode_binary_header(header)
-    else:
-        raise FrameError(f"unknown serialization type {stype}")
-    cmd.body = body
-    return cmd
-
-
-def _decode_json_header(raw: memoryview) -> RemotingCommand:
-    code, language, version, opaque, flag, remark, ext = json_header_fields(raw)
-    return RemotingCommand(code, opaque, flag, remark, ext, language=language,
-                           version=version, serialize_type=SerializeType.JSON)
+        code, language, version, opaque, flag, remark, ext = \
+            json_header_fields(frame[4:4 + hlen])
+        return RemotingCommand(code, opaque, flag, remark, ext, bytes(frame[4 + hlen:]),
+                               language, version, SerializeType.JSON)
+    if stype == SerializeType.ROCKETMQ:
+        code, lang, version, opaque, flag, remark, ext = \
+            binary_header_fields(frame[4:4 + hlen])
+        return RemotingCommand(code, opaque, flag, remark, ext, bytes(frame[4 + hlen:]),
+                               _LANGUAGE_NAMES.get(lang, "OTHER"), version,
+                               SerializeType.ROCKETMQ)
+    raise FrameError(f"unknown serialization type {stype}")
 
 
 @twin_or_fallback("json_header_fields")
@@ -190,13 +187,6 @@ def _header_numbers(*values: object) -> list[int]:
         return [int(v) for v in values]  # type: ignore[call-overload]
     except (TypeError, ValueError, OverflowError):
         raise FrameError("JSON header lacks a numeric code/opaque/flag") from None
-
-
-def _decode_binary_header(raw: memoryview) -> RemotingCommand:
-    code, lang, version, opaque, flag, remark, ext = binary_header_fields(raw)
-    return RemotingCommand(code, opaque, flag, remark, ext,
-                           language=_LANGUAGE_NAMES.get(lang, "OTHER"), version=version,
-                           serialize_type=SerializeType.ROCKETMQ)
 
 
 _LANGUAGE_NAMES = {m.value: m.name for m in LanguageCode}

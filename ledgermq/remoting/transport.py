@@ -17,7 +17,7 @@ import socket
 import time
 from typing import Awaitable, Callable, Union
 
-from .codes import FLAG_ONEWAY, ResponseCode
+from .codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode
 from .command import MAX_FRAME_DEFAULT, FrameError, FrameSplitter, RemotingCommand
 from .listen import listen
 from .tls import DISABLED, Tls
@@ -153,7 +153,7 @@ class Connection(asyncio.Protocol):
                 if self._write_paused:
                     self._backlog = commands[i:]
                     break
-                if cmd.is_response:
+                if cmd.flag & FLAG_RESPONSE:  # (is_response, without the property call)
                     fut = self.pending.pop(cmd.opaque, None)
                     if fut is not None and not fut.done():
                         fut.set_result(cmd)
@@ -163,7 +163,8 @@ class Connection(asyncio.Protocol):
                         self._uncork()  # (its write may pause us: the rest waits then)
                         self._corked, self._corked_bytes = [], 0
         finally:
-            self._uncork()
+            if self._corked is not None:
+                self._uncork()
 
     def _uncork(self) -> None:
         corked, self._corked = self._corked, None
@@ -218,8 +219,11 @@ class Connection(asyncio.Protocol):
         except Exception as e:  # a handler bug must not take the connection down
             log.exception("handler failed on code %s", cmd.code)
             result = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
-        if result is None or type(result) is RemotingCommand:
-            self._reply(cmd, result)
+        if type(result) is RemotingCommand:
+            if not cmd.flag & FLAG_ONEWAY:
+                self.send(result)
+        elif result is None:
+            pass
         elif type(result) is ReplyWhen:
             self.in_flight += 1
             result.future.add_done_callback(

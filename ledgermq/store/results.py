@@ -42,6 +42,13 @@ class PutResult:
     def ok(self) -> bool:
         return self.status is PutStatus.PUT_OK
 
+    def msg_id_text(self, store_host: bytes) -> str:
+        """The msg_ids joined by commas, as a send's answer carries them."""
+        phys = self.phys_offsets
+        if phys is not None and len(phys) == 1:
+            return offset_msg_id(store_host, int(phys[0]))
+        return ",".join(self.msg_ids(store_host))
+
     def msg_ids(self, store_host: bytes) -> list[str]:
         """Offset message ids (store host + commit-log offset, hex), built in one pass."""
         if self.phys_offsets is None:

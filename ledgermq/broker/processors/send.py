@@ -216,7 +216,7 @@ class SendProcessor:
         code = _SEND_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if result.status not in _STORED:
             return cmd.response(code, f"{result.status.value}: {result.error}")
-        ext = {"msgId": ",".join(result.msg_ids(self.broker.store_host)), "queueId": str(qid),
+        ext = {"msgId": result.msg_id_text(self.broker.store_host), "queueId": str(qid),
                "queueOffset": str(result.queue_offset), "MSG_REGION": "DefaultRegion",
                "TRACE_ON": "true"}
         if transaction_id:
