@@ -81,6 +81,23 @@ def index_put(mm, heads_at: int, slots: int, entries_at: int, first_num: int,
     heads[s_sorted[last_in_slot]] = n_sorted[last_in_slot]
 
 
+@twin("index_put_key")
+def index_put_key(mm, heads_at: int, slots: int, entries_at: int, num: int, topic: str,
+                  key: str, phys: int, diff: int) -> None:
+    """Entry `num` for `key` of `topic` (the hash of "topic#key", phys, time diff, prev)
+    written into `mm` and chained into its hash slot: one message's index_put, hashing
+    included (the single-send path)."""
+    if slots <= 0 or min(heads_at, entries_at, num) < 0 or \
+            heads_at + slots * SLOT_SIZE > len(mm) or \
+            entries_at + (num + 1) * ENTRY_SIZE > len(mm):
+        raise ValueError("the index entry does not fit the buffer")
+    h = java_hash(f"{topic}#{key}")
+    slot_pos = heads_at + (h % slots) * SLOT_SIZE
+    ENTRY.pack_into(mm, entries_at + num * ENTRY_SIZE, h, phys, diff,
+                    _I4.unpack_from(mm, slot_pos)[0])
+    _I4.pack_into(mm, slot_pos, num)
+
+
 class IndexFile:
     def __init__(self, path: Path, slots: int, max_entries: int, *, create: bool):
         self.path = path
@@ -106,17 +123,17 @@ class IndexFile:
     def full(self) -> bool:
         return self.count >= self.max_entries
 
-    def put_one(self, h: int, phys: int, ts: int) -> None:
+    def put_key(self, topic: str, key: str, phys: int, ts: int) -> None:
         """One entry (the single-message path, without numpy's per-call overhead)."""
         if self.begin_ts == 0:
             self.begin_ts, self.begin_phys = ts, phys
-        slot_pos = HEADER_SIZE + (h % self.slots) * SLOT_SIZE
-        prev = _I4.unpack_from(self.mm, slot_pos)[0]
-        ENTRY.pack_into(self.mm, self.entries_at + self.count * ENTRY_SIZE, h, phys,
-                        min(max(0, (ts - self.begin_ts) // 1000), 0x7FFFFFFF), prev)
-        _I4.pack_into(self.mm, slot_pos, self.count)
+        index_put_key(self.mm, HEADER_SIZE, self.slots, self.entries_at, self.count, topic,
+                      key, phys, min(max(0, (ts - self.begin_ts) // 1000), 0x7FFFFFFF))
         self.count += 1
-        self.end_ts, self.end_phys = max(self.end_ts, ts), max(self.end_phys, phys)
+        if ts > self.end_ts:
+            self.end_ts = ts
+        if phys > self.end_phys:
+            self.end_phys = phys
 
     def put_many(self, hashes: np.ndarray, phys: np.ndarray, ts: np.ndarray) -> int:
         """Add as many entries as fit (vectorized); returns how many were added.
@@ -189,9 +206,9 @@ class IndexService:
         """The keys of one message."""
         for k in keys:
             f = self.files[-1] if self.files else None
-            if f is None or f.full:
+            if f is None or f.count >= f.max_entries:  # (full, without the property call)
                 f = self._new_file()
-            f.put_one(java_hash(f"{topic}#{k}"), phys, store_ts)
+            f.put_key(topic, k, phys, store_ts)
         self.dirty = True
 
     def put_many(self, topic: str, keys: list[str], phys: np.ndarray, ts: np.ndarray) -> None:

@@ -506,17 +506,17 @@ PyDoc_STRVAR(java_string_hashes_doc,
 "Java's String.hashCode of each string, as native-endian int64s (see\n"
 "hashes.java_string_hashes).");
 
-static int64_t hash_units16(const unsigned char *be, Py_ssize_t nbytes) {
-    uint32_t h = 0;
+static uint32_t hash_units16(uint32_t h, const unsigned char *be, Py_ssize_t nbytes) {
     for (Py_ssize_t i = 0; i + 1 < nbytes; i += 2)
         h = 31 * h + (((uint32_t)be[i] << 8) | be[i + 1]);
-    return (int32_t)h;
+    return h;
 }
 
-/* `utf8_first`: a lone surrogate raises the UTF-8 encoder's error, as the many-strings
+/* Java's hash of a string continued over `s` from *h (the hash of what came before it).
+ * `utf8_first`: a lone surrogate raises the UTF-8 encoder's error, as the many-strings
  * twin (which encodes to UTF-8 first) does; else the UTF-16 encoder's, as the one-string
  * twin does. */
-int java_hash_one(PyObject *s, int64_t *out, int utf8_first) {
+static int java_hash_feed(PyObject *s, uint32_t *h, int utf8_first) {
     if (!PyUnicode_Check(s)) {
         PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(s)->tp_name);
         return -1;
@@ -524,21 +524,21 @@ int java_hash_one(PyObject *s, int64_t *out, int utf8_first) {
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    uint32_t h = 0;
+    uint32_t v = *h;
     if (kind == PyUnicode_1BYTE_KIND) {  /* Latin-1: one UTF-16 unit per character */
         const Py_UCS1 *c = data;
         for (Py_ssize_t i = 0; i < n; i++)
-            h = 31 * h + c[i];
-        *out = (int32_t)h;
+            v = 31 * v + c[i];
+        *h = v;
         return 0;
     }
     if (kind == PyUnicode_2BYTE_KIND) {
         const Py_UCS2 *c = data;
         Py_ssize_t i = 0;
         for (; i < n && (c[i] < 0xD800 || c[i] > 0xDFFF); i++)
-            h = 31 * h + c[i];
+            v = 31 * v + c[i];
         if (i == n) {
-            *out = (int32_t)h;
+            *h = v;
             return 0;
         }
     }
@@ -549,8 +549,16 @@ int java_hash_one(PyObject *s, int64_t *out, int utf8_first) {
     PyObject *be = PyUnicode_AsEncodedString(s, "utf-16-be", "strict");
     if (!be)
         return -1;
-    *out = hash_units16((const unsigned char *)PyBytes_AS_STRING(be), PyBytes_GET_SIZE(be));
+    *h = hash_units16(*h, (const unsigned char *)PyBytes_AS_STRING(be), PyBytes_GET_SIZE(be));
     Py_DECREF(be);
+    return 0;
+}
+
+int java_hash_one(PyObject *s, int64_t *out, int utf8_first) {
+    uint32_t h = 0;
+    if (java_hash_feed(s, &h, utf8_first) < 0)
+        return -1;
+    *out = (int32_t)h;
     return 0;
 }
 
@@ -696,6 +704,51 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(index_put_key_doc,
+"index_put_key(mm, heads_at, slots, entries_at, num, topic, key, phys, diff)\n\n"
+"Index entry `num` for `key` of `topic`, hashed and chained into its slot, in place (see\n"
+"store.index.index_put_key).");
+
+static PyObject *index_put_key(PyObject *self, PyObject *args) {
+    PyObject *mm_obj, *topic, *key;
+    Py_ssize_t heads_at, slots, entries_at, num;
+    long long phys, diff;
+    if (!PyArg_ParseTuple(args, "OnnnnUULL", &mm_obj, &heads_at, &slots, &entries_at, &num,
+                          &topic, &key, &phys, &diff))
+        return NULL;
+    Py_buffer mm;
+    if (PyObject_GetBuffer(mm_obj, &mm, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (slots <= 0 || heads_at < 0 || entries_at < 0 || num < 0 || heads_at > mm.len ||
+        slots > (mm.len - heads_at) / 4 || entries_at > mm.len ||
+        num >= (mm.len - entries_at) / 20) {
+        PyBuffer_Release(&mm);
+        PyErr_SetString(PyExc_ValueError, "the index entry does not fit the buffer");
+        return NULL;
+    }
+    uint32_t h = 0;  /* the hash of "topic#key", without building that string */
+    int bad = java_hash_feed(topic, &h, 0) < 0;
+    if (!bad) {
+        h = 31 * h + '#';
+        bad = java_hash_feed(key, &h, 0) < 0;
+    }
+    if (bad) {
+        PyBuffer_Release(&mm);
+        return NULL;
+    }
+    int64_t hv = (int32_t)h;
+    hv = hv == INT32_MIN ? 0 : hv < 0 ? -hv : hv;  /* RocketMQ's abs, MIN_VALUE as 0 */
+    unsigned char *b = mm.buf, *head = b + heads_at + (hv % slots) * 4;
+    unsigned char *e = b + entries_at + num * 20;
+    wr32(e, (uint32_t)hv);
+    wr64(e + 4, (uint64_t)phys);
+    wr32(e + 12, (uint32_t)diff);
+    memcpy(e + 16, head, 4);  /* prev: the slot's newest entry so far */
+    wr32(head, (uint32_t)num);
+    PyBuffer_Release(&mm);
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(fill_positions_doc,
 "fill_positions(buf, starts, lo, hi, first_phys, first_queue_offset, store_timestamp)\n\n"
 "QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of messages lo..hi-1, in place (see\n"
@@ -818,6 +871,7 @@ static PyMethodDef methods[] = {
     {"java_string_hash", java_string_hash, METH_O, java_string_hash_doc},
     {"unique_ids", unique_ids, METH_VARARGS, unique_ids_doc},
     {"index_put", index_put, METH_VARARGS, index_put_doc},
+    {"index_put_key", index_put_key, METH_VARARGS, index_put_key_doc},
     {"fill_positions", fill_positions, METH_VARARGS, fill_positions_doc},
     {"offset_msg_ids", offset_msg_ids, METH_VARARGS, offset_msg_ids_doc},
     {"walk_positions", walk_positions, METH_VARARGS, walk_positions_doc},

@@ -412,3 +412,35 @@ def test_run_views_twins_agree(size, base, rel):
         assert native._native.run_views(view, base, runs) is not None
     if expected[0] == "ok" and len(runs) == 2 and 0 <= rel[0] <= rel[1] <= size:
         assert expected[1] == [bytes(range(rel[0], rel[1]))]
+
+
+# text of every kind: ASCII, Latin-1, BMP, astral, and lone surrogates
+any_text = st.text(st.one_of(st.characters(), st.characters(categories=["Cs"])), max_size=6)
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 7), st.integers(0, 5), st.binary(min_size=28, max_size=28),
+       any_text, any_text, st.integers(-2**63, 2**63 - 1), st.integers(0, 2**31 - 1),
+       st.integers(0, 3))
+def test_index_put_key_twins_agree(slots, num, heads, topic, key, phys, diff, spare):
+    """One key's entry, hashed from "topic#key" and chained into its slot: the same bytes
+    from both (non-ASCII, astral and lone-surrogate text, collisions, a buffer too small
+    included); a lone surrogate fails both the same way."""
+    heads_at, entries_at = 3, 3 + 4 * slots
+    size = entries_at + (num + 1) * 20 + spare - 1
+    outs = []
+    for fn in native.TWINS["index_put_key"]:
+        mm = bytearray(size)
+        mm[heads_at:heads_at + 4 * slots] = heads[:4 * slots]
+        got = outcome(fn, mm, heads_at, slots, entries_at, num, topic, key, phys, diff)
+        outs.append((got[:2], bytes(mm)))  # (an encoder's error text names its input)
+    assert outs[0] == outs[1]
+
+
+def test_index_put_key_hashes_topic_hash_key():
+    """The entry's hash is RocketMQ's: abs(Java hashCode of "topic#key")."""
+    for fn in filter(None, native.TWINS["index_put_key"]):
+        mm = bytearray(3 + 4 + 20)
+        fn(mm, 3, 1, 7, 0, "TopicA", "key-é", 42, 5)
+        assert struct.unpack_from(">iqii", mm, 7) == (index.java_hash("TopicA#key-é"), 42, 5, 0)
