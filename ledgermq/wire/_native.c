@@ -268,6 +268,18 @@ static int take_views(PyObject *bodies, PyObject *props, Py_ssize_t n, Py_buffer
     return 0;
 }
 
+/* A body's BODYCRC: its CRC-32, the sign bit cleared. */
+static uint32_t body_crc(const unsigned char *p, Py_ssize_t n) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    while (n > 0) {  /* zlib takes uInt lengths */
+        uInt chunk = n > (1 << 30) ? (1 << 30) : (uInt)n;
+        crc = crc32(crc, p, chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return (uint32_t)(crc & 0x7FFFFFFF);
+}
+
 PyDoc_STRVAR(encode_stored_doc,
 "encode_stored(template, topic_block, bodies, props, flags, born_timestamps,\n"
 "              max_message_size) -> (buf, starts, sizes)\n\n"
@@ -352,15 +364,7 @@ static PyObject *encode_stored(PyObject *self, PyObject *args) {
         unsigned char *m = out + at;
         memcpy(m, tmpl.buf, HEADER_SIZE);
         wr32(m, (uint32_t)size);
-        uLong crc = crc32(0L, Z_NULL, 0);
-        const unsigned char *bp = body->buf;
-        for (Py_ssize_t left = body->len; left > 0;) {  /* zlib takes uInt lengths */
-            uInt chunk = left > (1 << 30) ? (1 << 30) : (uInt)left;
-            crc = crc32(crc, bp, chunk);
-            bp += chunk;
-            left -= chunk;
-        }
-        wr32(m + 8, (uint32_t)(crc & 0x7FFFFFFF));
+        wr32(m + 8, body_crc(body->buf, body->len));
         if (flags.is_seq)
             wr32(m + 16, (uint32_t)flag);
         if (borns.is_seq)
@@ -390,6 +394,67 @@ done:
     PyBuffer_Release(&tmpl);
     PyBuffer_Release(&topic);
     return result;
+}
+
+PyDoc_STRVAR(stored_message_doc,
+"stored_message(topic_block, body, props, queue_id, flag, sys_flag, born_timestamp,\n"
+"               born_host, store_host, reconsume_times, max_message_size)\n"
+"    -> bytearray or None\n\n"
+"One message in the stored layout (see batch.stored_message). None where the twin\n"
+"answers: a number that is not an int or is past its field's width, a host that is not\n"
+"8 bytes, properties past 32767 bytes, a message above max_message_size.");
+
+static PyObject *stored_message(PyObject *self, PyObject *args) {
+    Py_buffer block, body, props;
+    PyObject *qid_o, *flag_o, *sys_o, *born_o, *bhost, *shost, *re_o, *most_o;
+    if (!PyArg_ParseTuple(args, "y*y*y*OOOOOOOO", &block, &body, &props, &qid_o, &flag_o,
+                          &sys_o, &born_o, &bhost, &shost, &re_o, &most_o))
+        return NULL;
+    PyObject *out = NULL;
+    long long qid, flag, sys_flag, born, re, most;
+    if (!plain_int(qid_o, &qid) || !plain_int(flag_o, &flag) || !plain_int(sys_o, &sys_flag) ||
+        !plain_int(born_o, &born) || !plain_int(re_o, &re) || !plain_int(most_o, &most) ||
+        qid < INT32_MIN || qid > INT32_MAX || flag < INT32_MIN || flag > INT32_MAX ||
+        sys_flag < INT32_MIN || sys_flag > INT32_MAX || re < INT32_MIN || re > INT32_MAX ||
+        !PyBytes_Check(bhost) || PyBytes_GET_SIZE(bhost) != 8 ||
+        !PyBytes_Check(shost) || PyBytes_GET_SIZE(shost) != 8 || props.len > 0x7FFF)
+        goto twin;
+    int64_t size = (int64_t)HEADER_SIZE + body.len + block.len + 2 + props.len;
+    if (size > most || size > INT32_MAX)
+        goto twin;
+    if (!(out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)size)))
+        goto done;
+    unsigned char *m = (unsigned char *)PyByteArray_AS_STRING(out);
+    memset(m, 0, HEADER_SIZE);  /* the queue and physical offsets, the store time, the
+                                   prepared offset: 0 until the append fills them */
+    wr32(m, (uint32_t)size);
+    wr32(m + 4, 0xDAA320A7u);  /* MAGIC_CODE, V1 */
+    wr32(m + 8, body_crc(body.buf, body.len));
+    wr32(m + 12, (uint32_t)qid);
+    wr32(m + 16, (uint32_t)flag);
+    wr32(m + 36, (uint32_t)sys_flag);
+    wr64(m + 40, (uint64_t)born);
+    memcpy(m + 48, PyBytes_AS_STRING(bhost), 8);
+    memcpy(m + 64, PyBytes_AS_STRING(shost), 8);
+    wr32(m + 72, (uint32_t)re);
+    wr32(m + 84, (uint32_t)body.len);
+    unsigned char *p = m + HEADER_SIZE;
+    memcpy(p, body.buf, body.len);
+    p += body.len;
+    memcpy(p, block.buf, block.len);
+    p += block.len;
+    p[0] = (unsigned char)(props.len >> 8);
+    p[1] = (unsigned char)props.len;
+    memcpy(p + 2, props.buf, props.len);
+    goto done;
+twin:
+    out = Py_None;
+    Py_INCREF(out);
+done:
+    PyBuffer_Release(&block);
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&props);
+    return out;
 }
 
 PyDoc_STRVAR(encode_batch_body_doc,
@@ -865,6 +930,7 @@ static PyMethodDef methods[] = {
     {"init", init, METH_O, "init(MessageFormatError): the error raised on bad bytes"},
     {"split_batch", split_batch, METH_O, split_batch_doc},
     {"encode_stored", encode_stored, METH_VARARGS, encode_stored_doc},
+    {"stored_message", stored_message, METH_VARARGS, stored_message_doc},
     {"encode_batch_body", encode_batch_body, METH_VARARGS, encode_batch_body_doc},
     {"split_pulled", split_pulled, METH_O, split_pulled_doc},
     {"java_string_hashes", java_string_hashes, METH_O, java_string_hashes_doc},

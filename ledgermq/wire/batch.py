@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
-from .native import twin
+from .native import twin, twin_or_fallback
 from .message import (
     HEADER, MAGIC_CODE, OFF_BODYCRC, OFF_BODYLEN, OFF_BORNTIMESTAMP, OFF_FLAG, OFF_PHYSICALOFFSET,
     OFF_QUEUEOFFSET, OFF_STORETIMESTAMP, OFF_TOTALSIZE, HEADER_SIZE, MessageFormatError,
@@ -183,18 +183,29 @@ def encode_one(topic: str, queue_id: int, body: bytes, props: Sequence[bytes] | 
     block = _topic_blocks.get(topic)
     if block is None:
         block = _topic_block(topic)
-    blen, plen = len(body), len(props)
-    if plen > MAX_PROPERTIES_LENGTH:
+    if len(props) > MAX_PROPERTIES_LENGTH:
         check_lengths(topic.encode(), props)  # raises, saying why
-    size = HEADER_SIZE + blen + len(block) + 2 + plen
+    buf = stored_message(block, body, props, queue_id, flag, sys_flag & ~HOST_V6_FLAGS,
+                         born_timestamp, born_host, store_host, reconsume_times,
+                         max_message_size)
+    return EncodedBatch(topic, queue_id, buf, ONE_START, (len(buf),), (tag_hash(tag),),
+                        index_keys)
+
+
+@twin_or_fallback("stored_message")
+def stored_message(topic_block: bytes, body: bytes, props: bytes, queue_id: int, flag: int,
+                   sys_flag: int, born_timestamp: int, born_host: bytes, store_host: bytes,
+                   reconsume_times: int, max_message_size: int) -> bytearray:
+    """One message in the stored layout, its positions and store time left 0 for the
+    append (encode_stored for a batch of one, without the template and arrays)."""
+    size = HEADER_SIZE + len(body) + len(topic_block) + 2 + len(props)
     if size > max_message_size:
         raise MessageFormatError(
             f"message 0 is {size} bytes, above maxMessageSize {max_message_size}")
     head = HEADER.pack(size, MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0,
-                       sys_flag & ~HOST_V6_FLAGS, born_timestamp, born_host, 0, store_host,
-                       reconsume_times, 0, blen)
-    buf = bytearray().join((head, body, block, plen.to_bytes(2, "big"), props))
-    return EncodedBatch(topic, queue_id, buf, ONE_START, (size,), (tag_hash(tag),), index_keys)
+                       sys_flag, born_timestamp, born_host, 0, store_host, reconsume_times,
+                       0, len(body))
+    return bytearray().join((head, body, topic_block, len(props).to_bytes(2, "big"), props))
 
 
 _topic_blocks: dict[str, bytes] = {}  # topic -> its length byte + UTF-8, as stored

@@ -444,3 +444,39 @@ def test_index_put_key_hashes_topic_hash_key():
         mm = bytearray(3 + 4 + 20)
         fn(mm, 3, 1, 7, 0, "TopicA", "key-é", 42, 5)
         assert struct.unpack_from(">iqii", mm, 7) == (index.java_hash("TopicA#key-é"), 42, 5, 0)
+
+
+# an int field's values: within its width, past it (the twin's struct error), bools
+wide_ints = st.one_of(st.integers(-2**31, 2**31 - 1), st.integers(-2**70, 2**70), st.booleans())
+hosts = st.one_of(st.binary(min_size=8, max_size=8), st.binary(max_size=10))
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=6), st.binary(max_size=40), st.binary(max_size=40), wide_ints,
+       wide_ints, wide_ints, st.one_of(st.integers(-2**63, 2**63 - 1), wide_ints), hosts,
+       hosts, wide_ints, st.integers(0, 250), st.booleans())
+def test_stored_message_twins_agree(block, body, props, queue_id, flag, sys_flag, born,
+                                    born_host, store_host, reconsumed, most, long_props):
+    """One stored message (the single-send path): the compiled one answers as the twin
+    (struct's packing) or leaves the call to it (None), never otherwise: numbers past
+    their field's width, bools, hosts of other lengths, long properties, messages above
+    the limit included."""
+    pure, compiled = native.TWINS["stored_message"]
+    props = props * 900 if long_props else props  # (past 32767 bytes, with 37 or more)
+    args = (block, body, props, queue_id, flag, sys_flag, born, born_host, store_host,
+            reconsumed, most + (40_000 if long_props else 0))
+    expected = outcome(pure, *args)
+    assert outcome(compiled, *args) == expected
+    direct = native._native.stored_message(*args)
+    assert direct is None or ("ok", direct) == expected
+
+
+@needs_native
+def test_stored_message_of_a_usual_send_is_compiled():
+    """What a producer's send gives it is answered in C, not handed to the twin."""
+    args = (b"\x05Topic", b"x" * 100, b"UNIQ_KEY\x01A\x02", 3, 0, 0, 1_700_000_000_000,
+            b"\x7f\x00\x00\x01\x00\x00\x2a\x9f", b"\x7f\x00\x00\x01\x00\x00\x27\x11", 0,
+            4 << 20)
+    direct = native._native.stored_message(*args)
+    assert direct is not None and direct == native.TWINS["stored_message"][0](*args)
