@@ -919,6 +919,87 @@ done:
     return out;
 }
 
+/* ---- first_of: a compiled function with its pure twin behind it ----------------------
+ * What native.twin_or_fallback gives: a call runs the compiled function and, where that
+ * returned None (an input it leaves to the twin), the pure twin with the same arguments.
+ * A C callable, so a hot call pays for no Python frame around the compiled one. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *compiled, *pure;
+    vectorcallfunc vectorcall;
+} FirstOf;
+
+static PyObject *first_of_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
+    FirstOf *f = (FirstOf *)self;
+    PyObject *r = PyObject_Vectorcall(f->compiled, args, nargsf, kwnames);
+    if (r != Py_None)
+        return r;  /* its answer, or its error */
+    Py_DECREF(r);
+    return PyObject_Vectorcall(f->pure, args, nargsf, kwnames);
+}
+
+static int first_of_traverse(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(((FirstOf *)self)->compiled);
+    Py_VISIT(((FirstOf *)self)->pure);
+    return 0;
+}
+
+static int first_of_clear(PyObject *self) {
+    Py_CLEAR(((FirstOf *)self)->compiled);
+    Py_CLEAR(((FirstOf *)self)->pure);
+    return 0;
+}
+
+static void first_of_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    first_of_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *first_of_repr(PyObject *self) {
+    return PyUnicode_FromFormat("<%R, else its twin %R>", ((FirstOf *)self)->compiled,
+                                ((FirstOf *)self)->pure);
+}
+
+static PyTypeObject FirstOfType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ledgermq.wire._native.FirstOf",
+    .tp_basicsize = sizeof(FirstOf),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(FirstOf, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_traverse = first_of_traverse,
+    .tp_clear = first_of_clear,
+    .tp_dealloc = first_of_dealloc,
+    .tp_repr = first_of_repr,
+    .tp_doc = "A compiled function, and its pure twin where it answers None.",
+};
+
+PyDoc_STRVAR(first_of_doc,
+"first_of(compiled, pure) -> callable\n\n"
+"Calls compiled(*args, **kw); where that returns None, pure(*args, **kw).");
+
+static PyObject *first_of(PyObject *self, PyObject *args) {
+    PyObject *compiled, *pure;
+    if (!PyArg_ParseTuple(args, "OO", &compiled, &pure))
+        return NULL;
+    if (!PyCallable_Check(compiled) || !PyCallable_Check(pure)) {
+        PyErr_SetString(PyExc_TypeError, "first_of takes two callables");
+        return NULL;
+    }
+    FirstOf *f = PyObject_GC_New(FirstOf, &FirstOfType);
+    if (!f)
+        return NULL;
+    Py_INCREF(compiled);
+    Py_INCREF(pure);
+    f->compiled = compiled;
+    f->pure = pure;
+    f->vectorcall = first_of_call;
+    PyObject_GC_Track(f);
+    return (PyObject *)f;
+}
+
 static PyObject *init(PyObject *self, PyObject *error_class) {
     Py_XDECREF(FormatError);
     Py_INCREF(error_class);
@@ -928,6 +1009,7 @@ static PyObject *init(PyObject *self, PyObject *error_class) {
 
 static PyMethodDef methods[] = {
     {"init", init, METH_O, "init(MessageFormatError): the error raised on bad bytes"},
+    {"first_of", first_of, METH_VARARGS, first_of_doc},
     {"split_batch", split_batch, METH_O, split_batch_doc},
     {"encode_stored", encode_stored, METH_VARARGS, encode_stored_doc},
     {"stored_message", stored_message, METH_VARARGS, stored_message_doc},
@@ -957,4 +1039,8 @@ static struct PyModuleDef module = {
     "Compiled twins of the wire formats' per-message byte work.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+    if (PyType_Ready(&FirstOfType) < 0)
+        return NULL;
+    return PyModule_Create(&module);
+}

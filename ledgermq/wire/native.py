@@ -48,10 +48,7 @@ def twin_or_fallback(native_name: str) -> Callable[[_F], _F]:
     tests: where the compiled one answers, it answers as the twin does."""
     def register(pure: _F) -> _F:
         def falling_back(compiled: Callable[..., Any]) -> Callable[..., Any]:
-            def native_first(*args: Any) -> Any:
-                result = compiled(*args)
-                return pure(*args) if result is None else result
-            return native_first
+            return _native.first_of(compiled, pure)  # (in C: no Python frame per call)
         return twin(native_name, adapt=falling_back)(pure)
     return register
 

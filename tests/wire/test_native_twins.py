@@ -480,3 +480,33 @@ def test_stored_message_of_a_usual_send_is_compiled():
             4 << 20)
     direct = native._native.stored_message(*args)
     assert direct is not None and direct == native.TWINS["stored_message"][0](*args)
+
+
+@needs_native
+def test_first_of_asks_the_twin_only_where_the_compiled_one_answers_none():
+    """twin_or_fallback's callable: the compiled answer, else the twin's, with the same
+    arguments (keywords too); the compiled one's errors are not the twin's to mask."""
+    calls = []
+
+    def compiled(*args, **kw):
+        calls.append(("compiled", args, kw))
+        if args and args[0] == "boom":
+            raise MessageFormatErrorForTest("bad")
+        return None if args and args[0] == "odd" else ("compiled", args, kw)
+
+    def pure(*args, **kw):
+        calls.append(("pure", args, kw))
+        return ("pure", args, kw)
+
+    f = native._native.first_of(compiled, pure)
+    assert f("usual", 2, k=3) == ("compiled", ("usual", 2), {"k": 3})
+    assert f("odd", k=1) == ("pure", ("odd",), {"k": 1})
+    with pytest.raises(MessageFormatErrorForTest):
+        f("boom")
+    assert [c[0] for c in calls] == ["compiled", "compiled", "pure", "compiled"]
+    with pytest.raises(TypeError):
+        native._native.first_of(compiled, 5)
+
+
+class MessageFormatErrorForTest(ValueError):
+    pass
