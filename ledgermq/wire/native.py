@@ -48,7 +48,8 @@ def twin_or_fallback(native_name: str) -> Callable[[_F], _F]:
     tests: where the compiled one answers, it answers as the twin does."""
     def register(pure: _F) -> _F:
         def falling_back(compiled: Callable[..., Any]) -> Callable[..., Any]:
-            return _native.first_of(compiled, pure)  # (in C: no Python frame per call)
+            first: Callable[..., Any] = _native.first_of(compiled, pure)
+            return first  # (a C callable: no Python frame around each call)
         return twin(native_name, adapt=falling_back)(pure)
     return register
 
