@@ -220,10 +220,10 @@ class Connection(asyncio.Protocol):
             log.exception("handler failed on code %s", cmd.code)
             result = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
         if type(result) is RemotingCommand:
-            if not cmd.flag & FLAG_ONEWAY:
+            if not cmd.flag & FLAG_ONEWAY:  # (_reply, inlined: a reply per request)
                 self.send(result)
         elif result is None:
-            pass
+            return
         elif type(result) is ReplyWhen:
             self.in_flight += 1
             result.future.add_done_callback(
