@@ -152,13 +152,18 @@ class QueueDispatch:
         """Consume-queue entries, index records and pull wake-ups for consecutive messages
         of one queue."""
         cq = self.queues.get((topic, queue_id)) or self._open_queue(topic, queue_id)
+        if len(phys) == 1:
+            ts = store_timestamps
+            self._dispatch_one(cq, first_queue_offset, int(phys[0]), int(sizes[0]),
+                               int(tags[0]), ts if isinstance(ts, int) else int(ts[0]),
+                               index_keys[0] if index_keys else None)
+            return
         cq.put(first_queue_offset, phys, sizes, tags)
         if self.index is not None and index_keys:
             try:
-                self._index_fields(topic, phys, store_timestamps, index_keys)
-            except OSError as e:  # a new index file on a full disk: the log and queues
-                log.error("index entries for %d messages of %s not written (lookups by key "
-                          "miss them): %s", len(phys), topic, e)
+                self._index_many(topic, phys, store_timestamps, index_keys)
+            except OSError as e:
+                self._index_failed(topic, len(phys), e)
         for listener in self.listeners:
             listener(topic, queue_id, cq.max_offset)
 
@@ -170,17 +175,17 @@ class QueueDispatch:
             try:
                 self.index.put(cq.topic, index_keys, phys, store_timestamp)
             except OSError as e:
-                log.error("index entries for a message of %s not written (lookups by key "
-                          "miss it): %s", cq.topic, e)
+                self._index_failed(cq.topic, 1, e)
         for listener in self.listeners:
             listener(cq.topic, cq.queue_id, cq.max_offset)
 
-    def _index_fields(self, topic: str, phys, store_timestamps, index_keys) -> None:
-        if len(phys) == 1:
-            ts = store_timestamps
-            self.index.put(topic, index_keys[0], int(phys[0]),
-                           ts if isinstance(ts, int) else int(ts[0]))
-            return
+    @staticmethod
+    def _index_failed(topic: str, n: int, e: OSError) -> None:
+        # a new index file on a full disk: the log and queues hold the messages
+        log.error("index entries for %d messages of %s not written (lookups by key miss "
+                  "them): %s", n, topic, e)
+
+    def _index_many(self, topic: str, phys, store_timestamps, index_keys) -> None:
         counts = np.fromiter(map(len, index_keys), np.int64, len(index_keys))
         keys = [k for ks in index_keys for k in ks]
         ts = store_timestamps
