@@ -71,6 +71,7 @@ def payload(data) -> list:
 class StoreRaftLog:
     def __init__(self, store: MessageStore, directory: Path):
         self.store = store
+        self._segments = store.commitlog.files
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.base = 0  # index of the first entry held (terms[0])
@@ -117,7 +118,9 @@ class StoreRaftLog:
 
     @property
     def begin(self) -> int:
-        self._compact()
+        # (read several times an entry: the common case, nothing deleted, costs one call)
+        if self.starts and self.starts[0] < self._segments.min_offset:
+            self._compact()
         return self.base
 
     @property
@@ -147,6 +150,10 @@ class StoreRaftLog:
             return 0
         k = index - self.base
         return self.ends[-1] - (self.ends[k] if 0 <= k < len(self.ends) else self.starts[0])
+
+    def term_at(self, index: int) -> int | None:
+        k = index - self.base
+        return self.terms[k] if 0 <= k < len(self.terms) else None
 
     def entry(self, index: int) -> Entry | None:
         k = index - self.base

@@ -180,6 +180,10 @@ def test_a_follower_behind_the_leaders_retained_log_restarts_at_its_first_entry(
                 assert d.store.delete_expired(now=time.time() + 10 ** 9) > 0
             first = leader.log.begin
             assert first > 20 and leader.log.start_of(first) == leader.store.commitlog.min_offset
+            # the terms the core reads (without the bytes) end where the entries do
+            log = leader.log
+            assert [log.term_at(i) for i in range(first - 1, log.end + 2)] == \
+                [None] + [log.entry(i).term for i in range(first, log.end + 1)] + [None]
             back = open_driver(tmp_path, name, peers, segment)
             await back.start()
             drivers.append(back)

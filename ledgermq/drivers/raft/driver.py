@@ -32,6 +32,7 @@ from .codec import RAFT_MESSAGE, decode_message, encode_message
 log = logging.getLogger(__name__)
 
 TICK_S = 0.01
+_LOG_WRITES = frozenset({SaveMeta, AppendEntries, TruncateAfter, ResetLog})
 
 
 # a push holds at most max_push_bytes, or one entry of any size: an entry is at most
@@ -217,18 +218,19 @@ class RaftDriver:
         dirty = False
         try:
             for a in actions:
-                if isinstance(a, (SaveMeta, AppendEntries, TruncateAfter, ResetLog)):
+                kind = type(a)  # (the core's actions are final classes)
+                if kind in _LOG_WRITES:
                     dirty = self._write_action(a, committed) or dirty
-                elif isinstance(a, SaveCommit):
+                elif kind is SaveCommit:
                     self.meta.save_commit(a.index)
                     self.committed(a.index)
                 else:
                     if dirty:
                         self._write_action(None, committed)
                         dirty = False
-                    if isinstance(a, Send):
+                    if kind is Send:
                         self._send(a.msg)
-                    elif isinstance(a, Complete):
+                    elif kind is Complete:
                         self.complete(a)
                     else:
                         self.other(a)
@@ -242,14 +244,15 @@ class RaftDriver:
         """One of the core's persist actions (None: sync what was written); True if it
         left entries to sync."""
         try:
+            kind = type(a)
             if a is None:
                 self.log.sync()
-            elif isinstance(a, SaveMeta):
-                self.meta.save(a.term, a.voted_for)
-            elif isinstance(a, AppendEntries):
+            elif kind is AppendEntries:
                 self.log.write_entries(a.entries)
                 return True
-            elif isinstance(a, TruncateAfter):
+            elif kind is SaveMeta:
+                self.meta.save(a.term, a.voted_for)
+            elif kind is TruncateAfter:
                 self._drop_unsent_pushes()
                 if a.index < committed:
                     log.warning("raft %s replaces committed entries after %d: they differ "

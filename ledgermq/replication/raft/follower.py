@@ -44,6 +44,7 @@ class FollowerLog:
         @property
         def end(self) -> int: ...
         def entry(self, index: int) -> Entry | None: ...
+        def term_at(self, index: int) -> int | None: ...
         def _election_timeout(self) -> int: ...
         def _become_follower(self, term: int, leader: str | None, now: int,
                              out: list[Action]) -> None: ...
@@ -127,8 +128,7 @@ class FollowerLog:
         replaced by the leader's entries (committed ones too, see below); an entry at
         index - 1 of another term means our logs diverge before the push."""
         last = m.index + len(m.entries) - 1
-        prev = self.entry(m.index - 1)
-        if m.index - 1 >= self.begin and (prev is None or prev.term != m.prev_term):
+        if m.index - 1 >= self.begin and self.term_at(m.index - 1) != m.prev_term:
             self._respond(m, Code.INCONSISTENT_STATE, out, last)
             return
         new: list[Entry] = []

@@ -46,6 +46,7 @@ class LeaderReplication:
         @property
         def quorum(self) -> int: ...
         def entry(self, index: int) -> Entry | None: ...
+        def term_at(self, index: int) -> int | None: ...
         def entries(self, lo: int, hi: int) -> tuple[Entry, ...]: ...
         def caught_up(self, peer: str) -> bool: ...
         def _become_follower(self, term: int, leader: str | None, now: int,
@@ -53,8 +54,8 @@ class LeaderReplication:
 
     # ---- pushes -----------------------------------------------------------------------
     def _push(self, peer: str, kind: PushType, index: int, entries: tuple[Entry, ...]) -> Send:
-        prev = self.entry(index - 1) if kind is PushType.APPEND else None
-        prev_term = prev.term if prev else -1
+        prev = self.term_at(index - 1) if kind is PushType.APPEND else None
+        prev_term = -1 if prev is None else prev
         if kind is PushType.TRUNCATE and self.dispatchers[peer].reset:
             prev_term = RESET_LOG
         return Send(Push(self.id, peer, self.term, kind, index, entries, self.commit,
@@ -227,16 +228,15 @@ class LeaderReplication:
         index = acked[self.quorum - 1]
         if index <= self.commit:
             return
-        e = self.entry(index)
-        if e is None or (e.term != self.term and "commit-old-term" not in self.bugs):
+        term = self.term_at(index)
+        if term is None or (term != self.term and "commit-old-term" not in self.bugs):
             return
         self.commit = index
         out.append(SaveCommit(index))
         for rid, (i, term, _) in list(self.waiters.items()):
             if i <= index:
                 del self.waiters[rid]
-                mine = self.entry(i)
-                code = Code.SUCCESS if mine and mine.term == term else Code.TERM_CHANGED
+                code = Code.SUCCESS if self.term_at(i) == term else Code.TERM_CHANGED
                 out.append(Complete(rid, code, i, term))
 
     def _expire_waiters(self, now: int, out: list[Action]) -> None:

@@ -95,6 +95,9 @@ class RaftNode(Elections, LeaderReplication, FollowerLog):
     def entry(self, index: int) -> Entry | None:
         return self.log.entry(index)
 
+    def term_at(self, index: int) -> int | None:
+        return self.log.term_at(index)
+
     def entries(self, lo: int, hi: int) -> tuple[Entry, ...]:
         """Entries lo..hi inclusive that we hold."""
         return self.log.entries(lo, hi)
@@ -164,14 +167,15 @@ class RaftNode(Elections, LeaderReplication, FollowerLog):
 
     def step(self, msg: Message, now: int) -> list[Action]:
         out: list[Action] = []
-        if isinstance(msg, VoteRequest):
-            self._on_vote_request(msg, now, out)
-        elif isinstance(msg, VoteResponse):
-            self._on_vote_response(msg, now, out)
-        elif isinstance(msg, Push):
+        # (pushes and their answers first: one of each every replicated entry)
+        if isinstance(msg, Push):
             self._on_push(msg, now, out)
         elif isinstance(msg, PushResponse):
             self._on_push_response(msg, now, out)
+        elif isinstance(msg, VoteRequest):
+            self._on_vote_request(msg, now, out)
+        elif isinstance(msg, VoteResponse):
+            self._on_vote_response(msg, now, out)
         elif isinstance(msg, TimeoutNow):
             if msg.term == self.term and self.role is Role.FOLLOWER:
                 self._start_election(now, out, transfer=True)
