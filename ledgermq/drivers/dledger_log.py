@@ -79,6 +79,9 @@ class StoreRaftLog:
         self.starts: list[int] = []
         self.ends: list[int] = []
         self._unwritten: dict[int, Entry] = {}  # appended in memory, bytes not yet stored
+        # the entry last read (each peer's push reads the same new one), forgotten at every
+        # write, cut and compaction: its views never hold a segment retention deletes
+        self._last_read: Entry | None = None
         self._index_path = self.dir / "index"
         raw = self._index_path.read_bytes() if self._index_path.exists() else b""
         have = store.commitlog.max_offset
@@ -90,6 +93,8 @@ class StoreRaftLog:
             self.terms.append(term)
             self.starts.append(start)
             self.ends.append(end)
+        self.end = self.base + len(self.terms) - 1  # the last entry's index (kept current:
+        # the core reads it many times an entry)
         self.promised = self._load_promise(raw, records)
         # unbuffered: a record the disk refused is never written later by a flush
         self._index = os.open(self._index_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -124,10 +129,6 @@ class StoreRaftLog:
         return self.base
 
     @property
-    def end(self) -> int:
-        return self.base + len(self.terms) - 1
-
-    @property
     def last_term(self) -> int:
         return self.terms[-1] if self.terms else 0
 
@@ -152,19 +153,21 @@ class StoreRaftLog:
         return self.ends[-1] - (self.ends[k] if 0 <= k < len(self.ends) else self.starts[0])
 
     def term_at(self, index: int) -> int | None:
-        k = index - self.base
-        return self.terms[k] if 0 <= k < len(self.terms) else None
+        return self.terms[index - self.base] if self.base <= index <= self.end else None
 
     def entry(self, index: int) -> Entry | None:
-        k = index - self.base
-        if k < 0 or k >= len(self.terms):
+        if not self.base <= index <= self.end:
             return None
         if index in self._unwritten:
             return self._unwritten[index]
+        last = self._last_read
+        if last is not None and last.index == index:
+            return last
+        k = index - self.base
         start, end = self.starts[k], self.ends[k]
-        if end == start:
-            return Entry(index, self.terms[k], b"")
-        return Entry(index, self.terms[k], self.span(start, end))
+        e = Entry(index, self.terms[k], self.span(start, end) if end > start else b"")
+        self._last_read = e
+        return e
 
     def entries(self, lo: int, hi: int) -> tuple[Entry, ...]:
         return tuple(self.entry(i) for i in range(max(lo, self.begin), min(hi, self.end) + 1))
@@ -178,10 +181,13 @@ class StoreRaftLog:
             self.starts.append(start)
             self.ends.append(end)
             self._unwritten[e.index] = e
+        self.end = self.base + len(self.terms) - 1
 
     def truncate_after(self, index: int) -> None:
         k = max(index + 1 - self.base, 0)
         del self.terms[k:], self.starts[k:], self.ends[k:]
+        self.end = self.base + len(self.terms) - 1
+        self._last_read = None
         for i in [i for i in self._unwritten if i > index]:
             del self._unwritten[i]
 
@@ -191,12 +197,13 @@ class StoreRaftLog:
         low = self.store.commitlog.min_offset
         if not self.starts or self.starts[0] >= low:
             return
+        self._last_read = None  # (the first entry kept may start higher now)
         k = 0
         while k < len(self.ends) - 1 and self.ends[k] <= low:
             k += 1
         if k:
             del self.terms[:k], self.starts[:k], self.ends[:k]
-            self.base += k
+            self.base += k  # (the end stays where it was)
         self.starts[0] = max(self.starts[0], min(low, self.ends[0]))
 
     def reset(self, entry: Entry) -> None:
@@ -229,6 +236,7 @@ class StoreRaftLog:
         run_start = run_end = -1
         records = []
         first_index = entries[0].index if entries else 0
+        self._last_read = None
         for e in entries:
             self._unwritten.pop(e.index, None)
             start, end = entry_range(e, self.start_of(e.index))
