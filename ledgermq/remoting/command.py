@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import orjson  # headers are on every request: json's pure-Python paths cost ~20 µs each way
 
+from ..wire import native
 from ..wire.native import twin_or_fallback
 from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 
@@ -190,6 +191,9 @@ def _header_numbers(*values: object) -> list[int]:
 
 
 _LANGUAGE_NAMES = {m.value: m.name for m in LanguageCode}
+if native._native is not None:  # what the compiled frames_in builds, as decode_frame does
+    native._native.frame_init(RemotingCommand, SerializeType.JSON, SerializeType.ROCKETMQ,
+                              _LANGUAGE_NAMES)
 
 
 @twin_or_fallback("binary_header_fields")
@@ -230,6 +234,27 @@ def binary_header_fields(raw: memoryview | bytes
     return code, lang, version, opaque, flag, remark, ext
 
 
+@twin_or_fallback("frames_in")
+def frames_in(buf: bytes | bytearray, max_frame: int) -> tuple[list[RemotingCommand], int]:
+    """The whole frames at the start of `buf`, decoded, and the bytes they take; FrameError
+    on a length outside [4, max_frame] or a frame that does not decode. (Commands keep
+    no view of `buf`: decode_frame copies what it keeps.)"""
+    out: list[RemotingCommand] = []
+    pos, end = 0, len(buf)
+    with memoryview(buf) as view:
+        while end - pos >= 4:
+            length = _LEN.unpack_from(buf, pos)[0]
+            if length < 4 or length > max_frame:
+                tls = " (a TLS handshake: this port does not serve TLS, see " \
+                    "tls.server.mode)" if buf[pos] == 0x16 else ""
+                raise FrameError(f"frame length {length} is outside [4, {max_frame}]{tls}")
+            if end - pos - 4 < length:
+                break
+            out.append(decode_frame(view[pos + 4:pos + 4 + length]))
+            pos += 4 + length
+    return out, pos
+
+
 class FrameSplitter:
     """Cuts a byte stream into frames; raises FrameError on a length it cannot accept."""
 
@@ -245,20 +270,8 @@ class FrameSplitter:
             buf: bytes | bytearray = self._buf
         else:
             buf = data
-        out: list[RemotingCommand] = []
-        pos, end = 0, len(buf)
-        with memoryview(buf) as view:
-            while end - pos >= 4:
-                length = _LEN.unpack_from(buf, pos)[0]
-                if length < 4 or length > self.max_frame:
-                    tls = " (a TLS handshake: this port does not serve TLS, see " \
-                        "tls.server.mode)" if buf[pos] == 0x16 else ""
-                    raise FrameError(f"frame length {length} is outside "
-                                     f"[4, {self.max_frame}]{tls}")
-                if end - pos - 4 < length:
-                    break
-                out.append(decode_frame(view[pos + 4:pos + 4 + length]))
-                pos += 4 + length
+        out, pos = frames_in(buf, self.max_frame)
+        end = len(buf)
         if buf is data:
             if pos < end:
                 self._buf += memoryview(data)[pos:]

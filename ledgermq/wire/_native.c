@@ -1030,6 +1030,8 @@ static PyMethodDef methods[] = {
     {"read_send", read_send, METH_O, read_send_doc},
     {"binary_header_fields", binary_header_fields, METH_O, binary_header_fields_doc},
     {"json_header_fields", json_header_fields, METH_O, json_header_fields_doc},
+    {"frame_init", frame_init, METH_VARARGS, frame_init_doc},
+    {"frames_in", frames_in, METH_VARARGS, frames_in_doc},
     {"encode_head", encode_head, METH_VARARGS, encode_head_doc},
     {NULL, NULL, 0, NULL},
 };

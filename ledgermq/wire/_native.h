@@ -39,12 +39,18 @@ extern const char read_send_doc[];
 int plain_int(PyObject *v, long long *out);  /* an int within long long, else 0 (the twin's) */
 PyObject *binary_header_fields(PyObject *self, PyObject *arg);
 extern const char binary_header_fields_doc[];
+PyObject *binary_header_at(const unsigned char *b, int64_t n);  /* the same on bytes */
+PyObject *frame_init(PyObject *self, PyObject *args);
+extern const char frame_init_doc[];
+PyObject *frames_in(PyObject *self, PyObject *args);
+extern const char frames_in_doc[];
 PyObject *encode_head(PyObject *self, PyObject *args);
 extern const char encode_head_doc[];
 
 /* _native_json.c */
 PyObject *json_header_fields(PyObject *self, PyObject *arg);
 extern const char json_header_fields_doc[];
+PyObject *json_header_at(const unsigned char *b, Py_ssize_t n);  /* the same on bytes */
 
 /* _native_walk.c */
 PyObject *walk_positions(PyObject *self, PyObject *args);

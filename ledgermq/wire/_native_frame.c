@@ -18,8 +18,12 @@ PyObject *binary_header_fields(PyObject *self, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    const unsigned char *b = view.buf;
-    const int64_t n = view.len;
+    PyObject *out = binary_header_at(view.buf, view.len);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+PyObject *binary_header_at(const unsigned char *b, const int64_t n) {
     PyObject *remark = NULL, *ext = NULL, *key = NULL, *value = NULL, *out = NULL;
     int failed = 0;  /* a Python error (memory), not a malformed header */
     if (n < 17)
@@ -83,7 +87,6 @@ done:
     Py_XDECREF(ext);
     Py_XDECREF(key);
     Py_XDECREF(value);
-    PyBuffer_Release(&view);
     if (failed)
         return NULL;
     if (!out)
@@ -323,4 +326,120 @@ PyObject *encode_head(PyObject *self, PyObject *args) {
     }
     PyMem_Free(o.p);
     return result;
+}
+
+/* ---- a read's whole frames, decoded (twin: remoting/command.frames_in) ----
+ *
+ * Each frame: its 4-byte length, then the header's 4-byte word (serialization type in
+ * the top byte, header length in the rest), the header, the body. Built into the
+ * commands frame_init named, as decode_frame builds them. A length outside [4,
+ * max_frame], a header longer than its frame, another serialization type or a header
+ * its reader leaves to the twin: None, and the twin decodes the read (raising where it
+ * raises). A frame not yet whole ends the list. */
+
+static PyObject *command_type, *json_type, *rocketmq_type, *language_names, *other_name;
+
+const char frame_init_doc[] =
+    "frame_init(RemotingCommand, SerializeType.JSON, SerializeType.ROCKETMQ, language_names)"
+    "\n\nWhat frames_in builds; until called it answers None (the twin decodes).";
+
+PyObject *frame_init(PyObject *self, PyObject *args) {
+    PyObject *cls, *json, *rocketmq, *names;
+    if (!PyArg_ParseTuple(args, "OOOO!", &cls, &json, &rocketmq, &PyDict_Type, &names))
+        return NULL;
+    if (!other_name && !(other_name = PyUnicode_FromString("OTHER")))
+        return NULL;
+    Py_XSETREF(command_type, Py_NewRef(cls));
+    Py_XSETREF(json_type, Py_NewRef(json));
+    Py_XSETREF(rocketmq_type, Py_NewRef(rocketmq));
+    Py_XSETREF(language_names, Py_NewRef(names));
+    Py_RETURN_NONE;
+}
+
+const char frames_in_doc[] =
+    "frames_in(buf, max_frame) -> ([RemotingCommand, ...], bytes used) or None\n\n"
+    "See remoting/command.frames_in; None where the twin must judge.";
+
+/* One frame's command (header at h, hlen bytes; body after it), or Py_None (unusual). */
+static PyObject *command_at(const unsigned char *h, int64_t hlen, int stype,
+                            const unsigned char *body, int64_t blen) {
+    PyObject *fields = stype == 0 ? json_header_at(h, (Py_ssize_t)hlen)
+                                  : binary_header_at(h, hlen);
+    if (!fields || fields == Py_None)
+        return fields;
+    /* fields: (code, language, version, opaque, flag, remark, ext) */
+    PyObject *language = PyTuple_GET_ITEM(fields, 1);
+    if (stype == 1) {
+        language = PyDict_GetItemWithError(language_names, language);
+        if (!language && PyErr_Occurred()) {
+            Py_DECREF(fields);
+            return NULL;
+        }
+        if (!language)
+            language = other_name;
+    }
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)body, (Py_ssize_t)blen);
+    PyObject *cmd = NULL;
+    if (bytes) {
+        PyObject *argv[9] = {
+            PyTuple_GET_ITEM(fields, 0), PyTuple_GET_ITEM(fields, 3),
+            PyTuple_GET_ITEM(fields, 4), PyTuple_GET_ITEM(fields, 5),
+            PyTuple_GET_ITEM(fields, 6), bytes, language, PyTuple_GET_ITEM(fields, 2),
+            stype == 0 ? json_type : rocketmq_type};
+        cmd = PyObject_Vectorcall(command_type, argv, 9, NULL);
+        Py_DECREF(bytes);
+    }
+    Py_DECREF(fields);
+    return cmd;
+}
+
+PyObject *frames_in(PyObject *self, PyObject *args) {
+    PyObject *buf;
+    long long max_frame;
+    if (!PyArg_ParseTuple(args, "OL", &buf, &max_frame))
+        return NULL;
+    if (!command_type)
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *b = view.buf;
+    const int64_t n = view.len;
+    int64_t pos = 0;
+    PyObject *list = PyList_New(0), *out = NULL;
+    if (!list)
+        goto done;
+    while (n - pos >= 4) {
+        const int64_t length = rd32(b + pos);  /* signed, as the twin's ">i" */
+        if (length < 4 || length > max_frame)
+            goto unusual;
+        if (n - pos - 4 < length)
+            break;
+        const unsigned char *f = b + pos + 4;
+        const uint32_t word = (uint32_t)rd32(f);
+        const int stype = (int)(word >> 24);
+        const int64_t hlen = word & 0xFFFFFF;
+        if (hlen > length - 4 || (stype != 0 && stype != 1))
+            goto unusual;
+        PyObject *cmd = command_at(f + 4, hlen, stype, f + 4 + hlen, length - 4 - hlen);
+        if (!cmd)
+            goto done;
+        if (cmd == Py_None) {
+            Py_DECREF(cmd);
+            goto unusual;
+        }
+        int rc = PyList_Append(list, cmd);
+        Py_DECREF(cmd);
+        if (rc < 0)
+            goto done;
+        pos += 4 + length;
+    }
+    out = Py_BuildValue("(OL)", list, (long long)pos);
+    goto done;
+unusual:
+    out = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(list);
+    PyBuffer_Release(&view);
+    return out;
 }

@@ -306,7 +306,13 @@ PyObject *json_header_fields(PyObject *self, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    Reader r = {view.buf, view.len, 0, PyMem_Malloc(view.len ? (size_t)view.len : 1)};
+    PyObject *out = json_header_at(view.buf, view.len);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+PyObject *json_header_at(const unsigned char *b, Py_ssize_t n) {
+    Reader r = {b, n, 0, PyMem_Malloc(n ? (size_t)n : 1)};
     long long nums[NFIELDS] = {0};
     PyObject *language = NULL, *remark = NULL, *ext = PyDict_New(), *out = NULL;
     int rc = r.tmp && ext ? read_header(&r, nums, &language, &remark, ext) : FAILED;
@@ -323,6 +329,5 @@ PyObject *json_header_fields(PyObject *self, PyObject *arg) {
     Py_XDECREF(remark);
     Py_XDECREF(ext);
     PyMem_Free(r.tmp);
-    PyBuffer_Release(&view);
     return out;
 }

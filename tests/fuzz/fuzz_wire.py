@@ -108,6 +108,8 @@ def test_one_input(data: bytes) -> None:
     same_or_fallback("read_send", send_header(data))
     same_or_fallback("binary_header_fields", data)  # a remoting header as it came
     same_or_fallback("json_header_fields", data)
+    same_or_fallback("frames_in", data, 1 << 20)  # a read as it came
+    same_or_fallback("frames_in", len(data).to_bytes(4, "big") + data, 1 << 20)  # one frame
     same_or_fallback("walk_entries", *entry_walk(data))  # a queue file's bytes as found
     same("split_batch", data)  # as it came off the wire
     same("split_pulled", data)

@@ -247,3 +247,82 @@ def test_frame_head_of_a_send_reply_is_compiled():
         assert head is not None and head == resp.to_bytes()
         back = decode_frame(head[4:])
         assert (back.code, back.opaque, back.ext["queueOffset"]) == (0, 9, "7")
+
+
+def frame_bytes(cmd: RemotingCommand) -> bytes:
+    return b"".join(bytes(b) for b in cmd.encode())
+
+
+frame_commands = st.builds(
+    RemotingCommand, code=st.integers(0, 32767), opaque=st.integers(0, 2**31 - 1),
+    flag=st.integers(0, 3), remark=st.none() | header_text, ext=ext_values,
+    body=st.binary(max_size=60), language=st.sampled_from(["JAVA", "CPP", "PYTHON", "GO"]),
+    serialize_type=st.sampled_from([SerializeType.JSON, SerializeType.ROCKETMQ]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(cmds=st.lists(frame_commands, max_size=4), tail=st.integers(0, 200),
+       damage=st.none() | st.tuples(st.integers(0, 10_000), st.integers(0, 255)),
+       max_frame=st.sampled_from([4, 40, 300, 1 << 24]))
+def test_frames_in_twins_agree(cmds, tail, damage, max_frame):
+    """The compiled reader of a read's frames answers as the pure twin on streams of whole
+    frames of both header encodings, a part-frame at the end, a byte set anywhere (a
+    length, a header word, a header, a body), and frames past the limit: the same
+    commands and bytes used, or the same FrameError; None only where the twin judges."""
+    from ledgermq.wire import native
+    pure, compiled = native.TWINS["frames_in"]
+    if compiled is None:
+        pytest.skip("the compiled module is not built")
+    stream = bytearray(b"".join(frame_bytes(c) for c in cmds))
+    if cmds:
+        stream += frame_bytes(cmds[0])[:tail]  # a frame not yet whole
+    if damage and stream:
+        stream[damage[0] % len(stream)] = damage[1]
+    for buf in (bytes(stream), stream):  # as a read gives it, and as the splitter buffers
+        expected = outcome(pure, buf, max_frame)
+        assert outcome(compiled, buf, max_frame) == expected
+        direct = native._native.frames_in(buf, max_frame)
+        assert direct is None or ("ok", direct) == expected
+
+
+def test_frames_in_reads_clients_frames_without_the_twin():
+    """Both header encodings as clients send them are decoded by the compiled reader
+    itself, up to a frame not yet whole."""
+    from ledgermq.wire import native
+    if native._native is None:
+        pytest.skip("the compiled module is not built")
+    cmds = [RemotingCommand(310, 7, 0, None, {"b": "T", "i": "KEYS\x01k\x02"}, b"hi", "CPP",
+                            399, stype) for stype in (SerializeType.JSON, SerializeType.ROCKETMQ)]
+    stream = b"".join(map(frame_bytes, cmds))
+    got = native._native.frames_in(stream + frame_bytes(cmds[0])[:9], 1 << 20)
+    assert got == (cmds, len(stream))
+
+
+def _odd_streams():
+    good = frame_bytes(RemotingCommand(10, 1, 0, None, {"a": "b"}, b"xy"))
+    head = good[4:]
+    word = struct.unpack(">i", head[:4])[0]
+    for length in (-1, -2**31, 0, 1, 2, 3, 4, 5, 7, 8):
+        yield struct.pack(">i", length) + head  # lengths too small, or cutting the header
+    yield struct.pack(">i", 4) + struct.pack(">i", 0)  # a header word and nothing else
+    for stype in (2, 0x16, 0xFF):
+        yield good[:4] + struct.pack(">I", stype << 24 | word & 0xFFFFFF) + head[4:]
+    yield good[:4] + struct.pack(">I", word & 0xFF000000 | 0xFFFFFF) + head[4:]  # header past
+    yield good[:4] + struct.pack(">I", word + 1) + head[4:]  # header runs into the body
+    yield b"\x00\x00\x00\x00"  # a bare zero length: nothing after it to read
+    yield b"\x00\x00\x00\x03abc"
+    yield good + b"\x16\x03\x01\x02\x00"  # then a TLS handshake
+    yield good * 2 + struct.pack(">i", 1 << 30)  # then a length past the limit
+
+
+@pytest.mark.parametrize("stream", list(_odd_streams()))
+@pytest.mark.parametrize("max_frame", [4, len(_odd_streams().__next__()) - 4, 1 << 24])
+def test_frames_in_odd_streams_agree(stream, max_frame):
+    from ledgermq.wire import native
+    pure, compiled = native.TWINS["frames_in"]
+    if compiled is None:
+        pytest.skip("the compiled module is not built")
+    expected = outcome(pure, stream, max_frame)
+    assert outcome(compiled, stream, max_frame) == expected
+    direct = native._native.frames_in(stream, max_frame)
+    assert direct is None or ("ok", direct) == expected
