@@ -7,7 +7,7 @@ from dataclasses import fields
 
 import orjson
 
-from ...remoting import RemotingCommand
+from ...remoting import RemotingCommand, SerializeType
 from ...replication.raft import (
     Code, Entry, Push, PushResponse, PushType, TimeoutNow, VoteRequest, VoteResponse,
 )
@@ -59,7 +59,8 @@ def encode_message(msg) -> RemotingCommand:
             body = _entries_body(v)
         else:
             ext[f] = orjson.dumps(v).decode()
-    return RemotingCommand(RAFT_MESSAGE, ext=ext, body=body)
+    # the binary header: cheaper both ways than JSON, and read by every version's remoting
+    return RemotingCommand(RAFT_MESSAGE, ext=ext, body=body, serialize_type=SerializeType.ROCKETMQ)
 
 
 def _entries_body(entries) -> list:
