@@ -143,6 +143,33 @@ static int read_string(Reader *r, PyObject **out) {
     return rc == OK ? decode_strict(r->tmp, len, out) : rc;
 }
 
+/* Names seen before, kept as their str: a header's keys (and its language) are the same
+ * few names every request, so they are neither built nor hashed again (a str caches its
+ * hash). A slot holds the last ASCII name of up to NAME_BYTES bytes that hashed to it. */
+#define NAME_SLOTS 256
+#define NAME_BYTES 32
+static PyObject *names[NAME_SLOTS];
+
+static int read_name(Reader *r, PyObject **out) {
+    Py_ssize_t len;
+    int rc = read_raw_string(r, &len);
+    if (rc != OK || len > NAME_BYTES)
+        return rc == OK ? decode_strict(r->tmp, len, out) : rc;
+    uint32_t h = 2166136261u;  /* FNV-1a */
+    for (Py_ssize_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)r->tmp[i]) * 16777619u;
+    PyObject **slot = &names[h % NAME_SLOTS], *known = *slot;
+    if (known && PyUnicode_GET_LENGTH(known) == len &&
+            memcmp(PyUnicode_DATA(known), r->tmp, (size_t)len) == 0) {
+        *out = Py_NewRef(known);
+        return OK;
+    }
+    rc = decode_strict(r->tmp, len, out);
+    if (rc == OK && PyUnicode_IS_COMPACT_ASCII(*out) && PyObject_Hash(*out) != -1)
+        Py_XSETREF(*slot, Py_NewRef(*out));
+    return rc;
+}
+
 /* A JSON integer (no fraction, no exponent, no leading zero) within 32 bits. */
 static int read_int32(Reader *r, long long *out) {
     int neg = r->p < r->n && r->b[r->p] == '-';
@@ -215,7 +242,7 @@ static int read_ext(Reader *r, PyObject *ext) {
     for (;;) {
         PyObject *key = NULL, *value = NULL;
         skip_ws(r);
-        int rc = read_string(r, &key);
+        int rc = read_name(r, &key);
         if (rc != OK)
             return rc;
         skip_ws(r);
@@ -226,10 +253,9 @@ static int read_ext(Reader *r, PyObject *ext) {
         r->p++;
         skip_ws(r);
         rc = read_string(r, &value);
-        if (rc == OK) {
-            int there = PyDict_Contains(ext, key);
-            rc = there < 0 ? FAILED : there ? UNUSUAL :
-                PyDict_SetItem(ext, key, value) < 0 ? FAILED : OK;
+        if (rc == OK) {  /* (one lookup; a key given twice: the twin keeps the last) */
+            PyObject *kept = PyDict_SetDefault(ext, key, value);
+            rc = !kept ? FAILED : kept != value ? UNUSUAL : OK;
         }
         Py_DECREF(key);
         Py_XDECREF(value);
@@ -280,7 +306,7 @@ static int read_header(Reader *r, long long *nums, PyObject **language, PyObject
         if (f == F_CODE || f == F_VERSION || f == F_OPAQUE || f == F_FLAG)
             rc = read_int32(r, &nums[f]);
         else if (f == F_LANGUAGE)
-            rc = read_string(r, language);
+            rc = read_name(r, language);
         else if (f == F_REMARK)
             rc = literal(r, "null") ? OK : read_string(r, remark);
         else if (f == F_EXT)

@@ -326,3 +326,21 @@ def test_frames_in_odd_streams_agree(stream, max_frame):
     assert outcome(compiled, stream, max_frame) == expected
     direct = native._native.frames_in(stream, max_frame)
     assert direct is None or ("ok", direct) == expected
+
+
+def test_json_header_names_seen_before_are_told_apart():
+    """The compiled reader keeps the names it read as str, in fewer slots than names:
+    headers of many names of one length (every slot shared) read as the twin reads them,
+    names and values paired as sent, read twice."""
+    from ledgermq.wire import native
+    pure, compiled = native.TWINS["json_header_fields"]
+    if compiled is None:
+        pytest.skip("the compiled module is not built")
+    names = [a + b for a in "abcdefghijklmnopqrstuvwxyz" for b in "abcdefghijklmnopqrstuvwxyz"]
+    for order in (names, names[::-1]):
+        raw = json.dumps({"code": 1, "language": order[0].upper(),
+                          "extFields": {n: f"v-{n}" for n in order}}).encode()
+        for _ in range(2):
+            direct = native._native.json_header_fields(raw)
+            assert direct is not None and ("ok", direct) == outcome(pure, raw)
+            assert direct[6] == {n: f"v-{n}" for n in names} and direct[1] == order[0].upper()
