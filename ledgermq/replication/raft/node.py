@@ -65,7 +65,8 @@ class RaftNode(Elections, LeaderReplication, FollowerLog):
         self.transfer_to: str | None = None
         self.transfer_started = 0
         # elections (election.py)
-        self.election_deadline = now + self._election_timeout()
+        self.follow_timeout = self._election_timeout()
+        self.election_deadline = now + self.follow_timeout
         self.votes: set[str] = set()
         self.pre_votes: set[str] = set()
         self.pre_voting = False
@@ -197,7 +198,10 @@ class RaftNode(Elections, LeaderReplication, FollowerLog):
         self.leader = leader
         self.transfer_to = None
         self.pre_voting = False
-        self.election_deadline = now + self._election_timeout()
+        # drawn once a follower period (as etcd's reset): each push from its leader puts
+        # the deadline that far ahead again, without a random draw per push
+        self.follow_timeout = self._election_timeout()
+        self.election_deadline = now + self.follow_timeout
 
     def _become_leader(self, now: int, out: list[Action]) -> None:
         self.role = Role.LEADER
