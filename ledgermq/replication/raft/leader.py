@@ -98,17 +98,18 @@ class LeaderReplication:
 
     def _dispatch_appends(self, peer: str, d: Dispatcher, now: int, out: list[Action],
                           housekeeping: bool) -> None:
+        begin, end = self.log.begin, self.log.end  # (read once: after every ack)
         # (pending is keyed in increasing order of insertion: its first key is the lowest)
-        if d.write_index < self.begin or (d.pending and next(iter(d.pending)) < self.begin):
+        if d.write_index < begin or (d.pending and next(iter(d.pending)) < begin):
             # what it needs next is gone from our log (retention compacted it): find where
             # our logs meet; below our begin that ends in a TRUNCATE to our first entry
-            d.set_state(PushType.COMPARE, self.end)
+            d.set_state(PushType.COMPARE, end)
             return
         if housekeeping or len(d.pending) >= self.cfg.max_pending_size:
             self._repush_overdue(peer, d, now, out)
-        while d.write_index <= self.end and len(d.pending) < self.cfg.max_pending_size:
+        while d.write_index <= end and len(d.pending) < self.cfg.max_pending_size:
             last = self._push_end(d.write_index,
-                                  min(self.end, d.write_index + self.cfg.max_batch_entries - 1))
+                                  min(end, d.write_index + self.cfg.max_batch_entries - 1))
             if self._over_quota(peer, d, last, now):
                 break
             d.pending[d.write_index] = (last, now)
