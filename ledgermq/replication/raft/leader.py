@@ -229,8 +229,9 @@ class LeaderReplication:
         index = acked[self.quorum - 1]
         if index <= self.commit:
             return
-        term = self.term_at(index)
-        if term is None or (term != self.term and "commit-old-term" not in self.bugs):
+        index_term = self.term_at(index)
+        if index_term is None or (index_term != self.term and
+                                  "commit-old-term" not in self.bugs):
             return
         self.commit = index
         out.append(SaveCommit(index))
