@@ -37,7 +37,6 @@ class FollowerLog:
     commit: int
     last_heard: int
     election_deadline: int
-    follow_timeout: int  # this follower period's election timeout (node.py)
 
     if TYPE_CHECKING:
         @property
@@ -62,7 +61,7 @@ class FollowerLog:
         if m.term > self.term or self.role is not Role.FOLLOWER or self.leader != m.src:
             self._become_follower(m.term, m.src, now, out)
         self.last_heard = now
-        self.election_deadline = now + self.follow_timeout
+        self.election_deadline = now + self._election_timeout()
         if m.kind is PushType.APPEND:
             self._on_append(m, now, out)
         else:

@@ -65,8 +65,7 @@ class RaftNode(Elections, LeaderReplication, FollowerLog):
         self.transfer_to: str | None = None
         self.transfer_started = 0
         # elections (election.py)
-        self.follow_timeout = self._election_timeout()
-        self.election_deadline = now + self.follow_timeout
+        self.election_deadline = now + self._election_timeout()
         self.votes: set[str] = set()
         self.pre_votes: set[str] = set()
         self.pre_voting = False
@@ -198,10 +197,7 @@ class RaftNode(Elections, LeaderReplication, FollowerLog):
         self.leader = leader
         self.transfer_to = None
         self.pre_voting = False
-        # drawn once a follower period (as etcd's reset): each push from its leader puts
-        # the deadline that far ahead again, without a random draw per push
-        self.follow_timeout = self._election_timeout()
-        self.election_deadline = now + self.follow_timeout
+        self.election_deadline = now + self._election_timeout()
 
     def _become_leader(self, now: int, out: list[Action]) -> None:
         self.role = Role.LEADER
