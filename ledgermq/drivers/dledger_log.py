@@ -194,7 +194,7 @@ class StoreRaftLog:
     def _compact(self) -> None:
         """Forget the first entries if retention deleted their bytes (keeping the last
         entry); the first one kept then starts where the commit log now does."""
-        low = self.store.commitlog.min_offset
+        low = self._segments.min_offset
         if not self.starts or self.starts[0] >= low:
             return
         self._last_read = None  # (the first entry kept may start higher now)

@@ -121,18 +121,16 @@ class CommitLog:
                     store_timestamp: int) -> tuple:
         """append_batch for a batch of one, without the vector bookkeeping."""
         size = len(batch.buf)
-        tail = self.files.files[-1] if self.files.files else None
         while True:
-            at = self.max_offset  # (the last segment's usual case without ensure's frame)
-            seg = tail if tail and tail.start <= at < tail.start + tail.size else \
-                self.files.ensure(at)
-            pos = at - seg.start
+            seg = self.files.ensure(self.max_offset)
+            pos = self.max_offset - seg.start
             if size + END_FILE_MIN_BLANK_LENGTH <= seg.size - pos:
                 break
             if pos == 0:
                 raise MessageFormatError(
                     f"message of {size} bytes does not fit a segment of {seg.size} bytes")
             self._write_blank(seg, pos)
+        at = self.max_offset
         buf = batch.buf
         POSITIONS.pack_into(buf, OFF_QUEUEOFFSET, queue_offset, at)  # fill_positions, inline
         TIMESTAMP.pack_into(buf, OFF_STORETIMESTAMP, store_timestamp)

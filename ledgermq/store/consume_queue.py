@@ -61,9 +61,7 @@ class ConsumeQueue:
         if offset > self.max_offset == self.min_offset:
             self.min_offset = offset  # a replica that began mid-stream: nothing before this
         at = offset * ENTRY_SIZE
-        tail = self.files.files[-1] if self.files.files else None
-        # (the usual case, the last segment, without ensure's frame: once a send)
-        seg = tail if tail and tail.start <= at < tail.start + tail.size else self.files.ensure(at)
+        seg = self.files.ensure(at)
         _ONE.pack_into(seg.mm, at - seg.start, phys, size, tag)
         if offset >= self.max_offset:
             self.max_offset = offset + 1

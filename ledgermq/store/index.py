@@ -206,7 +206,7 @@ class IndexService:
         """The keys of one message."""
         for k in keys:
             f = self.files[-1] if self.files else None
-            if f is None or f.count >= f.max_entries:  # (f.full, without its frame)
+            if f is None or f.full:
                 f = self._new_file()
             f.put_key(topic, k, phys, store_ts)
         self.dirty = True

@@ -19,10 +19,10 @@ import logging
 import re
 import threading
 import time
-from time import time as _wall
 from collections import deque
 from typing import Callable, Sequence
 
+from ..runtime.clock import wall_ms
 from ..runtime.files import DirectoryLock
 from ..wire.batch import LOCALHOST, EncodedBatch, encode_batch, encode_one
 from ..wire.message import (
@@ -189,8 +189,7 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
                born_timestamp=0, born_host=LOCALHOST, reconsume_times=0,
                index_keys=None) -> EncodedBatch:
         """Encode messages for append (see encode_batch)."""
-        if topic not in _valid_topics:  # (check_topic's first test, without its frame)
-            check_topic(topic)
+        check_topic(topic)
         # as RocketMQ: maxMessageSize bounds a body; the whole stored message may be
         # ENCODING_ROOM more (topic, properties, header)
         most = self.config.maxMessageSize
@@ -231,7 +230,7 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
         """Write a batch to the commit log (no flush wait); dispatches it if the bound allows."""
         if self.disk_full or not self._open:
             return self._refusal()
-        now = int(_wall() * 1000)  # (wall_ms, without its frame: once a send)
+        now = wall_ms()
         n = len(batch.sizes)
         with self._lock:
             key = (batch.topic, batch.queue_id)

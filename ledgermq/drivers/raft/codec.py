@@ -60,7 +60,8 @@ def encode_message(msg) -> RemotingCommand:
         else:
             ext[f] = orjson.dumps(v).decode()
     # the binary header: cheaper both ways than JSON, and read by every version's remoting
-    return RemotingCommand(RAFT_MESSAGE, ext=ext, body=body, serialize_type=SerializeType.ROCKETMQ)
+    return RemotingCommand(RAFT_MESSAGE, ext=ext, body=body,
+                           serialize_type=SerializeType.ROCKETMQ)
 
 
 def _entries_body(entries) -> list:

@@ -25,6 +25,7 @@ from ...replication.raft import (
     AppendEntries, Code, Complete, RaftNode, ResetLog, Role, SaveCommit, SaveMeta, Send,
     TruncateAfter,
 )
+from ...replication.raft.messages import PERSIST_ACTIONS
 from ...runtime.clock import mono_ms
 from ...runtime.files import replace_file
 from .codec import RAFT_MESSAGE, decode_message, encode_message
@@ -32,7 +33,8 @@ from .codec import RAFT_MESSAGE, decode_message, encode_message
 log = logging.getLogger(__name__)
 
 TICK_S = 0.01
-_LOG_WRITES = frozenset({SaveMeta, AppendEntries, TruncateAfter, ResetLog})
+# the persist actions written before a Send syncs them (SaveCommit is saved on its own)
+_LOG_WRITES = frozenset(PERSIST_ACTIONS) - {SaveCommit}
 
 
 # a push holds at most max_push_bytes, or one entry of any size: an entry is at most
