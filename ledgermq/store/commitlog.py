@@ -24,6 +24,7 @@ from ..wire.scan_batch import ScannedBatch, walk_batch
 from .mapped_file import MappedFile, MappedFileQueue, StoreError
 from .marks.flushed_mark import FlushedMark
 from .prefault import Prefaulter
+from .single import put_single
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,26 @@ class CommitLog:
         self.max_offset = at + size
         self._prefault.ahead(seg, pos + size)
         return (at,)
+
+    def append_single(self, batch: EncodedBatch, queue_offset: int, store_timestamp: int,
+                      cq_mm, cq_pos: int) -> int:
+        """_append_one and the message's consume-queue entry (at cq_mm[cq_pos:]) in one
+        compiled write, when the message fits the last segment as it stands; returns its
+        physical offset, or -1 (nothing written) when the general way must make room."""
+        files = self.files.files
+        if not files:
+            return -1
+        seg = files[-1]
+        at = self.max_offset
+        pos = at - seg.start
+        size = len(batch.buf)
+        if pos < 0 or pos + size + END_FILE_MIN_BLANK_LENGTH > seg.size:
+            return -1
+        put_single(seg.mm, pos, batch.buf, queue_offset, at, store_timestamp, cq_mm, cq_pos,
+                   batch.tag_codes[0])
+        self.max_offset = at + size
+        self._prefault.ahead(seg, pos + size)
+        return at
 
     def _write_blank(self, seg: MappedFile, pos: int) -> None:
         struct.pack_into(">ii", seg.mm, pos, seg.size - pos, BLANK_MAGIC_CODE)

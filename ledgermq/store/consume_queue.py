@@ -67,6 +67,20 @@ class ConsumeQueue:
             self.max_offset = offset + 1
         self.dirty = True
 
+    def next_slot(self, offset: int) -> tuple | None:
+        """(mapped segment, position) of entry `offset` when it is the next one and its
+        segment exists (a single send's entry, written with its message: put_single);
+        None otherwise. `filled(offset)` once written."""
+        if offset != self.max_offset or not self.files.files:
+            return None
+        seg = self.files.files[-1]
+        pos = offset * ENTRY_SIZE - seg.start
+        return (seg.mm, pos) if 0 <= pos <= seg.size - ENTRY_SIZE else None
+
+    def filled(self, offset: int) -> None:
+        self.max_offset = offset + 1
+        self.dirty = True
+
     def flush(self) -> None:
         if self.dirty:
             self.dirty = False

@@ -171,6 +171,12 @@ class QueueDispatch:
                       tag: int, store_timestamp: int, index_keys: list[str] | None) -> None:
         """_dispatch_fields for one message (a single send), without the arrays."""
         cq.put_one(queue_offset, phys, size, tag)
+        self._index_and_wake(cq, phys, store_timestamp, index_keys)
+
+    def _index_and_wake(self, cq: ConsumeQueue, phys: int, store_timestamp: int,
+                        index_keys: list[str] | None) -> None:
+        """The rest of one message's dispatch, its queue entry written: its index keys,
+        and the pulls waiting on its queue."""
         if self.index is not None and index_keys:
             try:
                 self.index.put(cq.topic, index_keys, phys, store_timestamp)

@@ -10,6 +10,7 @@ local writes and the checkpoint. The rest is mixed in, one concept a module:
   reads.py      a queue's messages, lookups by offset, time, id and key
   replica.py    replicated appends, truncation, restarting empty
   retention.py  expired segments and the disk-full guard
+  single.py     a single message and its queue entry written in one call (the usual send)
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from .reads import StoreReads
 from .replica import ReplicaWrites
 from .results import PutResult, PutStatus
 from .retention import Retention
+from .single import SingleWrites
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +65,7 @@ def check_topic(topic: str) -> None:
         _valid_topics.add(topic)
 
 
-class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
+class MessageStore(SingleWrites, QueueDispatch, StoreReads, ReplicaWrites, Retention):
     WAKE_FLUSHER_BYTES = 8 << 20
 
     def __init__(self, config: StoreConfig, *, store_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x2a\x9f",
@@ -231,37 +233,45 @@ class MessageStore(QueueDispatch, StoreReads, ReplicaWrites, Retention):
         if self.disk_full or not self._open:
             return self._refusal()
         now = wall_ms()
-        n = len(batch.sizes)
         with self._lock:
-            key = (batch.topic, batch.queue_id)
-            first_qoff = self._next_queue_offset.get(key, 0)
-            start = self.commitlog.max_offset
-            try:
-                # the queue's entries get their file before the log moves: a queue file
-                # that cannot be created must refuse the write, not follow it half-done
-                cq = self._reserve_queue(key, first_qoff, first_qoff + n)
-                phys = self.commitlog.append_batch(batch, first_qoff, now)
-            except (MessageFormatError, DiskFullError, OSError) as e:
-                return self._refused_write(start, e)
-            self._next_queue_offset[key] = first_qoff + n
-            end = self.commitlog.max_offset
-            if self.dispatch_follows_log and not self._pending:  # visible at once
-                self.dispatch_bound = self.dispatched_offset = end
-                if n == 1:  # (a single send: no per-run bookkeeping)
-                    self._dispatch_one(cq, first_qoff, phys[0], batch.sizes[0],
-                                       batch.tag_codes[0], now,
-                                       batch.index_keys[0] if batch.index_keys else None)
-                else:
-                    self._dispatch_fields(batch.topic, batch.queue_id, first_qoff, phys,
-                                          batch.sizes, batch.tag_codes, now, batch.index_keys)
-            else:
-                self._pending.append(DispatchRun(batch.topic, batch.queue_id, first_qoff, phys,
-                                                 batch.sizes, batch.tag_codes, now,
-                                                 batch.index_keys, end))
-                if self.dispatch_follows_log:
-                    self._set_bound(end)
-        if end - self._flusher.flushed_offset >= self.WAKE_FLUSHER_BYTES:
+            result = None
+            if len(batch.sizes) == 1 and self.dispatch_follows_log and not self._pending:
+                result = self._append_visible_one(batch, now)  # the usual single send
+            if result is None:
+                result = self._append_locked(batch, now)
+        if result.end_offset - self._flusher.flushed_offset >= self.WAKE_FLUSHER_BYTES:
             self._flusher.wakeup()  # keep the unflushed window (and recovery's scan) small
+        return result
+
+    def _append_locked(self, batch: EncodedBatch, now: int) -> PutResult:
+        n = len(batch.sizes)
+        key = (batch.topic, batch.queue_id)
+        first_qoff = self._next_queue_offset.get(key, 0)
+        start = self.commitlog.max_offset
+        try:
+            # the queue's entries get their file before the log moves: a queue file
+            # that cannot be created must refuse the write, not follow it half-done
+            cq = self._reserve_queue(key, first_qoff, first_qoff + n)
+            phys = self.commitlog.append_batch(batch, first_qoff, now)
+        except (MessageFormatError, DiskFullError, OSError) as e:
+            return self._refused_write(start, e)
+        self._next_queue_offset[key] = first_qoff + n
+        end = self.commitlog.max_offset
+        if self.dispatch_follows_log and not self._pending:  # visible at once
+            self.dispatch_bound = self.dispatched_offset = end
+            if n == 1:  # (a single send: no per-run bookkeeping)
+                self._dispatch_one(cq, first_qoff, phys[0], batch.sizes[0],
+                                   batch.tag_codes[0], now,
+                                   batch.index_keys[0] if batch.index_keys else None)
+            else:
+                self._dispatch_fields(batch.topic, batch.queue_id, first_qoff, phys,
+                                      batch.sizes, batch.tag_codes, now, batch.index_keys)
+        else:
+            self._pending.append(DispatchRun(batch.topic, batch.queue_id, first_qoff, phys,
+                                             batch.sizes, batch.tag_codes, now,
+                                             batch.index_keys, end))
+            if self.dispatch_follows_log:
+                self._set_bound(end)
         return PutResult(PutStatus.PUT_OK, phys_offsets=phys, queue_offset=first_qoff,
                          count=n, end_offset=end, store_timestamp=now,
                          wrote_bytes=batch.nbytes)

@@ -12,15 +12,6 @@
 
 static PyObject *FormatError;  /* ledgermq.wire.message.MessageFormatError, set by init */
 
-static inline void wr32(unsigned char *p, uint32_t v) {
-    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
-}
-
-static inline void wr64(unsigned char *p, uint64_t v) {
-    wr32(p, (uint32_t)(v >> 32)); wr32(p + 4, (uint32_t)v);
-}
-
 static PyObject *format_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -1033,6 +1024,7 @@ static PyMethodDef methods[] = {
     {"frame_init", frame_init, METH_VARARGS, frame_init_doc},
     {"frames_in", frames_in, METH_VARARGS, frames_in_doc},
     {"encode_head", encode_head, METH_VARARGS, encode_head_doc},
+    {"put_single", (PyCFunction)(void (*)(void))put_single, METH_FASTCALL, put_single_doc},
     {NULL, NULL, 0, NULL},
 };
 

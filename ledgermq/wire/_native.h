@@ -1,5 +1,5 @@
-/* What the compiled wire functions share: big-endian reads and the stored layout's sizes.
- * (The rules of _native.c hold in every file: lengths are checked before use, in int64.) */
+/* What the compiled wire functions share: big-endian reads and writes, the stored layout's
+ * sizes. (The rules of _native.c hold in every file: lengths are checked before use, in int64.) */
 #ifndef LEDGERMQ_NATIVE_H
 #define LEDGERMQ_NATIVE_H
 #define PY_SSIZE_T_CLEAN
@@ -21,6 +21,15 @@ static inline int16_t rd16(const unsigned char *p) {
 
 static inline int64_t rd64(const unsigned char *p) {
     return (int64_t)(((uint64_t)(uint32_t)rd32(p) << 32) | (uint32_t)rd32(p + 4));
+}
+
+static inline void wr32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+}
+
+static inline void wr64(unsigned char *p, uint64_t v) {
+    wr32(p, (uint32_t)(v >> 32)); wr32(p + 4, (uint32_t)v);
 }
 
 /* _native.c: message properties (pairs "key\x01value\x02") */
@@ -51,6 +60,10 @@ extern const char encode_head_doc[];
 PyObject *json_header_fields(PyObject *self, PyObject *arg);
 extern const char json_header_fields_doc[];
 PyObject *json_header_at(const unsigned char *b, Py_ssize_t n);  /* the same on bytes */
+
+/* _native_store.c */
+PyObject *put_single(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char put_single_doc[];
 
 /* _native_walk.c */
 PyObject *walk_positions(PyObject *self, PyObject *args);

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ledgermq.client.producer import encode_batch_body
-from ledgermq.store import consume_queue, index, reads  # noqa: F401 (register their twins)
+from ledgermq.store import consume_queue, index, reads, single  # noqa: F401 (their twins)
 from ledgermq.wire import batch, batch_body, hashes, ids, native, scan, scan_batch  # noqa: F401
 from ledgermq.wire.message import HEADER_SIZE
 
@@ -510,3 +510,44 @@ def test_first_of_asks_the_twin_only_where_the_compiled_one_answers_none():
 
 class MessageFormatErrorForTest(ValueError):
     pass
+
+
+# an int argument: within int64, past it, a bool, or not an int at all
+any_int = st.one_of(st.integers(-2**63, 2**63 - 1), st.integers(-2**70, 2**70), st.booleans(),
+                    st.just(1.0), st.none())
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 400), st.integers(-4, 300), st.binary(min_size=80, max_size=120),
+       any_int, any_int, any_int, st.integers(0, 60), st.integers(-2, 50), any_int,
+       st.booleans())
+def test_put_single_twins_agree(log_size, log_pos, msg, qoff, phys, ts, cq_size, cq_pos, tag,
+                                wide_pos):
+    """One message into the log with its positions and store time, and its queue entry:
+    the same bytes from both, the same error type (a message shorter than the fixed
+    header, a write past either buffer, an int that is none or past int64), nothing
+    written on an error."""
+    if wide_pos:
+        log_pos += 2**64
+    outs = []
+    for fn in native.TWINS["put_single"]:
+        log, cq = bytearray(b"\xee" * log_size), bytearray(b"\xdd" * cq_size)
+        got = outcome(fn, log, log_pos, msg, qoff, phys, ts, cq, cq_pos, tag)
+        outs.append((got[:2], bytes(log), bytes(cq)))
+        if got[0] == "error":
+            assert log == b"\xee" * log_size and cq == b"\xdd" * cq_size
+    assert outs[0] == outs[1]
+
+
+def test_put_single_writes_positions_and_entry():
+    """Where the fields go: QUEUEOFFSET at 20, PHYSICALOFFSET at 28, STORETIMESTAMP at 56,
+    the rest of the message as given; the entry is (phys, size, tag)."""
+    msg = bytes(range(100))
+    for fn in filter(None, native.TWINS["put_single"]):
+        log, cq = bytearray(130), bytearray(25)
+        fn(log, 7, msg, 5, 2**40, 1_700_000_000_123, cq, 3, -9)
+        assert struct.unpack_from(">qq", log, 27) == (5, 2**40)
+        assert struct.unpack_from(">q", log, 63) == (1_700_000_000_123,)
+        assert log[7:27] == msg[:20] and log[43:63] == msg[36:56] and log[71:107] == msg[64:]
+        assert struct.unpack_from(">qiq", cq, 3) == (2**40, 100, -9)
