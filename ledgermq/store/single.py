@@ -70,5 +70,6 @@ class SingleWrites:
         self._next_queue_offset[key] = qoff + 1
         end = self.dispatch_bound = self.dispatched_offset = phys + len(batch.buf)
         self._index_and_wake(cq, phys, now, batch.index_keys[0] if batch.index_keys else None)
-        return PutResult(PutStatus.PUT_OK, phys_offsets=(phys,), queue_offset=qoff, count=1,
-                         end_offset=end, store_timestamp=now, wrote_bytes=len(batch.buf))
+        # (status, error, phys_offsets, queue_offset, count, end_offset, store_timestamp,
+        # wrote_bytes: positional, half a keyword call's cost)
+        return PutResult(PutStatus.PUT_OK, "", (phys,), qoff, 1, end, now, len(batch.buf))
