@@ -19,9 +19,10 @@ SEND = st.tuples(st.sampled_from(["T", "U"]), st.integers(0, 2), st.integers(0, 
 
 
 def files_of(root: Path) -> dict[str, bytes]:
-    """Every stored file's bytes but the checkpoint's (it records the time it was saved)."""
+    """The bytes of every commit-log segment, consume-queue file and index file (the marks
+    beside them record when the flush thread last ran)."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name not in ("checkpoint", "lock")}
+            if p.is_file() and p.name.isdigit()}
 
 
 def run(root: Path, sends, fast: bool, counted: list[int]) -> tuple:
