@@ -142,9 +142,15 @@ static int out_be(Out *o, int64_t v, int width) {
 }
 
 static int out_int(Out *o, long long v) {
-    char s[24];
-    int n = snprintf(s, sizeof s, "%lld", v);
-    return out_put(o, s, n);
+    char s[24], *e = s + sizeof s, *p = e;  /* digits from the right (snprintf: 4x slower) */
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    return out_put(o, p, e - p);
 }
 
 /* A str's UTF-8 (no surrogates), or NULL with no error set when it is not a str. */
