@@ -73,12 +73,28 @@ static Py_ssize_t put_utf8(char *o, uint32_t cp) {
     return 4;
 }
 
-/* The string at r->p (its opening quote) as UTF-8 in r->tmp[0:*len]. */
-static int read_raw_string(Reader *r, Py_ssize_t *len) {
+/* The string at r->p (its opening quote) as UTF-8 in (*s)[0:*len]: read in place when it
+ * has no escape (the usual string), else decoded into r->tmp. */
+static int read_raw_string(Reader *r, const char **s, Py_ssize_t *len) {
     if (r->p >= r->n || r->b[r->p] != '"')
         return UNUSUAL;
-    r->p++;
-    Py_ssize_t o = 0;
+    Py_ssize_t start = ++r->p;
+    while (r->p < r->n) {
+        unsigned char c = r->b[r->p];
+        if (c == '"') {
+            *s = (const char *)r->b + start;
+            *len = r->p++ - start;
+            return OK;
+        }
+        if (c < 0x20)
+            return UNUSUAL;  /* a raw control character: not JSON */
+        if (c == '\\')
+            break;
+        r->p++;
+    }
+    Py_ssize_t o = r->p - start;  /* an escape: what came before it, then the rest decoded */
+    memcpy(r->tmp, r->b + start, (size_t)o);
+    *s = r->tmp;
     while (r->p < r->n) {
         unsigned char c = r->b[r->p++];
         if (c == '"') {
@@ -138,9 +154,10 @@ static int valid_utf8(const char *p, Py_ssize_t len) {
 
 /* The string at r->p as a str. */
 static int read_string(Reader *r, PyObject **out) {
+    const char *s;
     Py_ssize_t len;
-    int rc = read_raw_string(r, &len);
-    return rc == OK ? decode_strict(r->tmp, len, out) : rc;
+    int rc = read_raw_string(r, &s, &len);
+    return rc == OK ? decode_strict(s, len, out) : rc;
 }
 
 /* Names seen before, kept as their str: a header's keys (and its language) are the same
@@ -151,20 +168,21 @@ static int read_string(Reader *r, PyObject **out) {
 static PyObject *names[NAME_SLOTS];
 
 static int read_name(Reader *r, PyObject **out) {
+    const char *s;
     Py_ssize_t len;
-    int rc = read_raw_string(r, &len);
+    int rc = read_raw_string(r, &s, &len);
     if (rc != OK || len > NAME_BYTES)
-        return rc == OK ? decode_strict(r->tmp, len, out) : rc;
+        return rc == OK ? decode_strict(s, len, out) : rc;
     uint32_t h = 2166136261u;  /* FNV-1a */
     for (Py_ssize_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)r->tmp[i]) * 16777619u;
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
     PyObject **slot = &names[h % NAME_SLOTS], *known = *slot;
     if (known && PyUnicode_GET_LENGTH(known) == len &&
-            memcmp(PyUnicode_DATA(known), r->tmp, (size_t)len) == 0) {
+            memcmp(PyUnicode_DATA(known), s, (size_t)len) == 0) {
         *out = Py_NewRef(known);
         return OK;
     }
-    rc = decode_strict(r->tmp, len, out);
+    rc = decode_strict(s, len, out);
     if (rc == OK && PyUnicode_IS_COMPACT_ASCII(*out) && PyObject_Hash(*out) != -1)
         Py_XSETREF(*slot, Py_NewRef(*out));
     return rc;
@@ -288,13 +306,14 @@ static int read_header(Reader *r, long long *nums, PyObject **language, PyObject
     skip_ws(r);
     int empty = r->p < r->n && r->b[r->p] == '}';
     while (!empty) {
+        const char *key;
         Py_ssize_t len;
         skip_ws(r);
-        int rc = read_raw_string(r, &len);
+        int rc = read_raw_string(r, &key, &len);
         if (rc != OK)
             return rc;
-        int f = field_of(r->tmp, len);
-        if (f < 0 && (rc = valid_utf8(r->tmp, len)) != OK)
+        int f = field_of(key, len);
+        if (f < 0 && (rc = valid_utf8(key, len)) != OK)
             return rc;  /* (orjson refuses any key that is not UTF-8) */
         if (f >= 0 && seen[f]++)
             return UNUSUAL;  /* a key given twice: the twin keeps the last, as orjson */
