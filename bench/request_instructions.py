@@ -43,6 +43,8 @@ async def main():
         b = await rm.make_broker(Path(tmp), flushIntervalCommitLog="60000",
                                  flushIntervalConsumeQueue="60000",
                                  cleanResourceInterval="600000")
+        if sys.argv[4:] == ["pop"]:
+            await b.pop.ready()
         await rm.drive(frames[:warm], b)
         await rm.drive(frames[warm:warm + n], b)
         b.store.close()
@@ -50,10 +52,11 @@ asyncio.run(main())
 """
 
 
-def instructions(script: Path, frames: Path, n: int, warm: int, out: Path) -> int:
+def instructions(script: Path, frames: Path, n: int, warm: int, out: Path,
+                 more: tuple[str, ...] = ()) -> int:
     """Instructions valgrind counted for the child run with `n` requests."""
     r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        sys.executable, str(script), str(frames), str(n), str(warm)],
+                        sys.executable, str(script), str(frames), str(n), str(warm), *more],
                        capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
     m = re.search(r"Collected : (\d+)", r.stderr)
     if r.returncode or not m:
@@ -63,8 +66,9 @@ def instructions(script: Path, frames: Path, n: int, warm: int, out: Path) -> in
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", default="JSON,ROCKETMQ,PULL",
-                    help="SEND_MESSAGE_V2 with a JSON or ROCKETMQ header; PULL_MESSAGE")
+    ap.add_argument("--requests", default="JSON,ROCKETMQ,PULL,POP",
+                    help="SEND_MESSAGE_V2 with a JSON or ROCKETMQ header; PULL_MESSAGE; "
+                    "POP_MESSAGE (32 messages, a fifth of the requests: each is ~30 sends)")
     ap.add_argument("--n1", type=int, default=500)
     ap.add_argument("--n2", type=int, default=1500)
     args = ap.parse_args()
@@ -87,16 +91,23 @@ def main() -> None:
                          for i in range(WARM_UP + args.n2)]
                 sequence, warm, label = stored + pulls, PULL_STORED + WARM_UP, \
                     "PULL_MESSAGE (32 messages)"
+            elif kind == "POP":
+                n1, n2, warm_pops = args.n1 // 5, args.n2 // 5, WARM_UP // 5
+                stored = [rm.send_frame(i, SerializeType.JSON)
+                          for i in range((warm_pops + n2) * 32 + 100)]
+                sequence = stored + [rm.pop_frame(i) for i in range(warm_pops + n2)]
+                warm, label = len(stored) + warm_pops, "POP_MESSAGE (32 messages)"
             else:
                 sequence = [rm.send_frame(i, SerializeType[kind])
                             for i in range(WARM_UP + args.n2)]
                 warm, label = WARM_UP, f"SEND_MESSAGE_V2 ({kind} header)"
             pickle.dump(sequence, frames.open("wb"))
+            ns = (n1, n2) if kind == "POP" else (args.n1, args.n2)
+            more = ("pop",) if kind == "POP" else ()
             with ThreadPoolExecutor(2) as pool:  # (the two counts side by side)
                 counts = list(pool.map(lambda n: instructions(script, frames, n, warm,
-                                                              d / f"cg-{n}.out"),
-                                       (args.n1, args.n2)))
-            per = (counts[1] - counts[0]) // (args.n2 - args.n1)
+                                                              d / f"cg-{n}.out", more), ns))
+            per = (counts[1] - counts[0]) // (ns[1] - ns[0])
             print(json.dumps({"bench": "request path, instructions", "impl": native.active(),
                               "request": label, "instructions_per_request": per}), flush=True)
 

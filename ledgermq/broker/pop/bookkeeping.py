@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 HANDLE_VERSION = "L1"
 Key = tuple[str, str, int]  # (group, topic, queue id)
 
 
-@dataclass(frozen=True)
-class Handle:
-    """What a receipt handle names: one delivery of one message."""
+class Handle(NamedTuple):
+    """What a receipt handle names: one delivery of one message. (A NamedTuple: made for
+    every message a pop hands out and every ack, at a fifth of a frozen dataclass's cost.)"""
     broker: str
     topic: str   # the queue's topic: the retry topic for a redelivered message
     queue_id: int
