@@ -85,3 +85,31 @@ def test_deadlines_come_up_in_time_order():
     d.add(100, ("g", "t", 0), 1, 1)
     assert d.due(99) == []
     assert d.due(300) == [(("g", "t", 0), 1, 1), (("g", "t", 0), 2, 1)]
+
+
+def test_many_deadlines_come_up_like_one_at_a_time():
+    """A pop's messages of one queue go in together; each comes up as if added alone."""
+    one, many = Deadlines(), Deadlines()
+    for d in (one, many):
+        d.add(50, ("g", "t", 1), 9, 1)
+    for off in (3, 4, 5):
+        one.add(70, ("g", "t", 0), off, 2)
+    many.add_many(70, ("g", "t", 0), [3, 4, 5], 2)
+    assert one.due(60) == many.due(60) and one.due(100) == many.due(100)
+
+
+def test_the_pop_answer_names_each_queues_offsets_in_body_order():
+    """startOffsetInfo / msgOffsetInfo list each (retry flag, queue) once, its offsets in
+    the order the body holds them, however the queues interleave; FIFO counts each."""
+    from ledgermq.broker.pop.service import Popped
+    from ledgermq.broker.processors.pop import pop_header
+
+    def popped(topic, qid, off, attempt=1):
+        return Popped(Handle("b", topic, qid, off, 77, 1000), attempt, 1000, b"")
+    ps = [popped("T", 0, 5), popped("T", 0, 6), popped("%RETRY%g", 0, 2, 3),
+          popped("T", 1, 9), popped("T", 0, 7)]
+    h = pop_header(ps, 77, 1000, True)
+    assert h["startOffsetInfo"] == "0 0 5;1 0 2;0 1 9"
+    assert h["msgOffsetInfo"] == "0 0 5,6,7;1 0 2;0 1 9"
+    assert h["orderCountInfo"] == "0 qo0%5 0;0 qo0%6 0;1 qo0%2 2;0 qo1%9 0;0 qo0%7 0"
+    assert (h["popTime"], h["invisibleTime"]) == ("77", "1000")

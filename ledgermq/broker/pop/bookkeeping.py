@@ -166,6 +166,12 @@ class Deadlines:
     def add(self, deadline: int, key: Key, offset: int, stamp: int) -> None:
         heapq.heappush(self._heap, (deadline, key, offset, stamp))
 
+    def add_many(self, deadline: int, key: Key, offsets: Iterable[int], stamp: int) -> None:
+        """add() for each of `offsets` (one pop's messages of one queue)."""
+        heap, push = self._heap, heapq.heappush
+        for offset in offsets:
+            push(heap, (deadline, key, offset, stamp))
+
     def __len__(self) -> int:
         return len(self._heap)
 

@@ -267,13 +267,12 @@ class PopService:
         handed = pq.hand_out([m[0] for m in msgs], got.next_begin_offset, now,
                              invisible_ms, stamp)
         self._commit(group, topic, qid, pq)
-        out = []
         broker = self.broker.config.brokerName
-        for (_, reconsumed, stored, m), (off, attempt) in zip(msgs, handed):
-            self._deadline(now + invisible_ms, (group, topic, qid), off, stamp)
-            out.append(Popped(Handle(broker, topic, qid, off, stamp, invisible_ms),
-                              reconsumed + attempt, invisible_ms, stored, m))
-        return out
+        self._deadlines_of((group, topic, qid), [off for off, _ in handed], now + invisible_ms,
+                           stamp)
+        return [Popped(Handle(broker, topic, qid, off, stamp, invisible_ms),
+                       reconsumed + attempt, invisible_ms, stored, m)
+                for (_, reconsumed, stored, m), (off, attempt) in zip(msgs, handed)]
 
     async def wait(self, group: str, topic: str, timeout_s: float) -> None:
         """Until a queue `pop` reads may have grown, or `timeout_s`."""
@@ -394,7 +393,11 @@ class PopService:
         return False
 
     def _deadline(self, deadline: int, key: Key, offset: int, stamp: int) -> None:
-        self.deadlines.add(deadline, key, offset, stamp)
+        self._deadlines_of(key, (offset,), deadline, stamp)
+
+    def _deadlines_of(self, key: Key, offsets: Iterable[int], deadline: int,
+                      stamp: int) -> None:
+        self.deadlines.add_many(deadline, key, offsets, stamp)
         if len(self.deadlines) > self._compact_at:
             self.deadlines.compact(self._is_out)
             self._compact_at = max(COMPACT_AT_LEAST, 2 * len(self.deadlines))

@@ -54,12 +54,16 @@ def pop_header(popped: list[Popped], stamp: int, invisible_ms: int, fifo: bool) 
     """The pop answer's header for `popped`, in body order."""
     offsets: dict[tuple[str, int], list[int]] = {}
     counts = []
+    queue: tuple[str, int] | None = None
     for p in popped:
-        flag = retry_flag(p.handle.topic)
-        offsets.setdefault((flag, p.handle.queue_id), []).append(p.handle.offset)
+        h = p.handle
+        if queue is None or h.queue_id != queue[1] or h.topic != queue[0]:
+            # a pop hands a queue's messages out together: its list is looked up once
+            queue, flag = (h.topic, h.queue_id), retry_flag(h.topic)
+            listed = offsets.setdefault((flag, h.queue_id), [])
+        listed.append(h.offset)
         if fifo:
-            counts.append(f"{flag} qo{p.handle.queue_id}%{p.handle.offset} "
-                          f"{p.attempt - 1}")
+            counts.append(f"{flag} qo{h.queue_id}%{h.offset} {p.attempt - 1}")
     return {"popTime": str(stamp), "invisibleTime": str(invisible_ms),
             "reviveQid": NOT_FIFO_REVIVE_QID, "restNum": "0",
             "startOffsetInfo": _info(offsets, True), "msgOffsetInfo": _info(offsets, False),
