@@ -267,7 +267,8 @@ class Broker:
             result = handler(cmd, conn)
         except (Refused, KeyError, ValueError) as e:
             return self._bad_request(cmd, e)
-        if type(result) is not RemotingCommand and asyncio.iscoroutine(result):
+        if type(result) is not RemotingCommand and type(result) is not ReplyWhen and \
+                asyncio.iscoroutine(result):
             return self._guard(cmd, result)
         return result
 

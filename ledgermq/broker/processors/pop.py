@@ -90,6 +90,8 @@ def delivery(broker: str, group: str, topic: str, extra_info: str, offset: int) 
 def base_topic(group: str, topic: str) -> str:
     """The topic a group reads, from the topic of an ack: RocketMQ's proxy acks a retried
     message under its retry topic (%RETRY%<group>_<topic>, or +<topic>)."""
+    if not topic.startswith(RETRY_PREFIX):
+        return topic  # (the usual ack: no prefixes to build)
     for sep in ("_", "+"):
         prefix = f"{RETRY_PREFIX}{group}{sep}"
         if topic.startswith(prefix):
