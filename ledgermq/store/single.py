@@ -8,13 +8,16 @@ not yet open) goes the general way of MessageStore.append.
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..wire.batch import EncodedBatch
 from ..wire.message import OFF_QUEUEOFFSET, OFF_STORETIMESTAMP, HEADER_SIZE
 from ..wire.native import twin
 from .consume_queue import ENTRY_SIZE, ConsumeQueue
 from .results import PutResult, PutStatus
+
+if TYPE_CHECKING:
+    from .commitlog import CommitLog  # (which imports put_single from here)
 
 _POSITIONS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET (adjacent)
 _TIMESTAMP = struct.Struct(">q")
@@ -48,6 +51,7 @@ def put_single(log, log_pos: int, msg, queue_offset: int, phys: int, store_ts: i
 class SingleWrites:
     """Mixed into MessageStore; runs under the store's lock."""
 
+    commitlog: "CommitLog"
     queues: dict[tuple[str, int], ConsumeQueue]
     _next_queue_offset: dict[tuple[str, int], int]
     dispatch_bound: int
@@ -61,12 +65,12 @@ class SingleWrites:
         qoff = self._next_queue_offset.get(key, 0)
         cq = self.queues.get(key)
         slot = cq.next_slot(qoff) if cq is not None else None
-        if slot is None:
+        if cq is None or slot is None:
             return None
-        phys = self.commitlog.append_single(batch, qoff, now, *slot)  # type: ignore[attr-defined]
+        phys = self.commitlog.append_single(batch, qoff, now, *slot)
         if phys < 0:
             return None
-        cq.filled(qoff)  # type: ignore[union-attr]  # (a slot: cq is open)
+        cq.filled(qoff)
         self._next_queue_offset[key] = qoff + 1
         end = self.dispatch_bound = self.dispatched_offset = phys + len(batch.buf)
         self._index_and_wake(cq, phys, now, batch.index_keys[0] if batch.index_keys else None)

@@ -244,6 +244,8 @@ class MessageStore(SingleWrites, QueueDispatch, StoreReads, ReplicaWrites, Reten
         return result
 
     def _append_locked(self, batch: EncodedBatch, now: int) -> PutResult:
+        """append's general way (under the lock): any batch, segments and fillers made as
+        needed, a failed write cut back and answered as a refusal."""
         n = len(batch.sizes)
         key = (batch.topic, batch.queue_id)
         first_qoff = self._next_queue_offset.get(key, 0)
