@@ -30,7 +30,8 @@ def put_single(log, log_pos: int, msg, queue_offset: int, phys: int, store_ts: i
                cq_pos: int, tag: int) -> None:
     """The stored message `msg` written at log[log_pos:] with its queue offset, physical
     offset and store time, and its consume-queue entry (phys, size, tag) at cq[cq_pos:].
-    TypeError for an argument that is not an int where one goes, OverflowError past int64,
+    TypeError for an argument that is not an int where one goes (or not a buffer where
+    one goes), OverflowError past int64, BufferError for a read-only log or queue,
     ValueError when either write would not fit (nothing written then)."""
     for i, v in ((1, log_pos), (3, queue_offset), (4, phys), (5, store_ts), (7, cq_pos),
                  (8, tag)):
@@ -38,14 +39,23 @@ def put_single(log, log_pos: int, msg, queue_offset: int, phys: int, store_ts: i
             raise TypeError(f"put_single: argument {i} is not an int")
         if v not in _INT64:
             raise OverflowError(f"put_single: argument {i} is out of int64's range")
-    n = len(msg)
-    if n < HEADER_SIZE or n > 2**31 - 1 or not 0 <= log_pos <= len(log) - n or \
-            not 0 <= cq_pos <= len(cq) - ENTRY_SIZE:
+    log_size = _writable(log).nbytes
+    n = memoryview(msg).nbytes
+    cq_size = _writable(cq).nbytes
+    if n < HEADER_SIZE or n > 2**31 - 1 or not 0 <= log_pos <= log_size - n or \
+            not 0 <= cq_pos <= cq_size - ENTRY_SIZE:
         raise ValueError("the message or its queue entry does not fit")
     log[log_pos:log_pos + n] = msg
     _POSITIONS.pack_into(log, log_pos + OFF_QUEUEOFFSET, queue_offset, phys)
     _TIMESTAMP.pack_into(log, log_pos + OFF_STORETIMESTAMP, store_ts)
     _ENTRY.pack_into(cq, cq_pos, phys, n, tag)
+
+
+def _writable(buf) -> memoryview:
+    view = memoryview(buf)  # (TypeError for what is not a buffer)
+    if view.readonly:
+        raise BufferError("put_single: a read-only buffer cannot take the write")
+    return view
 
 
 class SingleWrites:

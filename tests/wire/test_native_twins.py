@@ -540,6 +540,21 @@ def test_put_single_twins_agree(log_size, log_pos, msg, qoff, phys, ts, cq_size,
     assert outs[0] == outs[1]
 
 
+@needs_native
+@pytest.mark.parametrize("which", ["log", "msg", "cq"])
+@pytest.mark.parametrize("kind", [bytes, lambda b: memoryview(bytes(b)), lambda b: None, str])
+def test_put_single_twins_agree_on_buffers(which, kind):
+    """A read-only log or queue, or something that is not a buffer where one goes: the
+    same error type from both, nothing written."""
+    outs = []
+    for fn in native.TWINS["put_single"]:
+        args = {"log": bytearray(200), "msg": bytes(100), "cq": bytearray(40)}
+        args[which] = kind(args[which]) if kind is not str else "x" * 100
+        got = outcome(fn, args["log"], 0, args["msg"], 1, 2, 3, args["cq"], 0, 4)
+        outs.append(got[:2])
+    assert outs[0] == outs[1]
+
+
 def test_put_single_writes_positions_and_entry():
     """Where the fields go: QUEUEOFFSET at 20, PHYSICALOFFSET at 28, STORETIMESTAMP at 56,
     the rest of the message as given; the entry is (phys, size, tag)."""
