@@ -60,3 +60,52 @@ async def _one_connection(server):
             return next(iter(server.connections))
         await asyncio.sleep(0.01)
     raise AssertionError("no connection")
+
+
+def _report(h: ClientHandOver):
+    from ledgermq.remoting import RemotingCommand, RequestCode
+    return h.follower_report(RemotingCommand(RequestCode.CLIENTS_CANNOT_REACH_LEADER, ext={
+        "brokerName": h.config.brokerName, "follower": "b"}), None)
+
+
+def _master(quiet_s: float, handed: list) -> ClientHandOver:
+    host = SimpleNamespace(config=BrokerConfig(), peer_auth=PeerAuth(),
+                           client_connections=lambda: [],
+                           client_left_at=time.monotonic() - quiet_s)
+    return ClientHandOver(host, "test", lambda: GroupRole(True, "a", frozenset({"b"})),
+                          lambda follower: handed.append((follower, time.monotonic())))
+
+
+def test_a_report_a_little_early_hands_over_once_the_quiet_has_lasted():
+    """A report that comes 1.5 s into the clients' quiet (clientQuietMillis 2 s) is
+    refused, and the master hands over half a second later, not at a next report: the
+    clients report a second apart, a follower passes one on at most once a second, and CI
+    saw a cut-off checkpoint master wait 6 s for the report that came late enough."""
+    async def go():
+        handed: list = []
+        h = _master(1.5, handed)
+        reported = time.monotonic()
+        assert _report(h).ext["handingOver"] == "false" and not handed
+        assert _report(h).ext["handingOver"] == "false"  # (one look pending, not two)
+        deadline = time.monotonic() + 3
+        while not handed and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert [f for f, _ in handed] == ["b"]
+        assert 0.45 <= handed[0][1] - reported <= 1.5  # once 2 s of quiet had passed
+        assert h.hand_overs == 1
+        await h.stop()
+    asyncio.run(go())
+
+
+def test_a_client_that_comes_before_the_look_keeps_its_master():
+    async def go():
+        handed: list = []
+        h = _master(1.7, handed)
+        assert _report(h).ext["handingOver"] == "false"
+        h.host.client_left_at = time.monotonic()  # a client reached it meanwhile
+        deadline = time.monotonic() + 3
+        while h._look is not None and time.monotonic() < deadline:  # until it looked
+            await asyncio.sleep(0.02)
+        assert h._look is None and handed == [] and h.hand_overs == 0
+        await h.stop()
+    asyncio.run(go())

@@ -9,7 +9,8 @@ for a second, and the route still names it. It then tells the group's other brok
 (CLIENTS_CANNOT_REACH_LEADER, a peer request that needs the cluster secret when one is
 set). The master hands over to that follower only when:
 - no client has brought it a byte for `clientQuietMillis`. A master that clients still
-  reach stays put, so a hostile report cannot move a busy master;
+  reach stays put, so a hostile report cannot move a busy master; a report that comes
+  sooner is decided again once that much quiet will have passed;
 - it has not handed over in the last HAND_OVER_EVERY_S;
 - the follower may take over (a Raft peer; a SyncStateSet member in controller mode; a
   checkpoint member in checkpoint mode);
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 HAND_OVER_EVERY_S = 30.0  # at most one hand-over on client reports per master in this time
 PASS_ON_EVERY_S = 1.0  # a follower passes reports on at most this often
 PASS_ON_TIMEOUT_S = 2.0
+LOOK_MARGIN_S = 0.05  # a look again comes this much after the quiet would have lasted
 
 
 def last_heard(conn: Any) -> float | None:
@@ -76,6 +78,7 @@ class ClientHandOver:
             ssl_context=host.config.tls.client)
         self._handed_over_at = float("-inf")
         self._passed_on_at = float("-inf")
+        self._look: asyncio.TimerHandle | None = None  # a report's decision, taken again
         self._tasks: set[asyncio.Task[None]] = set()
         self.reports = 0  # clients' reports heard (as a follower)
         self.hand_overs = 0  # hand-overs started (as the master)
@@ -139,24 +142,64 @@ class ClientHandOver:
     def follower_report(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         follower = str(cmd.ext.get("follower", ""))
         name = cmd.ext.get("brokerName")
-        why = self._why_not(follower) if name == self.config.brokerName else \
-            f"this broker is in group {self.config.brokerName}, not {str(name)[:64]!r}"
-        if why is None:
-            why = self._hand_to(follower)
+        if name != self.config.brokerName:
+            why: str | None = f"this broker is in group {self.config.brokerName}, " \
+                f"not {str(name)[:64]!r}"
+        else:
+            why = self._hand_over_now(follower)
+            if why is not None and self._refusal(follower) is None:
+                # all holds but the quiet: look again once it will have lasted, rather than
+                # wait for a next report (clients report a second apart, a follower passes
+                # one on at most once a second: the moment could pass by seconds)
+                self._look_again(follower)
         if why is not None:
             log.info("clients of follower %s cannot reach this master; not handing over: %s",
                      follower[:64], why)
             return cmd.response(ResponseCode.SUCCESS, why, {"handingOver": "false"})
-        now = time.monotonic()
-        self._handed_over_at = now
-        self.hand_overs += 1
-        log.warning("%s %s: no client has reached this master for %.1f s and clients of "
-                    "follower %s cannot reach it: handing the group to %s", self.mode,
-                    self.config.brokerName, self._quiet_s(now), follower, follower)
         return cmd.response(ResponseCode.SUCCESS, f"handing the group to {follower}",
                             {"handingOver": "true"})
 
+    def _hand_over_now(self, follower: str) -> str | None:
+        """Start handing the group to `follower` if every condition holds (None), else
+        why not."""
+        why = self._why_not(follower)
+        if why is None:
+            why = self._hand_to(follower)
+        if why is None:
+            now = time.monotonic()
+            self._handed_over_at = now
+            self.hand_overs += 1
+            log.warning("%s %s: no client has reached this master for %.1f s and clients of "
+                        "follower %s cannot reach it: handing the group to %s", self.mode,
+                        self.config.brokerName, self._quiet_s(now), follower, follower)
+        return why
+
+    def _look_again(self, follower: str) -> None:
+        """Decide again once no client will have reached this master for
+        clientQuietMillis (one look pending at a time; a client that comes meanwhile keeps
+        it, as it would have at a report)."""
+        if self._look is not None:
+            return
+        left = self.config.clientQuietMillis / 1000 - self._quiet_s(time.monotonic())
+
+        def look() -> None:
+            self._look = None
+            why = self._hand_over_now(follower)
+            if why is not None:
+                log.info("looked again at follower %s's report; not handing over: %s",
+                         follower[:64], why)
+        self._look = asyncio.get_running_loop().call_later(max(0.0, left) + LOOK_MARGIN_S,
+                                                           look)
+
     def _why_not(self, follower: str) -> str | None:
+        why = self._refusal(follower)
+        quiet = self._quiet_s(time.monotonic())
+        if why is None and quiet < self.config.clientQuietMillis / 1000:
+            why = f"a client reached this leader {quiet:.1f} s ago"
+        return why
+
+    def _refusal(self, follower: str) -> str | None:
+        """Why not hand over to `follower`, however long the clients have been quiet."""
         d, c = self._role(), self.config
         if d is None or not d.is_master:
             return "this broker is not the leader"
@@ -167,9 +210,6 @@ class ClientHandOver:
         now = time.monotonic()
         if now - self._handed_over_at < HAND_OVER_EVERY_S:
             return f"this master handed over {now - self._handed_over_at:.1f} s ago"
-        quiet = self._quiet_s(now)
-        if quiet < c.clientQuietMillis / 1000:
-            return f"a client reached this leader {quiet:.1f} s ago"
         return None
 
     def _quiet_s(self, now: float) -> float:
@@ -182,6 +222,8 @@ class ClientHandOver:
         return now - max([*heard, self.host.client_left_at])
 
     async def stop(self) -> None:
+        if self._look is not None:
+            self._look.cancel()
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
