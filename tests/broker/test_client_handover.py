@@ -109,3 +109,17 @@ def test_a_client_that_comes_before_the_look_keeps_its_master():
         assert h._look is None and handed == [] and h.hand_overs == 0
         await h.stop()
     asyncio.run(go())
+
+
+def test_a_master_whose_mode_refuses_does_not_look_again():
+    """Only the quiet is waited for: a mode that will not hand over (an operator's
+    preferredLeaderId) is asked again at the next report, not on a timer."""
+    async def go():
+        host = SimpleNamespace(config=BrokerConfig(), peer_auth=PeerAuth(),
+                               client_connections=lambda: [], client_left_at=float("-inf"))
+        h = ClientHandOver(host, "test", lambda: GroupRole(True, "a", frozenset({"b"})),
+                           lambda follower: "preferredLeaderId is set")
+        assert _report(h).remark == "preferredLeaderId is set"
+        assert h._look is None
+        await h.stop()
+    asyncio.run(go())

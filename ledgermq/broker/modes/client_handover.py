@@ -147,7 +147,7 @@ class ClientHandOver:
                 f"not {str(name)[:64]!r}"
         else:
             why = self._hand_over_now(follower)
-            if why is not None and self._refusal(follower) is None:
+            if why is not None and self._refusal(follower) is None and self._quiet_left() > 0:
                 # all holds but the quiet: look again once it will have lasted, rather than
                 # wait for a next report (clients report a second apart, a follower passes
                 # one on at most once a second: the moment could pass by seconds)
@@ -180,7 +180,7 @@ class ClientHandOver:
         it, as it would have at a report)."""
         if self._look is not None:
             return
-        left = self.config.clientQuietMillis / 1000 - self._quiet_s(time.monotonic())
+        left = self._quiet_left()
 
         def look() -> None:
             self._look = None
@@ -197,6 +197,10 @@ class ClientHandOver:
         if why is None and quiet < self.config.clientQuietMillis / 1000:
             why = f"a client reached this leader {quiet:.1f} s ago"
         return why
+
+    def _quiet_left(self) -> float:
+        """Seconds until no client will have reached this master for clientQuietMillis."""
+        return self.config.clientQuietMillis / 1000 - self._quiet_s(time.monotonic())
 
     def _refusal(self, follower: str) -> str | None:
         """Why not hand over to `follower`, however long the clients have been quiet."""
