@@ -13,7 +13,7 @@ from ledgermq.remoting import RemotingCommand, RequestCode, ResponseCode
 
 from ..wait import wait_until
 from .test_controller_mode import full_set, procs
-from .test_dledger_hand_over import addr, ask, secret_of
+from .test_dledger_hand_over import addr, ask, handing_over, secret_of
 from .test_transactions_failover import group_up, master
 
 
@@ -47,7 +47,7 @@ def test_an_idle_master_has_the_controller_elect_the_follower_named_once(tmp_pat
         assert r.ext["handingOver"] == "false" and "may take over" in r.remark, r.remark
 
         # the producer left; once that is clientQuietMillis ago, the report moves the group
-        wait_until(lambda: follower_says(first, ids[target], key).ext["handingOver"] == "true",
+        wait_until(lambda: handing_over(follower_says(first, ids[target], key)),
                    "the quiet master hands over", 10)
         wait_until(lambda: (master(d) or {}).get("name") == target, f"{target} is master", 15)
         r = follower_says(first, ids[target], key)
