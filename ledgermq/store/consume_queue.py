@@ -16,7 +16,7 @@ from .mapped_file import MappedFileQueue, StoreError
 ENTRY_SIZE = 20
 ENTRY = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tag", ">i8")])
 assert ENTRY.itemsize == ENTRY_SIZE
-_ONE = struct.Struct(">qiq")
+ENTRY_STRUCT = struct.Struct(">qiq")  # one entry: phys, size, tag
 
 
 class ConsumeQueue:
@@ -62,7 +62,7 @@ class ConsumeQueue:
             self.min_offset = offset  # a replica that began mid-stream: nothing before this
         at = offset * ENTRY_SIZE
         seg = self.files.ensure(at)
-        _ONE.pack_into(seg.mm, at - seg.start, phys, size, tag)
+        ENTRY_STRUCT.pack_into(seg.mm, at - seg.start, phys, size, tag)
         if offset >= self.max_offset:
             self.max_offset = offset + 1
         self.dirty = True
@@ -211,7 +211,7 @@ def walk_entries(ents: memoryview | bytes, first: int, log_min: int, seg_size: i
     runs: list[int] = []
     kept: list[int] = []
     n = 0
-    for phys, size, _ in _ONE.iter_unpack(ents[:len(ents) - len(ents) % ENTRY_SIZE]):
+    for phys, size, _ in ENTRY_STRUCT.iter_unpack(ents[:len(ents) - len(ents) % ENTRY_SIZE]):
         if phys >= log_min:
             if total + size > max_bytes and count:
                 break

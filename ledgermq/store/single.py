@@ -7,21 +7,17 @@ not yet open) goes the general way of MessageStore.append.
 """
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING, Callable
 
-from ..wire.batch import EncodedBatch
+from ..wire.batch import POSITIONS, TIMESTAMP, EncodedBatch
 from ..wire.message import OFF_QUEUEOFFSET, OFF_STORETIMESTAMP, HEADER_SIZE
 from ..wire.native import twin
-from .consume_queue import ENTRY_SIZE, ConsumeQueue
+from .consume_queue import ENTRY_SIZE, ENTRY_STRUCT, ConsumeQueue
 from .results import PutResult, PutStatus
 
 if TYPE_CHECKING:
     from .commitlog import CommitLog  # (which imports put_single from here)
 
-_POSITIONS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET (adjacent)
-_TIMESTAMP = struct.Struct(">q")
-_ENTRY = struct.Struct(">qiq")  # a consume-queue entry: phys, size, tag
 _INT64 = range(-2**63, 2**63)
 
 
@@ -46,9 +42,9 @@ def put_single(log, log_pos: int, msg, queue_offset: int, phys: int, store_ts: i
             not 0 <= cq_pos <= cq_size - ENTRY_SIZE:
         raise ValueError("the message or its queue entry does not fit")
     log[log_pos:log_pos + n] = msg
-    _POSITIONS.pack_into(log, log_pos + OFF_QUEUEOFFSET, queue_offset, phys)
-    _TIMESTAMP.pack_into(log, log_pos + OFF_STORETIMESTAMP, store_ts)
-    _ENTRY.pack_into(cq, cq_pos, phys, n, tag)
+    POSITIONS.pack_into(log, log_pos + OFF_QUEUEOFFSET, queue_offset, phys)
+    TIMESTAMP.pack_into(log, log_pos + OFF_STORETIMESTAMP, store_ts)
+    ENTRY_STRUCT.pack_into(cq, cq_pos, phys, n, tag)
 
 
 def _writable(buf) -> memoryview:

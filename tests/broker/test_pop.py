@@ -81,8 +81,8 @@ def test_receipt_handles_round_trip_and_foreign_ones_are_refused():
 
 def test_deadlines_come_up_in_time_order():
     d = Deadlines()
-    d.add(300, ("g", "t", 0), 2, 1)
-    d.add(100, ("g", "t", 0), 1, 1)
+    d.add(300, ("g", "t", 0), [2], 1)
+    d.add(100, ("g", "t", 0), [1], 1)
     assert d.due(99) == []
     assert d.due(300) == [(("g", "t", 0), 1, 1), (("g", "t", 0), 2, 1)]
 
@@ -91,10 +91,10 @@ def test_many_deadlines_come_up_like_one_at_a_time():
     """A pop's messages of one queue go in together; each comes up as if added alone."""
     one, many = Deadlines(), Deadlines()
     for d in (one, many):
-        d.add(50, ("g", "t", 1), 9, 1)
+        d.add(50, ("g", "t", 1), [9], 1)
     for off in (3, 4, 5):
-        one.add(70, ("g", "t", 0), off, 2)
-    many.add_many(70, ("g", "t", 0), [3, 4, 5], 2)
+        one.add(70, ("g", "t", 0), [off], 2)
+    many.add(70, ("g", "t", 0), [3, 4, 5], 2)
     assert one.due(60) == many.due(60) and one.due(100) == many.due(100)
 
 

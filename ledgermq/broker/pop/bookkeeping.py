@@ -163,11 +163,8 @@ class Deadlines:
     def __init__(self) -> None:
         self._heap: list[tuple[int, Key, int, int]] = []
 
-    def add(self, deadline: int, key: Key, offset: int, stamp: int) -> None:
-        heapq.heappush(self._heap, (deadline, key, offset, stamp))
-
-    def add_many(self, deadline: int, key: Key, offsets: Iterable[int], stamp: int) -> None:
-        """add() for each of `offsets` (one pop's messages of one queue)."""
+    def add(self, deadline: int, key: Key, offsets: Iterable[int], stamp: int) -> None:
+        """Deliveries `offsets` of `key` (one pop's messages of a queue) due at `deadline`."""
         heap, push = self._heap, heapq.heappush
         for offset in offsets:
             push(heap, (deadline, key, offset, stamp))

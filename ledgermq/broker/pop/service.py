@@ -397,7 +397,7 @@ class PopService:
 
     def _deadlines_of(self, key: Key, offsets: Iterable[int], deadline: int,
                       stamp: int) -> None:
-        self.deadlines.add_many(deadline, key, offsets, stamp)
+        self.deadlines.add(deadline, key, offsets, stamp)
         if len(self.deadlines) > self._compact_at:
             self.deadlines.compact(self._is_out)
             self._compact_at = max(COMPACT_AT_LEAST, 2 * len(self.deadlines))
