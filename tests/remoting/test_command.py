@@ -169,6 +169,12 @@ def test_json_header_twins_agree(numbers, language, remark, ext, other, spacing,
     b'{"code":99999999999999999999999}', b'{"code":1,}', b'{"code":1}x', b'{"code":1} \n',
     b'\xef\xbb\xbf{"code":1}', b'{"code":1,"extFields":{"a":"1"},"extFields":{"b":"2"}}',
     b'{"code":1,"extFields":{"a":"1","a":"2"}}', b'{"code":1,"extFields":{"a":5}}',
+    b'{"code":1,"extFields":{"a":-0}}', b'{"code":1,"extFields":{"a":01}}',
+    b'{"code":1,"extFields":{"a":1.5}}', b'{"code":1,"extFields":{"a":1e3}}',
+    b'{"code":1,"extFields":{"a":-}}', b'{"code":1,"extFields":{"a":true}}',
+    b'{"code":1,"extFields":{"a":99999999999999999999999}}',
+    b'{"code":1,"extFields":{"a":999999999999999999,"b":-999999999999999999}}',
+    b'{"code":1,"extFields":{"a":5,"a":"5"}}', b'{"code":1,"extFields":{"a":5 }}',
     b'{"code":1,"extFields":null}', b'{"code":1,"extFields":""}', b'{"code":1,"extFields":[]}',
     b'{"code":1,"remark":"\\ud800"}', b'{"code":1,"remark":"\\udc00x"}',
     b'{"code":1,"remark":"\\ud83d\\ude00"}', b'{"code":1,"remark":"a\x01b"}',
@@ -200,6 +206,28 @@ def test_json_header_of_a_client_is_read_without_the_twin():
     assert native._native.json_header_fields(raw) == (
         310, "CPP", 399, 3, 0, None,
         {"b": "T", "i": "UNIQ_KEY\x01AB\x02WAIT\x01true\x02", "k": "caf\u00e9 \U0001f600"})
+
+
+def test_json_header_of_the_cpp_client_is_read_without_the_twin():
+    """RocketMQ's C++ client (0.4.4, as captured from `bench/request_bench.py`) sends
+    SEND_MESSAGE with integers among its extFields (queueId, sysFlag, flag,
+    defaultTopicQueueNums): the compiled reader takes them as the text Java reads, without
+    handing every such request to the twin."""
+    from ledgermq.wire import native
+    if native._native is None:
+        pytest.skip("the compiled module is not built")
+    raw = (b'{"code":10,"extFields":{"AccessKey":"","OnsChannel":"ALIYUN","Signature":'
+           b'"yO1kO/80cA+95sAaBgL6jxgKeMo=","batch":"0","bornTimestamp":"1795928744418",'
+           b'"defaultTopic":"TBW102","defaultTopicQueueNums":4,"flag":0,"producerGroup":'
+           b'"bench-req","properties":"UNIQ_KEY\\u00010100007F0000F8CE00006244A7960100'
+           b'\\u0002WAIT\\u0001true\\u0002","queueId":-3,"reconsumeTimes":"0","sysFlag":'
+           b'2147483648000,"topic":"BenchRequests","unitMode":"0"},"flag":0,"language":'
+           b'"CPP","opaque":2,"remark":"","version":63}\n')
+    pure, _ = native.TWINS["json_header_fields"]
+    read = native._native.json_header_fields(raw)
+    assert read == pure(raw)
+    assert read[6]["defaultTopicQueueNums"] == "4" and read[6]["queueId"] == "-3"
+    assert read[6]["sysFlag"] == "2147483648000" and read[6]["flag"] == "0"
 
 
 # (no lone surrogates: those are in the odd values)
