@@ -6,7 +6,7 @@ warm-up; (Ir(N2) - Ir(N1)) / (N2 - N1) is what one request costs, startup
 and imports cancelled out. A timing on this VM moves by a quarter with what else runs;
 this moves by ~1% (see docs/benchmarks.md), so a change of a few percent shows. JSON rows.
 
-    python bench/request_instructions.py [--requests JSON,ROCKETMQ,PULL] [--n1 500 --n2 1500]
+    python bench/request_instructions.py [--requests CPP,JSON,ROCKETMQ,PULL,POP] [--n1 500 --n2 1500]
 
 Needs valgrind (apt install valgrind); about a minute and a half a row.
 """
@@ -66,8 +66,9 @@ def instructions(script: Path, frames: Path, n: int, warm: int, out: Path,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", default="JSON,ROCKETMQ,PULL,POP",
-                    help="SEND_MESSAGE_V2 with a JSON or ROCKETMQ header; PULL_MESSAGE; "
+    ap.add_argument("--requests", default="CPP,JSON,ROCKETMQ,PULL,POP",
+                    help="SEND_MESSAGE as the C++ client sends it; SEND_MESSAGE_V2 with a "
+                    "JSON or ROCKETMQ header; PULL_MESSAGE; "
                     "POP_MESSAGE (32 messages, a fifth of the requests: each is ~30 sends)")
     ap.add_argument("--n1", type=int, default=500)
     ap.add_argument("--n2", type=int, default=1500)
@@ -98,9 +99,9 @@ def main() -> None:
                 sequence = stored + [rm.pop_frame(i) for i in range(warm_pops + n2)]
                 warm, label = len(stored) + warm_pops, "POP_MESSAGE (32 messages)"
             else:
-                sequence = [rm.send_frame(i, SerializeType[kind])
-                            for i in range(WARM_UP + args.n2)]
-                warm, label = WARM_UP, f"SEND_MESSAGE_V2 ({kind} header)"
+                label, make = rm.SENDS[kind]
+                sequence = [make(i) for i in range(WARM_UP + args.n2)]
+                warm = WARM_UP
             pickle.dump(sequence, frames.open("wb"))
             ns = (n1, n2) if kind == "POP" else (args.n1, args.n2)
             more = ("pop",) if kind == "POP" else ()

@@ -1,7 +1,9 @@
 """The broker's CPU per one-message request without the kernel (#32): a real Broker and
-store in this process, its remoting Connection fed SEND_MESSAGE_V2 frames one by one (the
-way RocketMQ's C++ and Java clients send them, JSON and binary headers), the Java client's
-SEND_BATCH_MESSAGE of 100, and PULL_MESSAGE frames asking for 32, its replies taken by a transport that only counts bytes; then what
+store in this process, its remoting Connection fed one-message sends one by one (as
+RocketMQ's C++ client sends them, SEND_MESSAGE; as its Java client does, SEND_MESSAGE_V2
+with a JSON or binary header), the Java client's SEND_BATCH_MESSAGE of 100, and
+PULL_MESSAGE frames asking for 32, its replies taken by a transport that only counts
+bytes; then what
 RocketMQ's proxy in cluster mode sends for its gRPC consumers (#33): POP_MESSAGE asking
 for 32, and one ACK_MESSAGE per message, pipelined as a busy proxy's arrive (64 a read).
 JSON rows: µs per request, native and (in a child process) LEDGERMQ_PURE=1.
@@ -17,6 +19,7 @@ import json
 import os
 import pstats
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -70,6 +73,30 @@ def send_frame(i: int, stype: SerializeType) -> bytes:
     cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=i, ext=ext, body=b"x" * 100,
                           language="CPP", version=399, serialize_type=stype)
     return cmd.to_bytes()
+
+
+def cpp_send_frame(i: int) -> bytes:
+    """A SEND_MESSAGE as RocketMQ's C++ client (PyPI rocketmq 0.4.4) sends one message, as
+    captured from bench/request_bench.py: the header's version 1 with its long field
+    names, four of them JSON integers, the empty ACL fields, a newline after the header."""
+    props = f"UNIQ_KEY\x01AC11000100002A9F0000{i:012X}\x02WAIT\x01true\x02"
+    ext = {"AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "yO1kO/80cA+95sAaBgL6jxgKeMo=",
+           "batch": "0", "bornTimestamp": str(1_700_000_000_000 + i), "defaultTopic": "TBW102",
+           "defaultTopicQueueNums": 4, "flag": 0, "producerGroup": "bench-group",
+           "properties": props, "queueId": i % 4, "reconsumeTimes": "0", "sysFlag": 0,
+           "topic": TOPIC, "unitMode": "0"}
+    header = json.dumps({"code": int(RequestCode.SEND_MESSAGE), "extFields": ext, "flag": 0,
+                         "language": "CPP", "opaque": i, "remark": "", "version": 63},
+                        separators=(",", ":")).encode() + b"\n"
+    body = b"x" * 100
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
+SENDS = {"CPP": ("SEND_MESSAGE (the C++ client's JSON header)", cpp_send_frame),
+         "JSON": ("SEND_MESSAGE_V2 (JSON header)",
+                  lambda i: send_frame(i, SerializeType.JSON)),
+         "ROCKETMQ": ("SEND_MESSAGE_V2 (ROCKETMQ header)",
+                      lambda i: send_frame(i, SerializeType.ROCKETMQ))}
 
 
 def batch_frame(i: int, n: int = 100) -> bytes:
@@ -150,19 +177,19 @@ async def measure(n: int, profile: bool) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="request-micro-") as tmp:
         b = await make_broker(Path(tmp))
         try:
-            for stype in (SerializeType.JSON, SerializeType.ROCKETMQ):
-                await drive([send_frame(i, stype) for i in range(2000)], b)  # warm-up
+            for label, make in SENDS.values():
+                await drive([make(i) for i in range(2000)], b)  # warm-up
                 prof = cProfile.Profile() if profile else None
                 if prof:
                     prof.enable()
                 rounds = []  # the median of 5 rounds: a round can meet a page fault storm
                 for r in range(ROUNDS):
-                    frames = [send_frame(i, stype) for i in range(r * n, (r + 1) * n)]
+                    frames = [make(i) for i in range(r * n, (r + 1) * n)]
                     rounds.append(await drive(frames, b) * 1e6 / n)
                 if prof:
                     prof.disable()
                     pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
-                rows.append({"request": f"SEND_MESSAGE_V2 ({stype.name} header)",
+                rows.append({"request": label,
                              "us_per_request": round(statistics.median(rounds), 1),
                              "rounds": [round(x, 1) for x in rounds]})
             rounds = []
