@@ -21,6 +21,10 @@ from .consume_queue import ConsumeQueue
 
 log = logging.getLogger(__name__)
 
+# runs of up to this many messages are dispatched entry by entry: numpy's arrays cost
+# ~15 µs a run however short, a message written on its own ~1.2 µs
+FEW = 16
+
 
 @dataclass
 class DispatchRun:
@@ -152,11 +156,9 @@ class QueueDispatch:
         """Consume-queue entries, index records and pull wake-ups for consecutive messages
         of one queue."""
         cq = self.queues.get((topic, queue_id)) or self._open_queue(topic, queue_id)
-        if len(phys) == 1:
-            ts = store_timestamps
-            self._dispatch_one(cq, first_queue_offset, int(phys[0]), int(sizes[0]),
-                               int(tags[0]), ts if isinstance(ts, int) else int(ts[0]),
-                               index_keys[0] if index_keys else None)
+        if len(phys) <= FEW:
+            self._dispatch_few(cq, first_queue_offset, phys, sizes, tags, store_timestamps,
+                               index_keys)
             return
         cq.put(first_queue_offset, phys, sizes, tags)
         if self.index is not None and index_keys:
@@ -166,6 +168,25 @@ class QueueDispatch:
                 self._index_failed(topic, len(phys), e)
         for listener in self.listeners:
             listener(topic, queue_id, cq.max_offset)
+
+    def _dispatch_few(self, cq: ConsumeQueue, first_queue_offset: int, phys, sizes, tags,
+                      store_timestamps, index_keys) -> None:
+        """_dispatch_fields for a run of at most FEW messages (what a replica's entry or a
+        DLedger commit usually brings): entry by entry, without numpy's per-call cost."""
+        one_ts = store_timestamps if isinstance(store_timestamps, int) else None
+        index = self.index if index_keys else None
+        for i in range(len(phys)):
+            p = int(phys[i])
+            cq.put_one(first_queue_offset + i, p, int(sizes[i]), int(tags[i]))
+            if index is not None and index_keys[i]:
+                ts = one_ts if one_ts is not None else int(store_timestamps[i])
+                try:
+                    index.put(cq.topic, index_keys[i], p, ts)
+                except OSError as e:
+                    self._index_failed(cq.topic, len(phys) - i, e)
+                    index = None
+        for listener in self.listeners:
+            listener(cq.topic, cq.queue_id, cq.max_offset)
 
     def _dispatch_one(self, cq: ConsumeQueue, queue_offset: int, phys: int, size: int,
                       tag: int, store_timestamp: int, index_keys: list[str] | None) -> None:
