@@ -11,7 +11,9 @@ Workloads, 100-byte messages, one system at a time on the same 2 cores:
   threads   RocketMQ's benchmark Producer, 64 threads, one message a request
   batch     batches of 100 from 4 threads (BenchDriver.java)
   consume   a lite pull consumer reads everything `batch` wrote
-  gRPC      (layout proxy: ledgermq's gRPC endpoint against RocketMQ's proxy in local mode)
+  gRPC      (layout proxy: ledgermq's gRPC endpoint against RocketMQ's proxy in local mode;
+            ledgermq behind RocketMQ's proxy in cluster mode against RocketMQ's own broker
+            behind the same proxy)
             RocketMQ 5's Java gRPC client (GrpcDriver.java): sync p50/p99, 64 sending
             threads, a SimpleConsumer (receive 32, ack each) and a PushConsumer
   failover  (dledger, controller) kill -9 of the master or leader under a sync sender, to its
@@ -253,10 +255,12 @@ def compare(layout: str, workload: str, figure: str, ours, theirs, better: str) 
             "rocketmq": theirs}
 
 
-def rows(layout: str, figs: dict[str, dict], ours: str = "ledgermq") -> list[dict]:
-    """`ours` (ledgermq, or ledgermq behind RocketMQ's proxy) against RocketMQ."""
-    out = [{**r, "side": ours} for r in _rows(layout, figs[ours], figs["rocketmq"])]
-    return out
+def rows(layout: str, figs: dict[str, dict], ours: str = "ledgermq",
+         anchor: str = "rocketmq") -> list[dict]:
+    """`ours` (ledgermq, or ledgermq behind RocketMQ's proxy) against `anchor` (RocketMQ
+    in the same layout, or its broker behind the same proxy)."""
+    return [{**r, "side": ours, "anchor": anchor}
+            for r in _rows(layout, figs[ours], figs[anchor])]
 
 
 def _rows(layout: str, a: dict, b: dict) -> list[dict]:
@@ -300,9 +304,10 @@ def main() -> None:
     args = ap.parse_args()
     for layout in args.layouts.split(","):
         figs: dict[str, dict] = {}
-        # the proxy layout also runs ledgermq behind RocketMQ's proxy in cluster mode
-        systems = ("ledgermq", "rocketmq", "proxied") if layout == "proxy" else \
-            ("ledgermq", "rocketmq")
+        # the proxy layout also runs ledgermq, and RocketMQ's broker, behind RocketMQ's
+        # proxy in cluster mode
+        systems = ("ledgermq", "rocketmq", "proxied", "rocketmq-proxied") \
+            if layout == "proxy" else ("ledgermq", "rocketmq")
         with tempfile.TemporaryDirectory(prefix=f"rocketmq-bench-{layout}-") as tmp:
             for system in systems:
                 # (controller-tight: failover rows only; ledgermq has one setting, run again)
@@ -314,8 +319,10 @@ def main() -> None:
                         figs[system]["failover"] = failover(s, args.trials, Path(tmp))
                 print(json.dumps({"bench": "rocketmq side by side", "layout": layout,
                                   "system": system, **figs[system]}), flush=True)
-        compared = [r for ours in systems if ours != "rocketmq" and figs[ours].get("sync")
+        compared = [r for ours in ("ledgermq", "proxied") if figs.get(ours, {}).get("sync")
                     for r in rows(layout, figs, ours)]
+        if figs.get("rocketmq-proxied", {}).get("sync"):
+            compared += rows(layout, figs, "proxied", "rocketmq-proxied")
         for r in compared + failover_rows(layout, figs):
             print(json.dumps(r), flush=True)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator, Protocol
 
 from bench.rocketmq_anchor import FrontProxy, RocketMQ
-from bench.rocketmq_layouts import GROUP
+from bench.rocketmq_layouts import CLUSTER, GROUP
 from ledgermq.client.admin import Admin
 from ledgermq.localcluster.cluster import MASTER_ROLES, down, health, lag, restart, status, up
 from tests.dev_process import DevProcess
@@ -163,7 +163,33 @@ class ProxiedSide:
         self.dev.stop()
 
 
-SIDES = {"ledgermq": LedgermqSide, "rocketmq": RocketMQSide, "proxied": ProxiedSide}
+class RocketMQProxiedSide(ProxiedSide):
+    """RocketMQ's own broker (and name server) behind its proxy in cluster mode: the same
+    two hops as the proxied side, so the anchor for ledgermq behind that proxy (the proxy
+    layout only; the "rocketmq" side there is its proxy and broker in one JVM)."""
+    system = "rocketmq-proxied"
+
+    def __init__(self, layout: str, d: Path) -> None:
+        assert layout == "proxy", layout
+        self.rmq = RocketMQ(d / "rocketmq", "single").__enter__()
+        try:
+            self.front = FrontProxy(d / "proxy", front_of=self.rmq.namesrv,
+                                    cluster=CLUSTER).__enter__()
+        except BaseException:
+            self.rmq.stop()
+            raise
+        self.namesrv, self.grpc = self.rmq.namesrv, self.front.grpc
+
+    def pids(self) -> dict[str, int]:
+        return {**self.rmq.pids(), **self.front.pids()}
+
+    def close(self) -> None:
+        self.front.stop()
+        self.rmq.stop()
+
+
+SIDES = {"ledgermq": LedgermqSide, "rocketmq": RocketMQSide, "proxied": ProxiedSide,
+         "rocketmq-proxied": RocketMQProxiedSide}
 
 
 @contextlib.contextmanager

@@ -5,10 +5,11 @@
  *    "extFields":{"a":"group","i":"UNIQ_KEY\u0001...\u0002",...},...}
  *
  * What RocketMQ's clients send: an object whose numbers are integers and whose other
- * values are strings or null (extFields' values strings, or integers from the C++ client). Anything else (a float, a nested value outside extFields,
- * a key given twice, a number past 32 bits, a lone surrogate, bytes that are not JSON)
- * gets None: the pure twin, which reads every JSON document through orjson, then answers
- * or raises the FrameError that says what is wrong.
+ * values are strings or null (extFields' values strings, or integers from the C++ client).
+ * Anything else (a float, a nested value outside extFields, a key given twice, a number
+ * past 32 bits, a lone surrogate, bytes that are not JSON) gets None: the pure twin,
+ * which reads every JSON document through orjson, then answers or raises the FrameError
+ * that says what is wrong.
  */
 #include "_native.h"
 
