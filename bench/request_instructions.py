@@ -1,12 +1,13 @@
 """Instructions per request on the broker's request path (#32), counted by valgrind
 (callgrind): the in-process loop of request_micro.py (a real Broker and store, its
-Connection fed SEND_MESSAGE_V2 frames, or PULL_MESSAGE frames asking for 32 once 2,000
+Connection fed one-message sends, or PULL_MESSAGE frames asking for 32 once 2,000
 messages are stored, replies counted) run twice, for N1 and N2 requests after the same
 warm-up; (Ir(N2) - Ir(N1)) / (N2 - N1) is what one request costs, startup
 and imports cancelled out. A timing on this VM moves by a quarter with what else runs;
 this moves by ~1% (see docs/benchmarks.md), so a change of a few percent shows. JSON rows.
 
-    python bench/request_instructions.py [--requests CPP,JSON,ROCKETMQ,PULL,POP] [--n1 500 --n2 1500]
+    python bench/request_instructions.py [--requests CPP,JSON,ROCKETMQ,PULL,POP]
+                                         [--n1 500 --n2 1500]
 
 Needs valgrind (apt install valgrind); about a minute and a half a row.
 """

@@ -3,9 +3,9 @@ store in this process, its remoting Connection fed one-message sends one by one 
 RocketMQ's C++ client sends them, SEND_MESSAGE; as its Java client does, SEND_MESSAGE_V2
 with a JSON or binary header), the Java client's SEND_BATCH_MESSAGE of 100, and
 PULL_MESSAGE frames asking for 32, its replies taken by a transport that only counts
-bytes; then what
-RocketMQ's proxy in cluster mode sends for its gRPC consumers (#33): POP_MESSAGE asking
-for 32, and one ACK_MESSAGE per message, pipelined as a busy proxy's arrive (64 a read).
+bytes; then what RocketMQ's proxy in cluster mode sends for its gRPC consumers (#33):
+POP_MESSAGE asking for 32, and one ACK_MESSAGE per message, pipelined as a busy proxy's
+arrive (64 a read).
 JSON rows: µs per request, native and (in a child process) LEDGERMQ_PURE=1.
 
     python bench/request_micro.py [--requests 10000] [--profile]
