@@ -268,9 +268,28 @@ def test_pending_resolves_resend_when_the_master_died_with_it(group):
     assert not {b"r-0", b"r-1", b"r-2"} & bodies
 
 
+def saved_members(control: dict, group: str = "broker-a") -> list[int]:
+    """The member slots the serving control node `control` has saved for `group`."""
+    async def ask() -> list[int]:
+        client = RemotingClient()
+        try:
+            r = await client.invoke(f"{control['host']}:{control['port']}", RemotingCommand(
+                RequestCode.CONTROL_STATUS), 2.0)
+            return json.loads(r.body).get(group, {}).get("members", []) \
+                if r.code == ResponseCode.SUCCESS else []
+        finally:
+            await client.close()
+    return asyncio.run(ask())
+
+
 def cached_then_killed(d, state, control: dict) -> dict:
     """Five sends acknowledged only through the control node's cache (the slaves frozen,
-    so the checkpoint stalls), then `control` and the master killed together; the master."""
+    so the checkpoint stalls), then `control` and the master killed together; the master.
+    Only slaves the control node saved as members may be promoted: until the master's
+    heartbeat has named both (a moment after they caught up), a master killed leaves none
+    eligible, so the test waits for that first."""
+    wait_until(lambda: len(saved_members(control)) == 2,
+               lambda: f"both slaves saved as members: {saved_members(control)}")
     st = procs(d)
     master = wait_for_master(d)
     slaves = [st[n]["pid"] for n in ("n0", "n1", "n2") if n != master["name"]]
