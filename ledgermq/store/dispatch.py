@@ -180,31 +180,30 @@ class QueueDispatch:
             cq.put_one(first_queue_offset + i, p, int(sizes[i]), int(tags[i]))
             if index is not None and index_keys[i]:
                 ts = one_ts if one_ts is not None else int(store_timestamps[i])
-                try:
-                    index.put(cq.topic, index_keys[i], p, ts)
-                except OSError as e:
-                    self._index_failed(cq.topic, len(phys) - i, e)
-                    index = None
+                if not self._index_one(cq.topic, index_keys[i], p, ts, len(phys) - i):
+                    index = None  # (the rest of the run is counted in its log line)
         for listener in self.listeners:
             listener(cq.topic, cq.queue_id, cq.max_offset)
-
-    def _dispatch_one(self, cq: ConsumeQueue, queue_offset: int, phys: int, size: int,
-                      tag: int, store_timestamp: int, index_keys: list[str] | None) -> None:
-        """_dispatch_fields for one message (a single send), without the arrays."""
-        cq.put_one(queue_offset, phys, size, tag)
-        self._index_and_wake(cq, phys, store_timestamp, index_keys)
 
     def _index_and_wake(self, cq: ConsumeQueue, phys: int, store_timestamp: int,
                         index_keys: list[str] | None) -> None:
         """The rest of one message's dispatch, its queue entry written: its index keys,
         and the pulls waiting on its queue."""
         if self.index is not None and index_keys:
-            try:
-                self.index.put(cq.topic, index_keys, phys, store_timestamp)
-            except OSError as e:
-                self._index_failed(cq.topic, 1, e)
+            self._index_one(cq.topic, index_keys, phys, store_timestamp)
         for listener in self.listeners:
             listener(cq.topic, cq.queue_id, cq.max_offset)
+
+    def _index_one(self, topic: str, keys: list[str], phys: int, store_timestamp: int,
+                   left: int = 1) -> bool:
+        """One message's index keys; False (logged for the `left` messages it stops) when
+        the index cannot take them."""
+        try:
+            self.index.put(topic, keys, phys, store_timestamp)
+            return True
+        except OSError as e:
+            self._index_failed(topic, left, e)
+            return False
 
     @staticmethod
     def _index_failed(topic: str, n: int, e: OSError) -> None:

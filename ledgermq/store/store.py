@@ -261,13 +261,8 @@ class MessageStore(SingleWrites, QueueDispatch, StoreReads, ReplicaWrites, Reten
         end = self.commitlog.max_offset
         if self.dispatch_follows_log and not self._pending:  # visible at once
             self.dispatch_bound = self.dispatched_offset = end
-            if n == 1:  # (a single send: no per-run bookkeeping)
-                self._dispatch_one(cq, first_qoff, phys[0], batch.sizes[0],
-                                   batch.tag_codes[0], now,
-                                   batch.index_keys[0] if batch.index_keys else None)
-            else:
-                self._dispatch_fields(batch.topic, batch.queue_id, first_qoff, phys,
-                                      batch.sizes, batch.tag_codes, now, batch.index_keys)
+            self._dispatch_fields(batch.topic, batch.queue_id, first_qoff, phys, batch.sizes,
+                                  batch.tag_codes, now, batch.index_keys)
         else:
             self._pending.append(DispatchRun(batch.topic, batch.queue_id, first_qoff, phys,
                                              batch.sizes, batch.tag_codes, now,

@@ -65,3 +65,29 @@ def test_runs_dispatched_entry_by_entry_match_the_array_way(tmp_path_factory, ru
     arrays = dispatched(tmp_path_factory.mktemp("arrays"), runs, 0)
     assert few[0] == arrays[0]  # the same pulls woken, with the same queue ends
     assert few[1] == arrays[1]
+
+
+def test_an_index_that_refuses_leaves_the_run_readable(tmp_path, monkeypatch, caplog):
+    """A full disk refusing a new index file: every message of the run still gets its
+    queue entry and wakes pulls; the messages left unindexed are logged once a run."""
+    store = MessageStore(small_config(tmp_path))
+    store.open()
+    try:
+        def refuse(*_):
+            raise OSError(28, "No space left on device")
+        monkeypatch.setattr(store.index, "put", refuse)
+        monkeypatch.setattr(store.index, "put_many", refuse)
+        woken: list = []
+        store.listeners.append(lambda *a: woken.append(a))
+        with store._lock:
+            for first, n in ((0, 3), (3, dispatch.FEW + 4)):
+                phys = tuple(range(first * 100, (first + n) * 100, 100))
+                store._dispatch_fields("T", 0, first, phys, (100,) * n, (0,) * n,
+                                       1_700_000_000_000, [["k"]] * n)
+        assert store.queues[("T", 0)].max_offset == 3 + dispatch.FEW + 4
+        assert woken == [("T", 0, 3), ("T", 0, 3 + dispatch.FEW + 4)]
+        logged = [r.getMessage() for r in caplog.records if "not written" in r.getMessage()]
+        assert [m.split(" messages")[0] for m in logged] == \
+            ["index entries for 3", f"index entries for {dispatch.FEW + 4}"]
+    finally:
+        store.close()
