@@ -253,11 +253,15 @@ class Connection(asyncio.Protocol):
         if response is None or cmd.is_oneway or not self.is_open:
             return
         # handlers waiting on one event (a commit, a flush) finish together: their replies
-        # are gathered and written once, after the callbacks already queued have run
+        # are gathered and written once, when the last one in flight is done, else after
+        # the callbacks already queued have run (the rest wait for a later event)
         if self._later is None:
             self._later = []
-            asyncio.get_running_loop().call_soon(self._write_later)
+            if self.in_flight:
+                asyncio.get_running_loop().call_soon(self._write_later)
         self._later += response.encode()
+        if not self.in_flight:
+            self._write_later()
 
     def _write_later(self) -> None:
         later, self._later = self._later, None
