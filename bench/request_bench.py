@@ -1,11 +1,12 @@
 """One message per request, as RocketMQ's real clients send (#32): N processes of RocketMQ's
 C++ client (PyPI rocketmq==0.4.4) each sending 100-byte messages synchronously from one
-thread, against ledgermq (native, then LEDGERMQ_PURE=1) and Apache RocketMQ 5 in the same
+thread, against ledgermq (native, then LEDGERMQ_PURE=1), Apache RocketMQ 5 and the floor (a
+Python server that answers at once and stores nothing: bench/request_floor.py) in the same
 run, on the same 2 cores. JSON rows: msgs/s, sync p50/p99, each server process's CPU per
 message and the client processes' together (user + system, over the timed window only).
 
     python bench/request_bench.py [--layouts single,dledger] [--procs 1,4,16]
-                                  [--seconds 10] [--systems ledgermq,pure,rocketmq]
+                                  [--seconds 10] [--systems ledgermq,pure,rocketmq,floor]
 
 Needs the C++ client's venv (`make .cache/rocketmq-0.4.4/.ready`, as make chaos builds it)
 and, for the RocketMQ rows, Java (bench/rocketmq_anchor.py fetches RocketMQ from Maven
@@ -26,7 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.rocketmq_bench import cpu_seconds  # noqa: E402
-from bench.rocketmq_sides import Side, side  # noqa: E402
+from bench.request_floor import FloorSide  # noqa: E402
+from bench.rocketmq_sides import SIDES, Side, side  # noqa: E402
+
+SIDES["floor"] = FloorSide
 
 CPP_PYTHON = ROOT / ".cache/rocketmq-0.4.4/bin/python"
 SENDER = ROOT / "bench/clients/cpp_sync_sender.py"
@@ -80,15 +84,17 @@ def main() -> None:
     ap.add_argument("--layouts", default="single,dledger")
     ap.add_argument("--procs", default="1,4,16")
     ap.add_argument("--seconds", type=float, default=10.0)
-    ap.add_argument("--systems", default="ledgermq,pure,rocketmq")
+    ap.add_argument("--systems", default="ledgermq,pure,rocketmq,floor")
     args = ap.parse_args()
     if not CPP_PYTHON.exists():
         sys.exit(f"{CPP_PYTHON} is missing: make .cache/rocketmq-0.4.4/.ready")
     for layout in args.layouts.split(","):
         for system in args.systems.split(","):
+            if system == "floor" and layout != "single":
+                continue  # (a group of floors would answer before replicating anything)
             os.environ["LEDGERMQ_PURE"] = "1" if system == "pure" else "0"
             with tempfile.TemporaryDirectory(prefix=f"request-bench-{layout}-") as tmp, \
-                    side("rocketmq" if system == "rocketmq" else "ledgermq", layout,
+                    side(system if system in ("rocketmq", "floor") else "ledgermq", layout,
                          Path(tmp)) as s:
                 for n in map(int, args.procs.split(",")):
                     print(json.dumps({"bench": "one message per request", "layout": layout,
