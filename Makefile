@@ -130,7 +130,8 @@ bench-instructions: install
 	$(PY) bench/request_instructions.py
 
 # one message per request, as RocketMQ's clients send: N processes of its C++ client against
-# ledgermq (native and pure) and RocketMQ 5, single node and DLedger x3 (bench/request_bench.py);
+# ledgermq (native and pure), RocketMQ 5 and the floor (a Python server that answers at once,
+# bench/request_floor.py), single node and DLedger x3 (bench/request_bench.py);
 # then the broker's request path in process, without the kernel (bench/request_micro.py)
 bench-requests: install $(CPP_CLIENT)/.ready
 	$(PY) bench/request_bench.py
