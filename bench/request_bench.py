@@ -3,7 +3,8 @@ C++ client (PyPI rocketmq==0.4.4) each sending 100-byte messages synchronously f
 thread, against ledgermq (native, then LEDGERMQ_PURE=1), Apache RocketMQ 5 and the floor (a
 Python server that answers at once and stores nothing: bench/request_floor.py) in the same
 run, on the same 2 cores. JSON rows: msgs/s, sync p50/p99, each server process's CPU per
-message and the client processes' together (user + system, over the timed window only).
+message and the client processes' together (user + system, over the timed window only);
+then, per layout and process count, ledgermq's ratios to RocketMQ and to the floor.
 
     python bench/request_bench.py [--layouts single,dledger] [--procs 1,4,16]
                                   [--seconds 10] [--systems ledgermq,pure,rocketmq,floor]
@@ -89,6 +90,7 @@ def main() -> None:
     if not CPP_PYTHON.exists():
         sys.exit(f"{CPP_PYTHON} is missing: make .cache/rocketmq-0.4.4/.ready")
     for layout in args.layouts.split(","):
+        rows: dict[str, dict[int, dict]] = {}
         for system in args.systems.split(","):
             if system == "floor" and layout != "single":
                 continue  # (a group of floors would answer before replicating anything)
@@ -97,10 +99,26 @@ def main() -> None:
                     side(system if system in ("rocketmq", "floor") else "ledgermq", layout,
                          Path(tmp)) as s:
                 for n in map(int, args.procs.split(",")):
+                    row = rows.setdefault(system, {})[n] = run(s, n, args.seconds)
                     print(json.dumps({"bench": "one message per request", "layout": layout,
-                                      "system": system, **run(s, n, args.seconds)}),
-                          flush=True)
+                                      "system": system, **row}), flush=True)
+        for n, ours in rows.get("ledgermq", {}).items():
+            for anchor in ("rocketmq", "floor"):
+                if n in rows.get(anchor, {}):
+                    print(json.dumps({"bench": "one message per request, ratio",
+                                      "layout": layout, "procs": n, "anchor": anchor,
+                                      **ratios(ours, rows[anchor][n])}), flush=True)
 
+
+def ratios(ours: dict, theirs: dict) -> dict:
+    """ledgermq / the anchor of one row: rate (higher is better), p50 and server CPU a
+    message (lower is better)."""
+    def r(a, b):
+        return round(a / b, 2) if a and b else None
+    return {"msgs_per_s": r(ours["msgs_per_s"], theirs["msgs_per_s"]),
+            "p50": r(ours["p50_ms"], theirs["p50_ms"]),
+            "server_cpu_per_msg": r(ours["cpu_us_per_msg_total"],
+                                    theirs["cpu_us_per_msg_total"])}
 
 if __name__ == "__main__":
     main()

@@ -6,6 +6,7 @@ completed together while more of the connection's requests still wait are gather
 write (a pipelining client gets one write per event, not one per message)."""
 import asyncio
 
+from bench.request_micro import CountingTransport
 from ledgermq.remoting import RemotingCommand, ReplyWhen, ResponseCode
 from ledgermq.remoting.command import decode_frame
 from ledgermq.remoting.transport import Connection
@@ -13,10 +14,11 @@ from ledgermq.remoting.transport import Connection
 WAIT = 9003
 
 
-class RecordingTransport:
+class RecordingTransport(CountingTransport):
     """Keeps each write as the opaques of the frames it held."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.writes: list[list[int]] = []
 
     def writelines(self, buffers) -> None:
@@ -27,15 +29,6 @@ class RecordingTransport:
             opaques.append(decode_frame(data[pos + 4:pos + 4 + size]).opaque)
             pos += 4 + size
         self.writes.append(opaques)
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, name, default=None):
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def get_write_buffer_size(self) -> int:
-        return 0
 
 
 def waiting_connection(events: dict[int, asyncio.Future]):
