@@ -28,10 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.rocketmq_bench import cpu_seconds  # noqa: E402
-from bench.request_floor import FloorSide  # noqa: E402
-from bench.rocketmq_sides import SIDES, Side, side  # noqa: E402
-
-SIDES["floor"] = FloorSide
+from bench.rocketmq_sides import Side, side  # noqa: E402
 
 CPP_PYTHON = ROOT / ".cache/rocketmq-0.4.4/bin/python"
 SENDER = ROOT / "bench/clients/cpp_sync_sender.py"
@@ -119,6 +116,7 @@ def ratios(ours: dict, theirs: dict) -> dict:
             "p50": r(ours["p50_ms"], theirs["p50_ms"]),
             "server_cpu_per_msg": r(ours["cpu_us_per_msg_total"],
                                     theirs["cpu_us_per_msg_total"])}
+
 
 if __name__ == "__main__":
     main()

@@ -3,7 +3,8 @@ face: its name server's address, its server processes' PIDs, and for failover ro
 of the group's master (or leader), its restart, and a wait until the group is whole again.
 
 ledgermq runs as `ledgermq dev` (single) or `ledgermq cluster up` (sync, dledger,
-controller); Apache RocketMQ as bench/rocketmq_layouts.py writes it.
+controller); Apache RocketMQ as bench/rocketmq_layouts.py writes it. The floor
+(bench/request_floor.py, single layout only, no failover) is a side for request_bench.py.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Iterator, Protocol
 
+from bench.request_floor import FloorSide
 from bench.rocketmq_anchor import FrontProxy, RocketMQ
 from bench.rocketmq_layouts import CLUSTER, GROUP
 from ledgermq.client.admin import Admin
@@ -189,12 +191,12 @@ class RocketMQProxiedSide(ProxiedSide):
 
 
 SIDES = {"ledgermq": LedgermqSide, "rocketmq": RocketMQSide, "proxied": ProxiedSide,
-         "rocketmq-proxied": RocketMQProxiedSide}
+         "rocketmq-proxied": RocketMQProxiedSide, "floor": FloorSide}
 
 
 @contextlib.contextmanager
 def side(system: str, layout: str, d: Path) -> Iterator[Side]:
-    s: LedgermqSide | RocketMQSide | ProxiedSide = SIDES[system](layout, d)
+    s: LedgermqSide | RocketMQSide | ProxiedSide | FloorSide = SIDES[system](layout, d)
     try:
         yield s
     finally:

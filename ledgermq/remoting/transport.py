@@ -253,8 +253,9 @@ class Connection(asyncio.Protocol):
         if response is None or cmd.is_oneway or not self.is_open:
             return
         # handlers waiting on one event (a commit, a flush) finish together: their replies
-        # are gathered and written once, when the last one in flight is done, else after
-        # the callbacks already queued have run (the rest wait for a later event)
+        # are gathered into one write, after the callbacks already queued have run; or at
+        # once when no other request of this connection is in flight (nothing to gather,
+        # and a loop turn would let other sockets' reads go first)
         if self._later is None:
             self._later = []
             if self.in_flight:
