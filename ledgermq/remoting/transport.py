@@ -112,7 +112,7 @@ class Connection(asyncio.Protocol):
         self._corked_bytes = 0
         self._write_paused = False  # the peer is not reading our writes (pause_writing)
         self._backlog: list = []  # frames read, not handled while writing is paused
-        self._later: list | None = None  # replies of finished tasks, written together
+        self._gathered: list | None = None  # replies of finished tasks, written together
         self.signer: Callable[[RemotingCommand], None] | None = None  # ACL: signs requests
         self.silent_close_hint = ""  # said when the peer closes before sending anything
         self._born = self.last_active
@@ -256,18 +256,18 @@ class Connection(asyncio.Protocol):
         # are gathered into one write, after the callbacks already queued have run; or at
         # once when no other request of this connection is in flight (nothing to gather,
         # and a loop turn would let other sockets' reads go first)
-        if self._later is None:
-            self._later = []
+        if self._gathered is None:
+            self._gathered = []
             if self.in_flight:
-                asyncio.get_running_loop().call_soon(self._write_later)
-        self._later += response.encode()
+                asyncio.get_running_loop().call_soon(self._write_gathered)
+        self._gathered += response.encode()
         if not self.in_flight:
-            self._write_later()
+            self._write_gathered()
 
-    def _write_later(self) -> None:
-        later, self._later = self._later, None
-        if later and self.is_open:
-            self.transport.writelines(later)
+    def _write_gathered(self) -> None:
+        gathered, self._gathered = self._gathered, None
+        if gathered and self.is_open:
+            self.transport.writelines(gathered)
 
     def _reply(self, cmd: RemotingCommand, response: Reply) -> None:
         if response is not None and not cmd.is_oneway:
