@@ -1,6 +1,7 @@
 """RocketMQ 5's gRPC endpoint next to remoting, on one `ledgermq dev` broker in the same run
-(JSON rows; ratio = gRPC / remoting), the gRPC rows once through the endpoint's one-port
-front (the default) and once on grpcio's port alone (grpc-direct).
+(JSON rows; ratio = gRPC / remoting), the gRPC rows once on the endpoint's port as
+configured by default (TLS and plaintext, told apart by a connection's first byte) and
+once with it plaintext only (grpc-direct: tlsTestModeEnable=false).
 
     python bench/grpc_bench.py [--msgs 5000]
 
@@ -136,8 +137,8 @@ def main() -> None:
     ap.add_argument("--msgs", type=int, default=5000)
     args = ap.parse_args()
     rows = []
-    # "grpc": the endpoint as configured by default, TLS and plaintext on one port through
-    # its front (broker/grpc/front.py); "grpc-direct": tlsTestModeEnable=false, grpcio alone
+    # "grpc": the endpoint as configured by default, TLS and plaintext on one port (the
+    # first byte tells them apart); "grpc-direct": tlsTestModeEnable=false, plaintext only
     for side, conf in (("grpc", {}), ("grpc-direct", {"tlsTestModeEnable": "false"})):
         with tempfile.TemporaryDirectory(prefix="ledgermq-bench-") as d:
             dev = DevProcess(Path(d), {"grpcServerPort": "0",

@@ -12,8 +12,7 @@ from ..refusals import Kind, Refused
 from .convert import refused_status
 
 if TYPE_CHECKING:
-    import grpc
-
+    from ...grpcserver import Context
     from ..broker import Broker
 
 
@@ -26,25 +25,24 @@ class _Service(Protocol):
 _S = TypeVar("_S", bound=_Service)
 _Q = TypeVar("_Q")  # a call's request
 _R = TypeVar("_R")  # its response
-Unary = Callable[[_S, _Q, "grpc.aio.ServicerContext"], Awaitable[_R]]  # a unary handler
+Unary = Callable[[_S, _Q, "Context"], Awaitable[_R]]  # a unary handler
 # a server-streaming handler (for Telemetry, _Q is the stream of requests)
-Streaming = Callable[[_S, _Q, "grpc.aio.ServicerContext"], AsyncGenerator[_R, None]]
+Streaming = Callable[[_S, _Q, "Context"], AsyncGenerator[_R, None]]
 
 
-def client_peer(broker: Broker, context: grpc.aio.ServicerContext) -> str:
+def client_peer(broker: Broker, context: Context) -> str:
     """The calling client's address as grpcio writes peers ("ipv4:127.0.0.1:5000")."""
-    peer = context.peer() or ""
-    return broker.grpc.client_of(peer) if broker.grpc is not None else peer
+    return context.peer()
 
 
-def peer_ip(broker: Broker, context: grpc.aio.ServicerContext) -> str:
+def peer_ip(broker: Broker, context: Context) -> str:
     """ "ipv4:127.0.0.1:5000" / "ipv6:[::1]:5000" -> the address."""
     peer = client_peer(broker, context)
     addr = peer.split(":", 1)[1] if ":" in peer else peer
     return addr.rsplit(":", 1)[0].strip("[]")
 
 
-def caller(broker: Broker, context: grpc.aio.ServicerContext) -> Account | None:
+def caller(broker: Broker, context: Context) -> Account | None:
     """The calling account (None: the broker has no ACL); Refused (UNAUTHORIZED) for a
     caller the ACL refuses."""
     if broker.acl is None:
@@ -59,7 +57,7 @@ def caller(broker: Broker, context: grpc.aio.ServicerContext) -> Account | None:
         raise
 
 
-def authorize(broker: Broker, context: grpc.aio.ServicerContext, code: int | None = None,
+def authorize(broker: Broker, context: Context, code: int | None = None,
               fields: dict[str, str] | None = None) -> None:
     """The caller is authenticated and, with `code`, may do it on `fields`; Refused
     (UNAUTHORIZED) saying why not."""
@@ -72,13 +70,13 @@ def authorize(broker: Broker, context: grpc.aio.ServicerContext, code: int | Non
             raise Refused(Kind.UNAUTHORIZED, why)
 
 
-def authorize_consume(broker: Broker, context: grpc.aio.ServicerContext, group: str,
+def authorize_consume(broker: Broker, context: Context, group: str,
                       topic: str) -> None:
     """Receiving, acking or delaying a group's message: SUB on the topic and the group."""
     authorize(broker, context, RequestCode.PULL_MESSAGE, {"topic": topic, "consumerGroup": group})
 
 
-def permits(broker: Broker, context: grpc.aio.ServicerContext, code: int,
+def permits(broker: Broker, context: Context, code: int,
             fields: dict[str, str]) -> bool:
     """authorize, as a question."""
     try:
@@ -93,7 +91,7 @@ def answers_refusals(response_cls: Callable[..., _R]
     """A unary handler whose Refused is answered with its kind's status."""
     def wrap(handler: Unary[_S, _Q, _R]) -> Unary[_S, _Q, _R]:
         @functools.wraps(handler)
-        async def answering(self: _S, request: _Q, context: grpc.aio.ServicerContext) -> _R:
+        async def answering(self: _S, request: _Q, context: Context) -> _R:
             try:
                 return await handler(self, request, context)
             except Refused as e:
@@ -108,7 +106,7 @@ def authenticated(response_cls: Callable[..., _R]
     Refused with its kind's status)."""
     def wrap(handler: Unary[_S, _Q, _R]) -> Unary[_S, _Q, _R]:
         @functools.wraps(handler)
-        async def guarded(self: _S, request: _Q, context: grpc.aio.ServicerContext) -> _R:
+        async def guarded(self: _S, request: _Q, context: Context) -> _R:
             authorize(self.broker, context)
             return await handler(self, request, context)
         return answers_refusals(response_cls)(guarded)
@@ -121,7 +119,7 @@ def streams_refusals(response_cls: Callable[..., _R]
     kind's status."""
     def wrap(handler: Streaming[_S, _Q, _R]) -> Streaming[_S, _Q, _R]:
         @functools.wraps(handler)
-        async def answering(self: _S, request: _Q, context: grpc.aio.ServicerContext
+        async def answering(self: _S, request: _Q, context: Context
                             ) -> AsyncGenerator[_R, None]:
             responses = handler(self, request, context)
             try:

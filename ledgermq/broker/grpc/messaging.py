@@ -12,8 +12,6 @@ import time
 import zlib
 from typing import TYPE_CHECKING, AsyncGenerator, AsyncIterator
 
-import grpc
-
 from ...apis import definition_pb2 as pb
 from ...apis import service_pb2 as svc
 from ...filter.sql92 import SqlError
@@ -40,6 +38,8 @@ from .routes import message_queues, route_doc
 
 if TYPE_CHECKING:
     from google.protobuf.duration_pb2 import Duration
+
+    from ...grpcserver import Context
 
     from ..broker import Broker
 
@@ -75,7 +75,7 @@ class MessagingService(OffsetCalls):
         self._sends = itertools.count()  # spreads sends over the queues
 
     # ---- clients --------------------------------------------------------------------
-    def _caller(self, context: grpc.aio.ServicerContext) -> CallOf:
+    def _caller(self, context: Context) -> CallOf:
         """The calling client's channel; Refused (CLIENT_ID_REQUIRED) for a call naming none."""
         c = self._client(context)
         if c is None:
@@ -83,7 +83,7 @@ class MessagingService(OffsetCalls):
             raise Refused(Kind.CLIENT_ID_REQUIRED, "x-mq-client-id metadata is missing")
         return c
 
-    def _client(self, context: grpc.aio.ServicerContext) -> CallOf | None:
+    def _client(self, context: Context) -> CallOf | None:
         """The calling client's channel (made at its first call) as this call sees it."""
         meta = dict(context.invocation_metadata() or ())
         client_id = meta.get("x-mq-client-id")
@@ -98,11 +98,11 @@ class MessagingService(OffsetCalls):
         # (the caller is authenticated by now; the broker's permission checks use its account)
         return CallOf(ch, caller(self.broker, context))
 
-    def _owner(self, context: grpc.aio.ServicerContext, c: CallOf) -> tuple[str, str | None]:
+    def _owner(self, context: Context, c: CallOf) -> tuple[str, str | None]:
         key = c.acl_account.access_key if c.acl_account else None
         return client_peer(self.broker, context), key
 
-    def _check_owner(self, context: grpc.aio.ServicerContext, c: CallOf) -> None:
+    def _check_owner(self, context: Context, c: CallOf) -> None:
         """Refused (CLIENT_ID_TAKEN) when another connection or account has this client
         id's telemetry stream open (a client id is only a name)."""
         ch = c.channel
@@ -125,7 +125,7 @@ class MessagingService(OffsetCalls):
         return [c for c in self.channels.values() if c.is_open]
 
     def _server_settings(self, ch: ClientChannel, theirs: pb.Settings,
-                         context: grpc.aio.ServicerContext) -> pb.Settings:
+                         context: Context) -> pb.Settings:
         cfg = self.broker.config
         out = pb.Settings()
         out.CopyFrom(theirs)
@@ -164,7 +164,7 @@ class MessagingService(OffsetCalls):
 
     @streams_refusals(svc.TelemetryCommand)
     async def Telemetry(self, request_iterator: AsyncIterator[svc.TelemetryCommand],
-                        context: grpc.aio.ServicerContext
+                        context: Context
                         ) -> AsyncGenerator[svc.TelemetryCommand, None]:
         authorize(self.broker, context)
         c = self._caller(context)
@@ -186,7 +186,7 @@ class MessagingService(OffsetCalls):
                         outbox.put_nowait(svc.TelemetryCommand(
                             status=status(pb.OK),
                             settings=self._server_settings(ch, cmd.settings, context)))
-            except (asyncio.CancelledError, grpc.RpcError):
+            except asyncio.CancelledError:
                 pass
             finally:
                 while outbox.full():
@@ -203,13 +203,13 @@ class MessagingService(OffsetCalls):
 
     @authenticated(svc.HeartbeatResponse)
     async def Heartbeat(self, request: svc.HeartbeatRequest,
-                        context: grpc.aio.ServicerContext) -> svc.HeartbeatResponse:
+                        context: Context) -> svc.HeartbeatResponse:
         self._caller(context)
         return svc.HeartbeatResponse(status=status(pb.OK))
 
     @authenticated(svc.NotifyClientTerminationResponse)
     async def NotifyClientTermination(self, request: svc.NotifyClientTerminationRequest,
-                                      context: grpc.aio.ServicerContext
+                                      context: Context
                                       ) -> svc.NotifyClientTerminationResponse:
         c = self._client(context)
         if c is not None:
@@ -221,7 +221,7 @@ class MessagingService(OffsetCalls):
     # ---- routes ---------------------------------------------------------------------
     @authenticated(svc.QueryRouteResponse)
     async def QueryRoute(self, request: svc.QueryRouteRequest,
-                         context: grpc.aio.ServicerContext) -> svc.QueryRouteResponse:
+                         context: Context) -> svc.QueryRouteResponse:
         topic = request.topic.name
         try:
             doc = await route_doc(self.broker, topic)
@@ -240,7 +240,7 @@ class MessagingService(OffsetCalls):
 
     @authenticated(svc.QueryAssignmentResponse)
     async def QueryAssignment(self, request: svc.QueryAssignmentRequest,
-                              context: grpc.aio.ServicerContext) -> svc.QueryAssignmentResponse:
+                              context: Context) -> svc.QueryAssignmentResponse:
         """POP needs no queue ownership: one assignment per group's master, any queue."""
         route = await self.QueryRoute(svc.QueryRouteRequest(topic=request.topic), context)
         if route.status.code != pb.OK:
@@ -260,7 +260,7 @@ class MessagingService(OffsetCalls):
     # ---- send -----------------------------------------------------------------------
     @authenticated(svc.SendMessageResponse)
     async def SendMessage(self, request: svc.SendMessageRequest,
-                          context: grpc.aio.ServicerContext) -> svc.SendMessageResponse:
+                          context: Context) -> svc.SendMessageResponse:
         ch = self._caller(context)
         if not request.messages:
             return svc.SendMessageResponse(status=status(pb.BAD_REQUEST, "no message to send"))
@@ -334,7 +334,7 @@ class MessagingService(OffsetCalls):
 
     @authenticated(svc.EndTransactionResponse)
     async def EndTransaction(self, request: svc.EndTransactionRequest,
-                             context: grpc.aio.ServicerContext) -> svc.EndTransactionResponse:
+                             context: Context) -> svc.EndTransactionResponse:
         ch = self._caller(context)
         if not request.transaction_id.isdigit():
             return svc.EndTransactionResponse(status=status(
@@ -361,7 +361,7 @@ class MessagingService(OffsetCalls):
 
     @streams_refusals(svc.ReceiveMessageResponse)
     async def ReceiveMessage(self, request: svc.ReceiveMessageRequest,
-                             context: grpc.aio.ServicerContext
+                             context: Context
                              ) -> AsyncGenerator[svc.ReceiveMessageResponse, None]:
         group, topic = request.group.name, request.message_queue.topic.name
         authorize_consume(self.broker, context, group, topic)
@@ -392,8 +392,9 @@ class MessagingService(OffsetCalls):
                 f"minInvisibleTimeMillsForRecv={shortest} ms"))
         poll_s = min(ms_of(request.long_polling_timeout, DEFAULT_POLL_MS),
                      self.broker.config.grpcClientConsumerMaxLongPollingTimeoutMillis) / 1000
-        if context.time_remaining() is not None:  # answer before the client gives up
-            poll_s = min(poll_s, max(0.0, context.time_remaining() - 1.0))
+        remaining = context.time_remaining()
+        if remaining is not None:  # answer before the client gives up
+            poll_s = min(poll_s, max(0.0, remaining - 1.0))
         await self.broker.pop.ready()  # (the ack log replayed off the loop first)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + poll_s
@@ -421,7 +422,7 @@ class MessagingService(OffsetCalls):
 
     @answers_refusals(svc.AckMessageResponse)
     async def AckMessage(self, request: svc.AckMessageRequest,
-                         context: grpc.aio.ServicerContext) -> svc.AckMessageResponse:
+                         context: Context) -> svc.AckMessageResponse:
         authorize_consume(self.broker, context, request.group.name, request.topic.name)
         out = svc.AckMessageResponse()
         acks = []
@@ -445,7 +446,7 @@ class MessagingService(OffsetCalls):
 
     @answers_refusals(svc.ChangeInvisibleDurationResponse)
     async def ChangeInvisibleDuration(self, request: svc.ChangeInvisibleDurationRequest,
-                                      context: grpc.aio.ServicerContext
+                                      context: Context
                                       ) -> svc.ChangeInvisibleDurationResponse:
         authorize_consume(self.broker, context, request.group.name, request.topic.name)
         h = self.broker.pop.change_invisible(
@@ -457,7 +458,7 @@ class MessagingService(OffsetCalls):
     @answers_refusals(svc.ForwardMessageToDeadLetterQueueResponse)
     async def ForwardMessageToDeadLetterQueue(
             self, request: svc.ForwardMessageToDeadLetterQueueRequest,
-            context: grpc.aio.ServicerContext) -> svc.ForwardMessageToDeadLetterQueueResponse:
+            context: Context) -> svc.ForwardMessageToDeadLetterQueueResponse:
         authorize_consume(self.broker, context, request.group.name, request.topic.name)
         self.broker.pop.dead_letter(request.group.name, request.receipt_handle,
                                     request.topic.name)

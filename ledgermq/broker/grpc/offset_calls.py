@@ -13,8 +13,7 @@ from .auth import authenticated, authorize, authorize_consume
 from .convert import status, to_ms
 
 if TYPE_CHECKING:
-    import grpc
-
+    from ...grpcserver import Context
     from ..broker import Broker
 
 
@@ -34,7 +33,7 @@ class OffsetCalls:
         return mq.topic.name, mq.id
 
     def _checked_queue(self, request: svc.GetOffsetRequest | svc.QueryOffsetRequest
-                       | svc.UpdateOffsetRequest, context: grpc.aio.ServicerContext,
+                       | svc.UpdateOffsetRequest, context: Context,
                        group: bool) -> tuple[str, int]:
         """The request's queue, once the caller may read its topic (and, with `group`,
         act for its group); Refused saying why not."""
@@ -48,7 +47,7 @@ class OffsetCalls:
 
     @authenticated(svc.GetOffsetResponse)
     async def GetOffset(self, request: svc.GetOffsetRequest,
-                        context: grpc.aio.ServicerContext) -> svc.GetOffsetResponse:
+                        context: Context) -> svc.GetOffsetResponse:
         q = self._checked_queue(request, context, group=True)
         offset = self.broker.offsets.query(q[0], request.group.name, q[1])
         if offset is None or offset < 0:
@@ -59,7 +58,7 @@ class OffsetCalls:
 
     @authenticated(svc.QueryOffsetResponse)
     async def QueryOffset(self, request: svc.QueryOffsetRequest,
-                          context: grpc.aio.ServicerContext) -> svc.QueryOffsetResponse:
+                          context: Context) -> svc.QueryOffsetResponse:
         q = self._checked_queue(request, context, group=False)
         store = self.broker.store
         if request.query_offset_policy == pb.BEGINNING:
@@ -72,7 +71,7 @@ class OffsetCalls:
 
     @authenticated(svc.UpdateOffsetResponse)
     async def UpdateOffset(self, request: svc.UpdateOffsetRequest,
-                           context: grpc.aio.ServicerContext) -> svc.UpdateOffsetResponse:
+                           context: Context) -> svc.UpdateOffsetResponse:
         q = self._checked_queue(request, context, group=True)
         if request.offset < 0:
             return svc.UpdateOffsetResponse(status=status(pb.ILLEGAL_OFFSET,

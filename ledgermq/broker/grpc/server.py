@@ -1,20 +1,23 @@
-"""The gRPC server on the broker's event loop (grpc.aio): started when grpcServerPort is
-set, stopped with the broker. TLS as RocketMQ's proxy: enforcing serves TLS only, with the
-broker's certificate; permissive takes TLS and plaintext on the one port; disabled takes
-both too, TLS with a self-signed certificate made at start, while tlsTestModeEnable holds
-(true by default: RocketMQ 5's clients default to TLS), else plaintext only. grpcio cannot
-take both on one port: a front relays each connection to one of its two (front.py)."""
+"""The gRPC endpoint on the broker's event loop (ledgermq/grpcserver): started when
+grpcServerPort is set, stopped with the broker. TLS as RocketMQ's proxy: enforcing serves
+TLS only, with the broker's certificate; permissive takes TLS and plaintext on the one port;
+disabled takes both too, TLS with a self-signed certificate made at start, while
+tlsTestModeEnable holds (true by default: RocketMQ 5's clients default to TLS), else
+plaintext only. A connection's first byte tells TLS from plaintext (remoting/listen.py)."""
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+import tempfile
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-import grpc
-
 from ...apis import rpc
-from ...remoting.tls import ServerFiles, TlsMode
-from .front import RelayFront
+from ...grpcserver import GrpcServer, methods_of
+from ...remoting.listen import listen
+from ...remoting.tls import CLIENT_AUTH, ServerFiles, Tls, TlsMode
 from .messaging import MessagingService
 
 if TYPE_CHECKING:
@@ -29,84 +32,58 @@ MAX_MESSAGE_BYTES = 64 << 20
 class GrpcEndpoint:
     def __init__(self, broker: Broker):
         self.service = MessagingService(broker)
-        self.server: grpc.aio.Server | None = None
+        self.server: GrpcServer | None = None
+        self.listener: object | None = None
         self.port: int | None = None
-        self.front: RelayFront | None = None
         self.renewing: asyncio.Task[None] | None = None
 
     async def start(self, host: str, port: int) -> int:
-        self.server = grpc.aio.server(options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.so_reuseport", 0),
-            # calls one client connection may have open at once (HTTP/2 streams): more wait
-            ("grpc.max_concurrent_streams",
-             self.service.broker.config.grpcMaxConcurrentStreamsPerConnection)])
-        rpc.add_to_server(self.service, self.server)
         config = self.service.broker.config
+        self.server = GrpcServer(
+            methods_of(rpc.SERVICE, self.service), max_message=MAX_MESSAGE_BYTES,
+            # calls one client connection may have open at once (HTTP/2 streams)
+            max_streams=config.grpcMaxConcurrentStreamsPerConnection)
         tls = config.tls
-        if tls.mode is TlsMode.ENFORCING:
+        if tls.mode is not TlsMode.DISABLED:
             assert tls.server_files is not None  # (load_tls reads them for a TLS server)
-            self.port = self._listen(host, port, credentials(tls.server_files))
-        elif tls.mode is TlsMode.DISABLED and not config.tlsTestModeEnable:
-            self.port = self._listen(host, port, None)
-        else:  # both on one port: grpcio on two loopback ports, the front on the public one
-            if tls.mode is TlsMode.PERMISSIVE:
-                assert tls.server_files is not None
-                secure = credentials(tls.server_files)
-            else:
-                log.info("gRPC endpoint: TLS with a self-signed certificate and plaintext "
-                         "(tlsTestModeEnable=true, as RocketMQ's proxy)")
-                secure = self_signed()
-            self.front = RelayFront(self._listen("127.0.0.1", 0, None),
-                                    self._listen("127.0.0.1", 0, secure))
-        await self.server.start()
+            grpc_tls = replace(tls, server=h2_context(tls.server_files))
+        elif config.tlsTestModeEnable:
+            log.info("gRPC endpoint: TLS with a self-signed certificate and plaintext "
+                     "(tlsTestModeEnable=true, as RocketMQ's proxy)")
+            grpc_tls = Tls(mode=TlsMode.PERMISSIVE, server=self_signed())
+        else:
+            grpc_tls = tls
+        self.listener = listener = await listen(self.server.protocol, host, port, grpc_tls,
+                                                what="gRPC endpoint")
+        self.port = listener.sockets[0].getsockname()[1]
         self.renewing = asyncio.create_task(self.service.renewal.run())
-        if self.front is not None:
-            self.port = await self.front.start(host, port)
-        assert self.port is not None
         return self.port
-
-    def _listen(self, host: str, port: int, secure: grpc.ServerCredentials | None) -> int:
-        assert self.server is not None
-        address = f"{host}:{port}"
-        bound: int = self.server.add_secure_port(address, secure) if secure is not None \
-            else self.server.add_insecure_port(address)
-        if not bound:
-            raise OSError(f"gRPC endpoint: cannot listen on {address}")
-        return bound
-
-    def client_of(self, peer: str) -> str:
-        """A call's peer as grpcio names it -> the client's address (see front.py)."""
-        return self.front.client_of(peer) if self.front is not None else peer
 
     async def stop(self) -> None:
         if self.renewing is not None:
             self.renewing.cancel()
         for ch in list(self.service.channels.values()):
             ch.close()
-        if self.front is not None:
-            await self.front.stop()
+        if self.listener is not None:
+            self.listener.close()  # type: ignore[attr-defined]
+            await self.listener.wait_closed()  # type: ignore[attr-defined]
         if self.server is not None:
             await self.server.stop(GRACE_S)
 
 
-def credentials(files: ServerFiles) -> grpc.ServerCredentials:
-    """The broker's certificate and key for gRPC (which wants PEM bytes, the key
-    unencrypted: a keyPassword is applied here, in memory)."""
-    key = files.key.read_bytes()
-    if files.key_password:
-        from cryptography.hazmat.primitives import serialization
-        key = serialization.load_pem_private_key(key, files.key_password.encode()) \
-            .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                           serialization.NoEncryption())
-    trust = files.trust.read_bytes() if files.trust else None
-    return grpc.ssl_server_credentials([(key, files.cert.read_bytes())],
-                                       root_certificates=trust,
-                                       require_client_auth=files.client_auth == "require")
+def h2_context(files: ServerFiles) -> ssl.SSLContext:
+    """The broker's certificate for gRPC: its own context, offering HTTP/2 by ALPN (gRPC
+    clients refuse a TLS connection that does not select "h2")."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(files.cert, files.key, files.key_password)
+    if files.trust is not None:
+        ctx.load_verify_locations(files.trust)
+    ctx.verify_mode = CLIENT_AUTH[files.client_auth]
+    ctx.set_alpn_protocols(["h2"])
+    return ctx
 
 
-def self_signed() -> grpc.ServerCredentials:
+def self_signed() -> ssl.SSLContext:
     """A certificate made for this run (EC P-256, a year), as RocketMQ's proxy makes one in
     its TLS test mode: RocketMQ 5's clients do not verify the endpoint's certificate."""
     import datetime
@@ -126,6 +103,12 @@ def self_signed() -> grpc.ServerCredentials:
             .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]),
                            critical=False)
             .sign(key, hashes.SHA256()))
-    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    return grpc.ssl_server_credentials([(pem_key, cert.public_bytes(serialization.Encoding.PEM))])
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory() as d:  # (ssl loads a chain from files only)
+        pem = Path(d) / "self-signed.pem"
+        pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM) + key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption()))
+        ctx.load_cert_chain(pem)
+    ctx.set_alpn_protocols(["h2"])
+    return ctx

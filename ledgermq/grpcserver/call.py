@@ -1,0 +1,208 @@
+"""One gRPC call on one HTTP/2 stream: the request's messages as they arrive (length-prefixed,
+perhaps compressed), the response's headers, messages and trailers as flow control lets them
+go, and the handler's view of it (the context: metadata, peer, time left)."""
+from __future__ import annotations
+
+import asyncio
+import collections
+import gzip
+import zlib
+from typing import TYPE_CHECKING, AsyncIterator
+
+from . import frames as f
+from .status import OPENING_HEADERS, Code, GrpcError, trailers
+
+if TYPE_CHECKING:
+    from .connection import Http2Connection
+
+MESSAGE_PREFIX = 5  # compressed flag and a 4-byte length before each gRPC message
+
+
+# metadata a handler does not see (grpcio hides them too)
+_TRANSPORT_KEYS = frozenset((b"content-type", b"te", b"grpc-timeout", b"grpc-encoding",
+                             b"grpc-accept-encoding"))
+_TIMEOUT_UNITS = {b"H": 3600.0, b"M": 60.0, b"S": 1.0, b"m": 1e-3, b"u": 1e-6, b"n": 1e-9}
+
+
+def deadline_of(value: bytes | None, now: float) -> float | None:
+    """grpc-timeout ("100m", "3S": at most 8 digits and a unit) -> a loop time, or None."""
+    if not value or len(value) > 9 or value[-1:] not in _TIMEOUT_UNITS \
+            or not value[:-1].isdigit():
+        return None
+    return now + int(value[:-1]) * _TIMEOUT_UNITS[value[-1:]]
+
+
+def _decompress(data: bytes, encoding: bytes, limit: int) -> bytes:
+    if encoding == b"gzip":
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif encoding == b"deflate":
+        d = zlib.decompressobj()
+    else:
+        raise GrpcError(Code.UNIMPLEMENTED, f"message compressed with "
+                        f"{encoding.decode('latin-1')!r}: this server reads gzip and deflate")
+    try:
+        out = d.decompress(data, limit + 1)
+    except (zlib.error, gzip.BadGzipFile) as e:
+        raise GrpcError(Code.INTERNAL, f"the message does not decompress: {e}") from None
+    if len(out) > limit:
+        raise GrpcError(Code.RESOURCE_EXHAUSTED,
+                        f"the message decompresses to more than {limit} B")
+    return out
+
+
+class Call:
+    """A stream's call; also the context its handler is given."""
+
+    def __init__(self, conn: Http2Connection, stream_id: int,
+                 headers: list[tuple[bytes, bytes]], now: float):
+        self.conn, self.stream_id = conn, stream_id
+        self.headers = headers
+        self.path = b""
+        self.encoding = b"identity"
+        timeout = None
+        for k, v in headers:
+            if k == b":path":
+                self.path = v
+            elif k == b"grpc-timeout":
+                timeout = v
+            elif k == b"grpc-encoding":
+                self.encoding = v
+        self.deadline = deadline_of(timeout, now)
+        self.recv_window = conn.settings_window
+        self.recv_unacked = 0
+        self.send_window = conn.peer_window
+        self.inbox = bytearray()  # bytes of a request message not yet whole
+        self.requests: collections.deque[bytes] = collections.deque()
+        self.request_ended = False
+        self.arrived: asyncio.Future[None] | None = None  # a streaming handler waits on it
+        self.headers_sent = False
+        self.finished = False  # trailers written (or the stream reset)
+        self.pending: collections.deque[tuple[bytes, bool]] = collections.deque()
+        self.writable: asyncio.Future[None] | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    # ---- the context ----------------------------------------------------------------
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        """The client's metadata (a "-bin" key's value as sent, base64)."""
+        return tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in self.headers
+                     if k[:1] != b":" and k not in _TRANSPORT_KEYS)
+
+    def peer(self) -> str:
+        return self.conn.peer
+
+    def time_remaining(self) -> float | None:
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - self.conn.loop.time())
+
+    # ---- the request ----------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        """DATA's payload: whole messages are queued for the handler."""
+        inbox = self.inbox
+        inbox += data
+        limit = self.conn.server.max_message
+        while len(inbox) >= MESSAGE_PREFIX:
+            size = int.from_bytes(inbox[1:5], "big")
+            if size > limit:
+                raise GrpcError(Code.RESOURCE_EXHAUSTED, f"a request message of {size} B, "
+                                f"more than the {limit} B this server takes")
+            if len(inbox) < MESSAGE_PREFIX + size:
+                break
+            message = bytes(inbox[MESSAGE_PREFIX:MESSAGE_PREFIX + size])
+            if inbox[0]:
+                message = _decompress(message, self.encoding, limit)
+            del inbox[:MESSAGE_PREFIX + size]
+            self.requests.append(message)
+        self._wake()
+
+    def end_request(self) -> None:
+        self.request_ended = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.arrived is not None and not self.arrived.done():
+            self.arrived.set_result(None)
+
+    def only_request(self) -> bytes:
+        """A unary call's one message (the request has ended)."""
+        if len(self.requests) != 1 or self.inbox:
+            raise GrpcError(Code.INVALID_ARGUMENT, f"a unary call takes one request message, "
+                            f"not {len(self.requests)}" + (" and a partial one"
+                                                            if self.inbox else ""))
+        return self.requests.popleft()
+
+    async def next_request(self) -> bytes | None:
+        """A streaming call's next message; None once the client has ended its side."""
+        while not self.requests:
+            if self.request_ended:
+                if self.inbox:
+                    raise GrpcError(Code.INVALID_ARGUMENT, "the request stream ended inside "
+                                    "a message")
+                return None
+            self.arrived = self.conn.loop.create_future()
+            await self.arrived
+        return self.requests.popleft()
+
+    # ---- the response ---------------------------------------------------------------
+    def send_message(self, payload: bytes) -> None:
+        data = b"\x00" + len(payload).to_bytes(4, "big") + payload
+        if not self.headers_sent:
+            self.headers_sent = True
+            self.conn.send(f.frame(f.HEADERS, f.END_HEADERS, self.stream_id, OPENING_HEADERS))
+        rest = data if self.pending else self.conn.send_data(self, data)
+        if rest:
+            self.pending.append((rest, False))
+            self.conn.blocked[self.stream_id] = self
+
+    def finish(self, code: int = 0, message: str = "") -> None:
+        """The trailers (after every message still waiting for window): the call is over."""
+        if self.finished:
+            return
+        block = trailers(code, message, with_headers=not self.headers_sent)
+        self.headers_sent = True
+        if self.pending:
+            self.pending.append((block, True))
+        else:
+            self._close_with(block)
+
+    def _close_with(self, block: bytes) -> None:
+        self.finished = True
+        self.conn.send(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, self.stream_id, block))
+        if not self.request_ended:  # answered before the client ended its side: it may stop
+            self.conn.send(f.rst_stream(self.stream_id, f.NO_ERROR))
+        self.conn.forget(self)
+
+    def drain(self) -> None:
+        """Window came: send what waits, as far as it goes."""
+        while self.pending:
+            data, is_trailers = self.pending[0]
+            if is_trailers:
+                self.pending.popleft()
+                self._close_with(data)
+                return
+            rest = self.conn.send_data(self, data)
+            if rest:
+                self.pending[0] = (rest, False)
+                return
+            self.pending.popleft()
+        self.conn.blocked.pop(self.stream_id, None)
+        if self.writable is not None and not self.writable.done():
+            self.writable.set_result(None)
+
+    async def wait_writable(self) -> None:
+        """A streaming handler waits here while its messages wait for window, or while the
+        client does not read what the connection has written."""
+        while self.pending and not self.finished:
+            self.writable = self.conn.loop.create_future()
+            await self.writable
+        await self.conn.wait_drained()
+
+    def reset(self) -> None:
+        """The stream is gone (RST_STREAM, or the connection): the handler is cancelled."""
+        self.finished = True
+        self.pending.clear()
+        self._wake()
+        if self.writable is not None and not self.writable.done():
+            self.writable.set_result(None)
+        if self.task is not None:
+            self.task.cancel()

@@ -1,0 +1,159 @@
+"""A gRPC server on the event loop, HTTP/2 and gRPC's framing read and written here in
+Python (grpcio's server and the h2 library each spent ~300 µs of CPU a unary call on this
+machine; this one ~60: docs/benchmarks.md, session 35).
+
+It serves one protobuf service: each method of its descriptor is a servicer's coroutine
+(`async def Method(request, context)`), or async generator for a server-streaming method,
+whose request is an async iterator of messages for a client-streaming one. The context
+gives `invocation_metadata()`, `peer()` and `time_remaining()`, as grpc.aio's does. A
+handler ends its call with an error by raising GrpcError; any other exception answers
+UNKNOWN and is logged."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, Protocol
+
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError
+
+from .call import Call
+from .connection import Http2Connection, peer_name
+from .status import Code, GrpcError
+
+log = logging.getLogger(__name__)
+
+
+class Context(Protocol):
+    """What a handler learns of its call (a Call is one)."""
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]: ...
+
+    def peer(self) -> str: ...
+
+    def time_remaining(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class Method:
+    handler: Callable[..., Any]
+    request: Any  # the request's message class
+    client_streaming: bool
+    server_streaming: bool
+
+
+def methods_of(service: Any, servicer: object) -> dict[bytes, Method]:
+    """":path" -> Method, for the methods of `service` (a ServiceDescriptor) that
+    `servicer` has; a call of any other path is answered UNIMPLEMENTED."""
+    out = {}
+    for m in service.methods:
+        handler = getattr(servicer, m.name, None)
+        if handler is not None:
+            out[f"/{service.full_name}/{m.name}".encode()] = Method(
+                handler, message_factory.GetMessageClass(m.input_type), m.client_streaming,
+                m.server_streaming)
+    return out
+
+
+class GrpcServer:
+    def __init__(self, methods: dict[bytes, Method], *, max_message: int, max_streams: int,
+                 stream_window: int = 1 << 20, connection_window: int = 16 << 20,
+                 max_frame: int = 1 << 20):
+        self.methods = methods
+        self.max_message, self.max_streams = max_message, max_streams
+        self.stream_window, self.connection_window = stream_window, connection_window
+        self.max_frame = max_frame  # the largest frame a client may send us
+        self.connections: set[Http2Connection] = set()
+
+    def protocol(self) -> Http2Connection:
+        return Http2Connection(self)
+
+    @staticmethod
+    def peer_of(transport: asyncio.BaseTransport) -> str:
+        return peer_name(transport.get_extra_info("peername"))
+
+    # ---- calls ----------------------------------------------------------------------
+    def open(self, call: Call) -> None:
+        """A stream's headers arrived: a streaming request's handler starts now, a unary
+        one's when its message is whole (`request_ended`)."""
+        method = self.methods.get(call.path)
+        if method is None:
+            call.finish(Code.UNIMPLEMENTED, f"method {call.path.decode('latin-1')} not found")
+            return
+        if method.client_streaming:
+            call.task = asyncio.ensure_future(self._run(call, method, _requests(call, method)))
+
+    def request_ended(self, call: Call) -> None:
+        method = self.methods.get(call.path)
+        if method is None or method.client_streaming:
+            return
+        try:
+            request = method.request.FromString(call.only_request())
+        except DecodeError as e:
+            call.finish(Code.INVALID_ARGUMENT, f"the request does not parse as "
+                        f"{method.request.DESCRIPTOR.full_name}: {e}")
+            return
+        except GrpcError as e:
+            call.finish(e.code, e.message)
+            return
+        call.task = asyncio.ensure_future(self._run(call, method, request))
+
+    def refuse(self, call: Call, error: GrpcError) -> None:
+        """The request cannot be read (too large, cannot decompress): the call ends."""
+        if call.task is not None:
+            call.task.cancel()
+        call.finish(error.code, error.message)
+
+    async def _run(self, call: Call, method: Method, request: Any) -> None:
+        try:
+            if method.server_streaming:
+                responses = method.handler(request, call)
+                try:
+                    async for response in responses:
+                        if call.finished:
+                            break
+                        call.send_message(response.SerializeToString())
+                        if call.pending or call.conn.paused:
+                            await call.wait_writable()
+                finally:
+                    await responses.aclose()
+            else:
+                response = await method.handler(request, call)
+                call.send_message(response.SerializeToString())
+            call.finish()
+        except GrpcError as e:
+            call.finish(e.code, e.message)
+        except asyncio.CancelledError:
+            if not call.finished:  # the server stops: the client is told
+                call.finish(Code.UNAVAILABLE, "the server is stopping")
+            raise
+        except Exception as e:
+            log.exception("gRPC %s failed", call.path.decode("latin-1"))
+            call.finish(Code.UNKNOWN, f"unexpected {type(e).__name__}: {e}")
+
+    # ---- listening ------------------------------------------------------------------
+    async def stop(self, grace_s: float) -> None:
+        """GOAWAY to every client; calls still open after `grace_s` are cancelled."""
+        for conn in list(self.connections):
+            conn.go_away()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while any(c.calls for c in self.connections) and loop.time() < deadline:
+            await asyncio.sleep(0.01)  # (bounded: grace_s)
+        for conn in list(self.connections):
+            for call in list(conn.calls.values()):
+                if call.task is not None:
+                    call.task.cancel()
+            conn.flush()
+            conn.transport.close()
+
+
+async def _requests(call: Call, method: Method) -> AsyncIterator[Any]:
+    """A client-streaming call's messages, decoded, until the client ends its side."""
+    while (data := await call.next_request()) is not None:
+        try:
+            yield method.request.FromString(data)
+        except DecodeError as e:
+            raise GrpcError(Code.INVALID_ARGUMENT, f"a request does not parse as "
+                            f"{method.request.DESCRIPTOR.full_name}: {e}") from None
