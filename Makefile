@@ -100,7 +100,8 @@ FUZZ_SECONDS ?= 600
 FUZZ_EXAMPLES ?= 20000
 fuzz: install
 	$(PY) -m tests.fuzz.fuzz_wire -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 .fuzz-corpus
-	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/security/test_request_fuzz.py
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/security/test_request_fuzz.py \
+		tests/grpcserver/test_hostile_peers.py
 
 # the compiled wire module built with ASan + UBSan: twin tests and fuzzing against it
 sanitize: install

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .connection import Http2Connection
 
 MESSAGE_PREFIX = 5  # compressed flag and a 4-byte length before each gRPC message
+MAX_QUEUED = 256  # a streaming call's request messages read before its handler takes them
 
 
 # metadata a handler does not see (grpcio hides them too)
@@ -72,12 +73,15 @@ class Call:
         self.recv_unacked = 0
         self.send_window = conn.peer_window
         self.inbox = bytearray()  # bytes of a request message not yet whole
-        self.requests: collections.deque[bytes] = collections.deque()
+        self.held = 0  # of the connection's buffered bytes, this call's
+        self.unary = True  # one request message (the server says otherwise when it opens)
+        self.taken = 0
+        self.requests: collections.deque[tuple[bytes, int]] = collections.deque()  # (, wire B)
         self.request_ended = False
         self.arrived: asyncio.Future[None] | None = None  # a streaming handler waits on it
         self.headers_sent = False
         self.finished = False  # trailers written (or the stream reset)
-        self.pending: collections.deque[tuple[bytes, bool]] = collections.deque()
+        self.pending: collections.deque[tuple[bytes | memoryview, bool]] = collections.deque()
         self.writable: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
 
@@ -100,7 +104,13 @@ class Call:
         """DATA's payload: whole messages are queued for the handler."""
         inbox = self.inbox
         inbox += data
-        limit = self.conn.server.max_message
+        conn = self.conn
+        limit = conn.server.max_message
+        conn.buffered += len(data)
+        self.held += len(data)
+        if conn.buffered > conn.server.max_buffered:
+            raise f.ConnectionError_(f.ENHANCE_YOUR_CALM, f"over {conn.server.max_buffered} B "
+                                     "of requests read and not yet taken")
         while len(inbox) >= MESSAGE_PREFIX:
             size = int.from_bytes(inbox[1:5], "big")
             if size > limit:
@@ -112,7 +122,13 @@ class Call:
             if inbox[0]:
                 message = _decompress(message, self.encoding, limit)
             del inbox[:MESSAGE_PREFIX + size]
-            self.requests.append(message)
+            if self.unary and (self.requests or self.taken):
+                raise GrpcError(Code.INVALID_ARGUMENT, "a unary call takes one request "
+                                "message, not more")
+            if len(self.requests) >= MAX_QUEUED:
+                raise GrpcError(Code.RESOURCE_EXHAUSTED, f"{MAX_QUEUED} request messages "
+                                "sent and not yet read")
+            self.requests.append((message, MESSAGE_PREFIX + size))
         self._wake()
 
     def end_request(self) -> None:
@@ -129,7 +145,17 @@ class Call:
             raise GrpcError(Code.INVALID_ARGUMENT, f"a unary call takes one request message, "
                             f"not {len(self.requests)}" + (" and a partial one"
                                                             if self.inbox else ""))
-        return self.requests.popleft()
+        return self._take()
+
+    def _take(self) -> bytes:
+        message, wire = self.requests.popleft()
+        self.taken += 1
+        self._release(wire)
+        return message
+
+    def _release(self, n: int) -> None:
+        self.held -= n
+        self.conn.buffered -= n
 
     async def next_request(self) -> bytes | None:
         """A streaming call's next message; None once the client has ended its side."""
@@ -141,7 +167,7 @@ class Call:
                 return None
             self.arrived = self.conn.loop.create_future()
             await self.arrived
-        return self.requests.popleft()
+        return self._take()
 
     # ---- the response ---------------------------------------------------------------
     def send_message(self, payload: bytes) -> None:
@@ -170,6 +196,7 @@ class Call:
         self.conn.send(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, self.stream_id, block))
         if not self.request_ended:  # answered before the client ended its side: it may stop
             self.conn.send(f.rst_stream(self.stream_id, f.NO_ERROR))
+        self._release(self.held)
         self.conn.forget(self)
 
     def drain(self) -> None:
@@ -201,6 +228,7 @@ class Call:
         """The stream is gone (RST_STREAM, or the connection): the handler is cancelled."""
         self.finished = True
         self.pending.clear()
+        self._release(self.held)
         self._wake()
         if self.writable is not None and not self.writable.done():
             self.writable.set_result(None)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_HEADER_BLOCK = 1 << 16  # a HEADERS block and its CONTINUATIONs, before decoding
+LINGER_S = 2.0  # a connection ended for a protocol error reads (and drops) this long
 
 
 def peer_name(addr: tuple[str, int] | None) -> str:
@@ -44,12 +45,14 @@ class Http2Connection(asyncio.Protocol):
         self.buf = bytearray()
         self.preface_seen = False
         self.calls: dict[int, Call] = {}
+        self.buffered = 0  # request bytes read and not yet taken by a handler
         self.blocked: dict[int, Call] = {}  # calls whose messages wait for window
         self.last_stream = 0
         self.continuing: tuple[int, int, bytearray] | None = None  # (stream, flags, block)
         self.out: list[bytes] = []
         self.flushing = False
         self.going_away = False  # GOAWAY sent: no new calls
+        self.failed = False  # ended for a protocol error: what arrives is dropped
         self.paused = False
         self.drained: asyncio.Future[None] | None = None
         self.peer = "unknown"
@@ -107,8 +110,9 @@ class Http2Connection(asyncio.Protocol):
             self.transport.write(b"".join(self.out))
         self.out.clear()
 
-    def send_data(self, call: Call, data: bytes) -> bytes:
+    def send_data(self, call: Call, data: bytes | memoryview) -> memoryview | None:
         """DATA frames for as much of `data` as both windows allow; the rest is returned."""
+        data = memoryview(data)
         while data:
             n = min(len(data), self.send_window, call.send_window, self.peer_frame)
             if n <= 0:
@@ -117,7 +121,7 @@ class Http2Connection(asyncio.Protocol):
             self.send_window -= n
             call.send_window -= n
             data = data[n:]
-        return b""
+        return None
 
     def forget(self, call: Call) -> None:
         self.calls.pop(call.stream_id, None)
@@ -134,18 +138,29 @@ class Http2Connection(asyncio.Protocol):
             self.loop.call_soon(self.transport.close)
 
     def _fail(self, code: int, why: str) -> None:
+        """GOAWAY saying why, then the connection ends. What the peer still sends is read
+        and dropped for a moment first: closing with bytes unread would reset the
+        connection, and the peer might lose the GOAWAY."""
         log.info("gRPC connection from %s closed: %s", self.peer, why)
-        self.going_away = True
+        self.going_away = self.failed = True
         self.flush()
-        if not self.transport.is_closing():
-            self.transport.write(f.goaway(self.last_stream, code, why))
-            self.transport.close()
         for call in list(self.calls.values()):
             call.reset()
         self.calls.clear()
+        self.blocked.clear()
+        if self.transport.is_closing():
+            return
+        self.transport.write(f.goaway(self.last_stream, code, why))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.loop.call_later(LINGER_S, self.transport.close)
+        else:
+            self.transport.close()
 
     # ---- reading --------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
+        if self.failed:
+            return
         buf = self.buf
         buf += data
         pos = 0
@@ -179,6 +194,10 @@ class Http2Connection(asyncio.Protocol):
                     return
         except f.ConnectionError_ as e:
             self._fail(e.code, str(e))
+            return
+        except Exception as e:  # a fault of ours: this connection ends, the server goes on
+            log.exception("gRPC connection from %s", self.peer)
+            self._fail(f.INTERNAL_ERROR, f"internal error: {type(e).__name__}")
             return
         del buf[:pos]
 

@@ -45,7 +45,7 @@ class ConnectionError_(Exception):
         self.code = code
 
 
-def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
+def frame(kind: int, flags: int, stream_id: int, payload: bytes | memoryview = b"") -> bytes:
     n = len(payload)
     return _HEAD.pack(n >> 16, n & 0xFFFF, kind, flags, stream_id) + payload
 

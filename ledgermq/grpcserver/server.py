@@ -64,6 +64,8 @@ class GrpcServer:
         self.max_message, self.max_streams = max_message, max_streams
         self.stream_window, self.connection_window = stream_window, connection_window
         self.max_frame = max_frame  # the largest frame a client may send us
+        # request bytes one connection may have read that no handler has taken yet
+        self.max_buffered = max_message + connection_window
         self.connections: set[Http2Connection] = set()
 
     def protocol(self) -> Http2Connection:
@@ -82,6 +84,7 @@ class GrpcServer:
             call.finish(Code.UNIMPLEMENTED, f"method {call.path.decode('latin-1')} not found")
             return
         if method.client_streaming:
+            call.unary = False
             call.task = asyncio.ensure_future(self._run(call, method, _requests(call, method)))
 
     def request_ended(self, call: Call) -> None:
