@@ -1,7 +1,8 @@
-"""What grpcio itself costs a Python server per call and per streamed message, with no
-broker behind it (#33's cost model): JSON rows of server CPU µs per unary call and per
-message of a server stream (and per unary call with 64 in flight), for grpc.aio (responses yielded, or written with
-`context.write`) and for grpcio's synchronous server on a thread pool.
+"""What a gRPC server costs in Python per call and per streamed message, with no broker
+behind it (#33's cost model): JSON rows of server CPU µs per unary call and per message of
+a server stream (and per unary call with 64 in flight), for grpc.aio (responses yielded, or
+written with `context.write`), grpcio's synchronous server on a thread pool, and
+ledgermq's own server (ledgermq/grpcserver, what the broker's endpoint runs).
 
     python bench/grpc_floor.py [--calls 5000] [--streamed 20000]
 
@@ -29,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.native_bench import cpu_seconds  # noqa: E402
 
-KINDS = ("aio-yield", "aio-write", "sync-threads")
+KINDS = ("aio-yield", "aio-write", "sync-threads", "grpcserver")
 STREAMED = b"m" * 200  # about a received message's size on the wire
 IN_FLIGHT = 64
 
@@ -63,8 +64,48 @@ def _handlers(kind: str):
         "Stream": grpc.unary_stream_rpc_method_handler(stream, _ident, _ident)})
 
 
+class _Raw(bytes):
+    """Bytes as a message class for ledgermq's grpcserver (no protobuf, as the identity
+    serializers above)."""
+
+    @classmethod
+    def FromString(cls, data: bytes) -> "_Raw":
+        return cls(data)
+
+    def SerializeToString(self) -> bytes:
+        return bytes(self)
+
+
+def _grpcserver_methods():
+    from ledgermq.grpcserver import Method
+
+    async def echo(req, ctx):
+        return req
+
+    async def stream(req, ctx):
+        for _ in range(int(req)):
+            yield _Raw(STREAMED)
+    return {b"/floor.F/Echo": Method(echo, _Raw, False, False),
+            b"/floor.F/Stream": Method(stream, _Raw, False, True)}
+
+
 def serve(kind: str) -> None:
     """The server process: prints its port, serves until stdin closes."""
+    if kind == "grpcserver":  # ledgermq's own, on uvloop as the broker runs it
+        import uvloop
+
+        from ledgermq.grpcserver import GrpcServer
+
+        async def own() -> None:
+            server = GrpcServer(_grpcserver_methods(), max_message=64 << 20, max_streams=1024)
+            listener = await asyncio.get_running_loop().create_server(
+                server.protocol, "127.0.0.1", 0)
+            print(listener.sockets[0].getsockname()[1], flush=True)
+            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+            listener.close()
+            await server.stop(0)
+        uvloop.run(own())
+        return
     if kind == "sync-threads":
         server = grpc.server(futures.ThreadPoolExecutor(8))
         server.add_generic_rpc_handlers((_handlers(kind),))
