@@ -8,10 +8,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, cast
 
-import hpack
-
 from . import frames as f
 from .call import Call
+from .headers import HeaderBlockError, HeaderDecoder
 from .status import GrpcError
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ class Http2Connection(asyncio.Protocol):
         self.send_window = f.DEFAULT_WINDOW  # the connection's, our way
         self.recv_window = server.connection_window  # the connection's, their way
         self.recv_unacked = 0
-        self.decoder = hpack.Decoder(max_header_list_size=MAX_HEADER_BLOCK)
+        self.decoder = HeaderDecoder(max_list_size=MAX_HEADER_BLOCK)
         self.buf = bytearray()
         self.preface_seen = False
         self.calls: dict[int, Call] = {}
@@ -303,8 +302,8 @@ class Http2Connection(asyncio.Protocol):
 
     def _header_block(self, flags: int, stream_id: int, block: bytes) -> None:
         try:  # (decoded even for a stream refused: the table is the connection's)
-            headers = self.decoder.decode(block, raw=True)
-        except hpack.HPACKError as e:
+            headers = self.decoder.decode(block)
+        except HeaderBlockError as e:
             raise f.ConnectionError_(f.COMPRESSION_ERROR, f"header block: {e}") from None
         call = self.calls.get(stream_id)
         if call is not None:  # trailers from the client: only to end its side
@@ -323,8 +322,7 @@ class Http2Connection(asyncio.Protocol):
         if len(self.calls) >= self.server.max_streams:
             self.send(f.rst_stream(stream_id, f.REFUSED_STREAM))
             return
-        call = Call(self, stream_id, cast("list[tuple[bytes, bytes]]", headers),
-                    self.loop.time())
+        call = Call(self, stream_id, headers, self.loop.time())
         self.calls[stream_id] = call
         self.server.open(call)
         if flags & f.END_STREAM:
