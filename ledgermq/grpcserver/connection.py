@@ -199,6 +199,8 @@ class Http2Connection(asyncio.Protocol):
             self._fail(f.INTERNAL_ERROR, f"internal error: {type(e).__name__}")
             return
         del buf[:pos]
+        if self.out:  # what this read answered (acks, calls done at once): one write now
+            self.flush()
 
     def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes) -> None:
         if self.continuing is not None and kind != f.CONTINUATION:

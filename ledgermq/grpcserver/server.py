@@ -11,9 +11,10 @@ UNKNOWN and is logged."""
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import logging
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Protocol
+from typing import Any, AsyncIterator, Callable, Coroutine, Protocol
 
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
@@ -100,7 +101,7 @@ class GrpcServer:
         except GrpcError as e:
             call.finish(e.code, e.message)
             return
-        call.task = asyncio.ensure_future(self._run(call, method, request))
+        call.task = _eagerly(self._run(call, method, request))
 
     def refuse(self, call: Call, error: GrpcError) -> None:
         """The request cannot be read (too large, cannot decompress): the call ends."""
@@ -150,6 +151,49 @@ class GrpcServer:
                     call.task.cancel()
             conn.flush()
             conn.transport.close()
+
+
+def _eagerly(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
+    """Runs a unary call's coroutine at once, in the read that completed its request: most
+    answer without waiting (a send on a single node), and their answer then goes out in
+    this loop turn, with no task made and no turn between. One that waits becomes a Task
+    from where it stands."""
+    try:
+        awaited = coro.send(None)
+    except StopIteration:
+        return None
+    return asyncio.ensure_future(_Resumed(coro, awaited))
+
+
+_NOTHING = object()
+
+
+class _Resumed(collections.abc.Coroutine):  # type: ignore[type-arg]
+    """A coroutine already stepped once, for a Task to drive on: the Task's first step is
+    given what the coroutine was waiting on (a future, or None for a bare yield), as if it
+    had stepped it itself; every later step, a throw (cancellation) and close go to the
+    coroutine."""
+
+    __slots__ = ("coro", "awaited")
+
+    def __init__(self, coro: Coroutine[Any, Any, None], awaited: Any):
+        self.coro, self.awaited = coro, awaited
+
+    def send(self, value: Any) -> Any:
+        if self.awaited is not _NOTHING:
+            awaited, self.awaited = self.awaited, _NOTHING
+            return awaited
+        return self.coro.send(value)
+
+    def throw(self, *exc: Any) -> Any:
+        self.awaited = _NOTHING
+        return self.coro.throw(*exc)
+
+    def close(self) -> None:
+        self.coro.close()
+
+    def __await__(self) -> Any:
+        return self
 
 
 async def _requests(call: Call, method: Method) -> AsyncIterator[Any]:

@@ -95,3 +95,31 @@ class ServerThread:
             listener.close()
             await self.server.stop(1.0)
         uvloop.run(main())
+
+
+class InProcessTransport:
+    """What a connection writes, in process; closing is remembered."""
+
+    def __init__(self):
+        self.written, self.closed = [], False
+
+    def write(self, data):
+        self.written.append(data)
+
+    def is_closing(self):
+        return self.closed
+
+    def close(self):
+        self.closed = True
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 5555) if name == "peername" else default
+
+    def can_write_eof(self):
+        return False
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass

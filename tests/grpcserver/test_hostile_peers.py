@@ -19,7 +19,7 @@ from ledgermq.apis import rpc
 from ledgermq.apis import service_pb2 as svc
 from ledgermq.grpcserver import frames as f
 
-from .serving import ServerThread
+from .serving import InProcessTransport, ServerThread
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 HEARTBEAT = b"/apache.rocketmq.v2.MessagingService/Heartbeat"
@@ -174,34 +174,6 @@ def test_a_ping_is_answered_with_its_payload(server):
     assert got[-1][1:] == (f.ACK, 0, b"8 bytes!")
 
 
-class _Transport:
-    """What a connection writes, in process; closing is remembered."""
-
-    def __init__(self):
-        self.written, self.closed = [], False
-
-    def write(self, data):
-        self.written.append(data)
-
-    def is_closing(self):
-        return self.closed
-
-    def close(self):
-        self.closed = True
-
-    def get_extra_info(self, name, default=None):
-        return ("127.0.0.1", 5555) if name == "peername" else default
-
-    def can_write_eof(self):
-        return False
-
-    def pause_reading(self):
-        pass
-
-    def resume_reading(self):
-        pass
-
-
 STREAMS = st.sampled_from([1, 1, 1, 1, 3, 5])
 ANY_STREAM = st.sampled_from([0, 1, 2, 3, 2 ** 31 - 1])
 PATHS = st.sampled_from([HEARTBEAT, HANG, b"/apache.rocketmq.v2.MessagingService/Telemetry",
@@ -238,7 +210,7 @@ def test_arbitrary_frames_never_escape_the_connection(caplog, first, frames, cut
         server = GrpcServer(methods_of(apis_rpc.SERVICE, Servicer()), max_message=1 << 16,
                             max_streams=4)
         conn = server.protocol()
-        conn.connection_made(_Transport())
+        conn.connection_made(InProcessTransport())
         data = f.PREFACE + first + b"".join(frames)
         for i in range(0, len(data), cut):  # (in pieces: frames split across reads)
             conn.data_received(data[i:i + cut])
