@@ -27,6 +27,7 @@ import grpc
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.native_bench import cpu_seconds  # noqa: E402
 from bench.single_node_bench import PAYLOAD, arun, pct  # noqa: E402
 from ledgermq import Message, Producer, PullConsumer, PullStatus  # noqa: E402
 from ledgermq.apis import definition_pb2 as pb  # noqa: E402
@@ -39,9 +40,24 @@ WINDOW = 256
 META = [("x-mq-client-id", "bench-grpc")]
 
 
-def row(workload, side, n, secs, lats=None):
+class BrokerCpu:
+    """The broker process's CPU over a workload (the client runs in this process)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.start()
+
+    def start(self) -> None:
+        self.t0 = cpu_seconds(self.pid)
+
+    def per_msg_us(self, n: int) -> float:
+        return round((cpu_seconds(self.pid) - self.t0) / n * 1e6, 1)
+
+
+def row(workload, side, n, secs, cpu: BrokerCpu, lats=None):
     r = {"bench": "grpc", "workload": workload, "side": side, "msgs": n,
-         "secs": round(secs, 3), "msgs_per_s": round(n / secs, 1)}
+         "secs": round(secs, 3), "msgs_per_s": round(n / secs, 1),
+         "broker_cpu_us_per_msg": cpu.per_msg_us(n)}
     if lats:
         r["p50_ms"], r["p99_ms"] = pct(lats, 50), pct(lats, 99)
     return r
@@ -52,25 +68,27 @@ def grpc_message(topic):
                       pb.SystemProperties(message_id=uuid.uuid4().hex, message_type=pb.NORMAL))
 
 
-async def remoting_side(ns, n):
+async def remoting_side(ns, n, pid):
     out = []
     async with Producer("bench-remoting", ns, coalesce=False) as p:
         await p.send(Message("BenchRemoting", PAYLOAD))
-        lats, t0 = [], time.perf_counter()
+        lats, t0, cpu = [], time.perf_counter(), BrokerCpu(pid)
         for _ in range(n):
             s = time.perf_counter()
             await p.send(Message("BenchRemoting", PAYLOAD))
             lats.append(time.perf_counter() - s)
-        out.append(row("sync send 100B", "remoting", n, time.perf_counter() - t0, lats))
+        out.append(row("sync send 100B", "remoting", n, time.perf_counter() - t0, cpu, lats))
         sem, t0 = asyncio.Semaphore(WINDOW), time.perf_counter()
+        cpu.start()
 
         async def one():
             async with sem:
                 await p.send(Message("BenchRemoting", PAYLOAD))
         await asyncio.gather(*(one() for _ in range(n)))
-        out.append(row("pipelined sends", "remoting", n, time.perf_counter() - t0))
+        out.append(row("pipelined sends", "remoting", n, time.perf_counter() - t0, cpu))
     async with PullConsumer("bench-remoting-c", ns) as c:
         got, t0 = 0, time.perf_counter()
+        cpu.start()
         for q in await c.fetch_queues("BenchRemoting"):
             offset = 0
             while True:
@@ -80,11 +98,11 @@ async def remoting_side(ns, n):
                 got += len(r.messages)
                 offset = r.next_begin_offset
         out.append(row("consume everything (32 a request)", "remoting", got,
-                       time.perf_counter() - t0))
+                       time.perf_counter() - t0, cpu))
     return out
 
 
-async def grpc_side(endpoint, n, side="grpc"):
+async def grpc_side(endpoint, n, pid, side="grpc"):
     out = []
     async with grpc.aio.insecure_channel(endpoint) as ch:
         stub = rpc.Stub(ch)
@@ -94,20 +112,22 @@ async def grpc_side(endpoint, n, side="grpc"):
                 messages=[grpc_message("BenchGrpc")]), metadata=META)
             assert r.status.code == pb.OK, r.status
         await send()
-        lats, t0 = [], time.perf_counter()
+        lats, t0, cpu = [], time.perf_counter(), BrokerCpu(pid)
         for _ in range(n):
             s = time.perf_counter()
             await send()
             lats.append(time.perf_counter() - s)
-        out.append(row("sync send 100B", side, n, time.perf_counter() - t0, lats))
+        out.append(row("sync send 100B", side, n, time.perf_counter() - t0, cpu, lats))
         sem, t0 = asyncio.Semaphore(WINDOW), time.perf_counter()
+        cpu.start()
 
         async def one():
             async with sem:
                 await send()
         await asyncio.gather(*(one() for _ in range(n)))
-        out.append(row("pipelined sends", side, n, time.perf_counter() - t0))
+        out.append(row("pipelined sends", side, n, time.perf_counter() - t0, cpu))
         got, t0 = 0, time.perf_counter()
+        cpu.start()
         group = pb.Resource(name="bench-grpc-c")
         while True:
             handles = []
@@ -128,7 +148,7 @@ async def grpc_side(endpoint, n, side="grpc"):
             assert ack.status.code == pb.OK, ack.status
         # the last, empty receive waited its 1 s polling time: not part of the figure
         out.append(row("consume everything (32 a request)", side, got,
-                       time.perf_counter() - t0 - 1.0))
+                       time.perf_counter() - t0 - 1.0, cpu))
     return out
 
 
@@ -150,8 +170,8 @@ def main() -> None:
                             await a.update_topic(t, read_queues=4, write_queues=4)
                 arun(topics())
                 if side == "grpc":
-                    rows += arun(remoting_side(dev.namesrv, args.msgs))
-                rows += asyncio.run(grpc_side(dev.ready["grpc"], args.msgs, side))
+                    rows += arun(remoting_side(dev.namesrv, args.msgs, dev.proc.pid))
+                rows += asyncio.run(grpc_side(dev.ready["grpc"], args.msgs, dev.proc.pid, side))
             finally:
                 dev.stop()
     by = {(r["workload"], r["side"]): r for r in rows}
