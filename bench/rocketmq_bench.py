@@ -301,6 +301,8 @@ def main() -> None:
     ap.add_argument("--no-failover", action="store_true")
     ap.add_argument("--only-failover", action="store_true",
                     help="the failover rows alone (the other workloads are skipped)")
+    ap.add_argument("--systems", help="a subset of the layout's systems, comma-separated "
+                    "(proxy: ledgermq,rocketmq,proxied,rocketmq-proxied)")
     args = ap.parse_args()
     for layout in args.layouts.split(","):
         figs: dict[str, dict] = {}
@@ -308,6 +310,8 @@ def main() -> None:
         # proxy in cluster mode
         systems = ("ledgermq", "rocketmq", "proxied", "rocketmq-proxied") \
             if layout == "proxy" else ("ledgermq", "rocketmq")
+        if args.systems:
+            systems = tuple(s for s in systems if s in args.systems.split(","))
         with tempfile.TemporaryDirectory(prefix=f"rocketmq-bench-{layout}-") as tmp:
             for system in systems:
                 # (controller-tight: failover rows only; ledgermq has one setting, run again)
