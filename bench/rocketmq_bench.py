@@ -259,6 +259,8 @@ def rows(layout: str, figs: dict[str, dict], ours: str = "ledgermq",
          anchor: str = "rocketmq") -> list[dict]:
     """`ours` (ledgermq, or ledgermq behind RocketMQ's proxy) against `anchor` (RocketMQ
     in the same layout, or its broker behind the same proxy)."""
+    if not figs.get(anchor, {}).get("sync"):  # (not run: --systems)
+        return []
     return [{**r, "side": ours, "anchor": anchor}
             for r in _rows(layout, figs[ours], figs[anchor])]
 
