@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 MAX_HEADER_BLOCK = 1 << 16  # a HEADERS block and its CONTINUATIONs, before decoding
 LINGER_S = 2.0  # a connection ended for a protocol error reads (and drops) this long
+PREFACE_TIMEOUT_S = 10.0  # a client speaks first: one silent this long is closed
 
 
 def peer_name(addr: tuple[str, int] | None) -> str:
@@ -61,6 +62,7 @@ class Http2Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         self.peer = self.server.peer_of(transport)
         self.server.connections.add(self)
+        self.silence = self.loop.call_later(PREFACE_TIMEOUT_S, self.transport.close)
         extra = self.server.connection_window - f.DEFAULT_WINDOW
         self.send(f.settings({f.MAX_CONCURRENT_STREAMS: self.server.max_streams,
                               f.INITIAL_WINDOW_SIZE: self.settings_window,
@@ -69,6 +71,7 @@ class Http2Connection(asyncio.Protocol):
                   (f.window_update(0, extra) if extra > 0 else b""))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.silence.cancel()
         self.server.connections.discard(self)
         for call in list(self.calls.values()):
             call.reset()
@@ -172,6 +175,7 @@ class Http2Connection(asyncio.Protocol):
                 self._fail(f.PROTOCOL_ERROR, "not an HTTP/2 connection preface")
                 return
             self.preface_seen = True
+            self.silence.cancel()
             pos = len(f.PREFACE)
         n = len(buf)
         limit = self.server.max_frame

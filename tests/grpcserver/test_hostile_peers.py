@@ -225,3 +225,14 @@ def test_arbitrary_frames_never_escape_the_connection(caplog, first, frames, cut
     conn = asyncio.run(run())
     assert not conn.calls and conn.buffered == 0
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def test_a_client_that_never_speaks_is_closed_and_one_that_spoke_is_not(server, monkeypatch):
+    from ledgermq.grpcserver import connection
+    monkeypatch.setattr(connection, "PREFACE_TIMEOUT_S", 0.3)
+    talking, silent = RawPeer(server), RawPeer(server, b"")
+    assert silent.frames(lambda fr: False)[-1] == ("EOF",)  # (after the server's SETTINGS)
+    talking.send(f.frame(f.PING, 0, 0, b"still on"))  # past the same timeout
+    assert talking.frames(lambda fr: fr[0] == f.PING)[-1][3] == b"still on"
+    talking.close()
+    silent.close()
