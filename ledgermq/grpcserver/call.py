@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import gzip
 import zlib
 from typing import TYPE_CHECKING, AsyncIterator
@@ -90,6 +91,12 @@ class Call:
         """The client's metadata (a "-bin" key's value as sent, base64)."""
         return tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in self.headers
                      if k[:1] != b":" and k not in _TRANSPORT_KEYS)
+
+    @functools.cached_property
+    def metadata(self) -> dict[str, str]:
+        """invocation_metadata as a dict (a key sent twice: its last value)."""
+        return {k.decode("latin-1"): v.decode("latin-1") for k, v in self.headers
+                if k[:1] != b":" and k not in _TRANSPORT_KEYS}
 
     def peer(self) -> str:
         return self.conn.peer

@@ -47,7 +47,7 @@ def caller(broker: Broker, context: Context) -> Account | None:
     caller the ACL refuses."""
     if broker.acl is None:
         return None
-    meta = dict(context.invocation_metadata() or ())
+    meta = context.metadata
     try:
         return broker.acl.current().authenticate_grpc(
             meta.get("authorization", ""), meta.get("x-mq-date-time", ""),

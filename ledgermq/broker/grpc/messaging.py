@@ -85,7 +85,7 @@ class MessagingService(OffsetCalls):
 
     def _client(self, context: Context) -> CallOf | None:
         """The calling client's channel (made at its first call) as this call sees it."""
-        meta = dict(context.invocation_metadata() or ())
+        meta = context.metadata
         client_id = meta.get("x-mq-client-id")
         if not client_id:
             return None
