@@ -161,6 +161,7 @@ class Call:
         return message
 
     def _release(self, n: int) -> None:
+        n = min(n, self.held)  # (nothing is released twice: the call's end released all)
         self.held -= n
         self.conn.buffered -= n
 

@@ -12,7 +12,7 @@ import ssl
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...apis import rpc
 from ...grpcserver import GrpcServer, methods_of
@@ -33,7 +33,7 @@ class GrpcEndpoint:
     def __init__(self, broker: Broker):
         self.service = MessagingService(broker)
         self.server: GrpcServer | None = None
-        self.listener: object | None = None
+        self.listener: Any = None  # an asyncio server or a SniffingServer (listen.py)
         self.port: int | None = None
         self.renewing: asyncio.Task[None] | None = None
 
@@ -65,8 +65,8 @@ class GrpcEndpoint:
         for ch in list(self.service.channels.values()):
             ch.close()
         if self.listener is not None:
-            self.listener.close()  # type: ignore[attr-defined]
-            await self.listener.wait_closed()  # type: ignore[attr-defined]
+            self.listener.close()
+            await self.listener.wait_closed()
         if self.server is not None:
             await self.server.stop(GRACE_S)
 
