@@ -82,6 +82,7 @@ class Call:
         self.arrived: asyncio.Future[None] | None = None  # a streaming handler waits on it
         self.headers_sent = False
         self.finished = False  # trailers written (or the stream reset)
+        self.ending = False  # trailers given, perhaps still waiting for window
         self.pending: collections.deque[tuple[bytes | memoryview, bool]] = collections.deque()
         self.writable: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
@@ -179,6 +180,8 @@ class Call:
 
     # ---- the response ---------------------------------------------------------------
     def send_message(self, payload: bytes) -> None:
+        if self.finished or self.ending:
+            return  # (the stream was reset, or its trailers are already queued)
         data = b"\x00" + len(payload).to_bytes(4, "big") + payload
         if not self.headers_sent:
             self.headers_sent = True
@@ -190,8 +193,9 @@ class Call:
 
     def finish(self, code: int = 0, message: str = "") -> None:
         """The trailers (after every message still waiting for window): the call is over."""
-        if self.finished:
+        if self.finished or self.ending:
             return
+        self.ending = True
         block = trailers(code, message, with_headers=not self.headers_sent)
         self.headers_sent = True
         if self.pending:
