@@ -1,13 +1,16 @@
 """HPACK header blocks decoded (RFC 7541), a connection's dynamic table kept.
 
-The `hpack` library decodes the same (its static table and Huffman code are used here) but
-spends ~15 µs a gRPC request's block in per-field objects and log calls; a client's blocks
-are mostly indexed fields, which this walks in a few µs. tests/grpcserver/test_headers.py
+The `hpack` library decodes the same (its static table is used here, and its Huffman
+decoder is the pure twin of the compiled one in wire/huffman.py) but spends ~15 µs a gRPC
+request's block in per-field objects and log calls; a client's blocks are mostly indexed
+fields, which this walks in a few µs. tests/grpcserver/test_headers.py
 holds the two to the same answers on generated blocks."""
 from __future__ import annotations
 
-from hpack.huffman_table import decode_huffman
 from hpack.table import HeaderTable
+
+from ..wire.huffman import hpack_huffman
+from ..wire.message import MessageFormatError
 
 STATIC = HeaderTable.STATIC_TABLE  # indices 1..61
 ENTRY_OVERHEAD = 32  # an entry's size: name + value + 32 (§4.1)
@@ -127,6 +130,6 @@ class HeaderDecoder:
         if not huffman:
             return raw, end
         try:
-            return decode_huffman(raw), end
-        except Exception as e:  # (hpack's HPACKDecodingError: bad padding, EOS)
-            raise HeaderBlockError(f"a Huffman string that does not decode: {e}") from None
+            return hpack_huffman(raw), end
+        except MessageFormatError as e:
+            raise HeaderBlockError(str(e)) from None

@@ -1025,6 +1025,7 @@ static PyMethodDef methods[] = {
     {"frames_in", frames_in, METH_VARARGS, frames_in_doc},
     {"encode_head", encode_head, METH_VARARGS, encode_head_doc},
     {"put_single", (PyCFunction)(void (*)(void))put_single, METH_FASTCALL, put_single_doc},
+    {"hpack_huffman", hpack_huffman, METH_O, hpack_huffman_doc},
     {NULL, NULL, 0, NULL},
 };
 

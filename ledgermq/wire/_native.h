@@ -75,4 +75,9 @@ extern const char walk_entries_doc[];
 PyObject *run_views(PyObject *self, PyObject *args);
 extern const char run_views_doc[];
 
+
+/* _native_hpack.c */
+PyObject *hpack_huffman(PyObject *self, PyObject *arg);
+extern const char hpack_huffman_doc[];
+
 #endif

@@ -20,7 +20,8 @@ import numpy as np
 with atheris.instrument_imports(include=["ledgermq.wire", "ledgermq.broker.send_parsing",
                                          "ledgermq.remoting.command",
                                          "ledgermq.store.consume_queue"]):
-    from ledgermq.wire import batch, batch_body, hashes, native, scan, scan_batch  # noqa: F401
+    from ledgermq.wire import (  # noqa: F401
+        batch, batch_body, hashes, huffman, native, scan, scan_batch)
     from ledgermq.wire.message import HEADER_SIZE
     from ledgermq.broker import send_parsing  # noqa: F401 (registers read_send's twins)
     from ledgermq.remoting import command  # noqa: F401 (registers binary_header_fields')
@@ -104,7 +105,20 @@ def entry_walk(data: bytes) -> tuple:
             fdp.ConsumeIntInRange(0, 1 << 10), fdp.ConsumeIntInRange(-1, 1 << 20))
 
 
+def huffman_coded(data: bytes) -> bytes:
+    """`data` as HPACK's Huffman code writes it (a header value as clients send it)."""
+    import hpack.huffman
+    import hpack.huffman_constants as codes
+    return hpack.huffman.HuffmanEncoder(codes.REQUEST_CODES,
+                                        codes.REQUEST_CODES_LENGTH).encode(data)
+
+
 def test_one_input(data: bytes) -> None:
+    same_or_fallback("hpack_huffman", data)  # a header string as it came
+    coded = huffman_coded(data)
+    same_or_fallback("hpack_huffman", coded)
+    if coded:  # one bit flipped where the input says
+        same_or_fallback("hpack_huffman", coded[:-1] + bytes((coded[-1] ^ (1 << (data[0] % 8)),)))
     same_or_fallback("read_send", send_header(data))
     same_or_fallback("binary_header_fields", data)  # a remoting header as it came
     same_or_fallback("json_header_fields", data)

@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 
 from ledgermq.client.producer import encode_batch_body
 from ledgermq.store import consume_queue, index, reads, single  # noqa: F401 (their twins)
-from ledgermq.wire import batch, batch_body, hashes, ids, native, scan, scan_batch  # noqa: F401
+from ledgermq.wire import (  # noqa: F401
+    batch, batch_body, hashes, huffman, ids, native, scan, scan_batch)
 from ledgermq.wire.message import HEADER_SIZE
 
 needs_native = pytest.mark.skipif(native._native is None,
@@ -566,3 +567,21 @@ def test_put_single_writes_positions_and_entry():
         assert struct.unpack_from(">q", log, 63) == (1_700_000_000_123,)
         assert log[7:27] == msg[:20] and log[43:63] == msg[36:56] and log[71:107] == msg[64:]
         assert struct.unpack_from(">qiq", cq, 3) == (2**40, 100, -9)
+
+
+@needs_native
+@given(st.binary(max_size=80))
+def test_hpack_huffman_twins_agree_on_coded_strings(text):
+    import hpack.huffman
+    import hpack.huffman_constants as codes
+    coded = hpack.huffman.HuffmanEncoder(codes.REQUEST_CODES,
+                                         codes.REQUEST_CODES_LENGTH).encode(text)
+    pure, compiled = native.TWINS["hpack_huffman"]
+    assert pure(coded) == compiled(coded) == text
+
+
+@needs_native
+@given(st.binary(max_size=40))
+def test_hpack_huffman_twins_agree_on_any_bytes(raw):
+    pure, compiled = native.TWINS["hpack_huffman"]
+    assert outcome(compiled, raw) == outcome(pure, raw)
