@@ -287,7 +287,7 @@ def _rows(layout: str, a: dict, b: dict) -> list[dict]:
 
 
 def failover_rows(layout: str, figs: dict[str, dict]) -> list[dict]:
-    a, b = figs["ledgermq"].get("failover"), figs["rocketmq"].get("failover")
+    a, b = figs.get("ledgermq", {}).get("failover"), figs.get("rocketmq", {}).get("failover")
     if not (a and b):
         return []
     return [compare(layout, "failover", f, a[f], b[f], "lower")
