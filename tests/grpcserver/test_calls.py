@@ -76,13 +76,19 @@ def test_a_compressed_request_is_read(stub):
     assert r.status.message == str(len(body))
 
 
-def test_an_unknown_method_is_unimplemented(server):
+def raw_call_error(server, method: str, request: bytes) -> grpc.RpcError:
+    """The error a call of `method` with these request bytes ends with."""
     with grpc.insecure_channel(server.target) as ch:
-        call = ch.unary_unary("/apache.rocketmq.v2.MessagingService/NoSuchCall")
+        call = ch.unary_unary(f"/apache.rocketmq.v2.MessagingService/{method}")
         with pytest.raises(grpc.RpcError) as e:
-            call(b"")
-    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "NoSuchCall" in e.value.details()
+            call(request)
+    return e.value
+
+
+def test_an_unknown_method_is_unimplemented(server):
+    e = raw_call_error(server, "NoSuchCall", b"")
+    assert e.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert "NoSuchCall" in e.details()
 
 
 def test_a_refusal_reaches_the_client_with_its_code_and_message(stub):
@@ -114,12 +120,9 @@ def test_a_request_over_the_limit_is_refused_and_not_read_further(stub, server):
 
 
 def test_a_request_that_does_not_parse_is_an_invalid_argument(server):
-    with grpc.insecure_channel(server.target) as ch:
-        call = ch.unary_unary("/apache.rocketmq.v2.MessagingService/Heartbeat")
-        with pytest.raises(grpc.RpcError) as e:
-            call(b"\xff\xff\xff")
-    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "HeartbeatRequest" in e.value.details()
+    e = raw_call_error(server, "Heartbeat", b"\xff\xff\xff")
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "HeartbeatRequest" in e.details()
 
 
 def test_a_call_the_client_abandons_cancels_its_handler(stub, server):
