@@ -15,6 +15,7 @@ from .status import OPENING_HEADERS, Code, GrpcError, trailers
 
 if TYPE_CHECKING:
     from .connection import Http2Connection
+    from .server import Method
 
 MESSAGE_PREFIX = 5  # compressed flag and a 4-byte length before each gRPC message
 MAX_QUEUED = 256  # a streaming call's request messages read before its handler takes them
@@ -86,16 +87,13 @@ class Call:
         self.pending: collections.deque[tuple[bytes | memoryview, bool]] = collections.deque()
         self.writable: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
+        self.method: Method | None = None  # (the server's, found when the call opens)
 
     # ---- the context ----------------------------------------------------------------
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        """The client's metadata (a "-bin" key's value as sent, base64)."""
-        return tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in self.headers
-                     if k[:1] != b":" and k not in _TRANSPORT_KEYS)
-
     @functools.cached_property
     def metadata(self) -> dict[str, str]:
-        """invocation_metadata as a dict (a key sent twice: its last value)."""
+        """The client's metadata (a key sent twice: its last value; a "-bin" key's value as
+        sent, base64)."""
         return {k.decode("latin-1"): v.decode("latin-1") for k, v in self.headers
                 if k[:1] != b":" and k not in _TRANSPORT_KEYS}
 

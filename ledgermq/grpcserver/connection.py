@@ -73,10 +73,7 @@ class Http2Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.silence.cancel()
         self.server.connections.discard(self)
-        for call in list(self.calls.values()):
-            call.reset()
-        self.calls.clear()
-        self.blocked.clear()
+        self._drop_all()
         self._wake_drained()
 
     def pause_writing(self) -> None:
@@ -146,10 +143,7 @@ class Http2Connection(asyncio.Protocol):
         log.info("gRPC connection from %s closed: %s", self.peer, why)
         self.going_away = self.failed = True
         self.flush()
-        for call in list(self.calls.values()):
-            call.reset()
-        self.calls.clear()
-        self.blocked.clear()
+        self._drop_all()
         if self.transport.is_closing():
             return
         self.transport.write(f.goaway(self.last_stream, code, why))
@@ -218,10 +212,7 @@ class Http2Connection(asyncio.Protocol):
         elif kind == f.RST_STREAM:
             if stream_id == 0 or len(payload) != 4:
                 raise f.ConnectionError_(f.PROTOCOL_ERROR, "a malformed RST_STREAM")
-            call = self.calls.pop(stream_id, None)
-            if call is not None:
-                self.blocked.pop(stream_id, None)
-                call.reset()
+            self._drop(stream_id)
         elif kind == f.SETTINGS:
             self._settings(flags, stream_id, payload)
         elif kind == f.PING:
@@ -241,10 +232,18 @@ class Http2Connection(asyncio.Protocol):
 
     def _reset(self, stream_id: int, code: int) -> None:
         self.send(f.rst_stream(stream_id, code))
+        self._drop(stream_id)
+
+    def _drop(self, stream_id: int) -> None:
+        """A stream gone without its trailers: its handler is cancelled."""
         call = self.calls.pop(stream_id, None)
         if call is not None:
             self.blocked.pop(stream_id, None)
             call.reset()
+
+    def _drop_all(self) -> None:
+        for stream_id in list(self.calls):
+            self._drop(stream_id)
 
     def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id == 0:

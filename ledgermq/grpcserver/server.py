@@ -1,11 +1,11 @@
 """A gRPC server on the event loop, HTTP/2 and gRPC's framing read and written here in
-Python (grpcio's server and the h2 library each spent ~300 µs of CPU a unary call on this
-machine; this one ~60: docs/benchmarks.md, session 35).
+Python (grpcio's server and the h2 library each spent 300-450 µs of CPU a unary call on
+this machine; this one ~70: docs/benchmarks.md, session 35).
 
 It serves one protobuf service: each method of its descriptor is a servicer's coroutine
 (`async def Method(request, context)`), or async generator for a server-streaming method,
 whose request is an async iterator of messages for a client-streaming one. The context
-gives `invocation_metadata()`, `peer()` and `time_remaining()`, as grpc.aio's does. A
+gives `metadata` (a dict), `peer()` and `time_remaining()`, as grpc.aio's context does. A
 handler ends its call with an error by raising GrpcError; any other exception answers
 UNKNOWN and is logged."""
 from __future__ import annotations
@@ -28,8 +28,6 @@ log = logging.getLogger(__name__)
 
 class Context(Protocol):
     """What a handler learns of its call (a Call is one)."""
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]: ...
 
     @property
     def metadata(self) -> dict[str, str]: ...
@@ -83,7 +81,7 @@ class GrpcServer:
     def open(self, call: Call) -> None:
         """A stream's headers arrived: a streaming request's handler starts now, a unary
         one's when its message is whole (`request_ended`)."""
-        method = self.methods.get(call.path)
+        call.method = method = self.methods.get(call.path)
         if method is None:
             call.finish(Code.UNIMPLEMENTED, f"method {call.path.decode('latin-1')} not found")
             return
@@ -92,7 +90,7 @@ class GrpcServer:
             call.task = asyncio.ensure_future(self._run(call, method, _requests(call, method)))
 
     def request_ended(self, call: Call) -> None:
-        method = self.methods.get(call.path)
+        method = call.method
         if method is None or method.client_streaming:
             return
         try:

@@ -25,7 +25,7 @@ class Servicer:
         self.hanging_cancelled = 0  # AckMessage calls cancelled while they waited
 
     async def Heartbeat(self, request, context):  # what the context says
-        meta = dict(context.invocation_metadata())
+        meta = context.metadata
         left = context.time_remaining()
         return svc.HeartbeatResponse(status=ok(
             f"{meta.get('x-mq-client-id')}|{context.peer()}|{left}|{request.group.name[:20]}"))

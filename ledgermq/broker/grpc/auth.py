@@ -30,14 +30,10 @@ Unary = Callable[[_S, _Q, "Context"], Awaitable[_R]]  # a unary handler
 Streaming = Callable[[_S, _Q, "Context"], AsyncGenerator[_R, None]]
 
 
-def client_peer(broker: Broker, context: Context) -> str:
-    """The calling client's address as grpcio writes peers ("ipv4:127.0.0.1:5000")."""
-    return context.peer()
-
-
-def peer_ip(broker: Broker, context: Context) -> str:
-    """ "ipv4:127.0.0.1:5000" / "ipv6:[::1]:5000" -> the address."""
-    peer = client_peer(broker, context)
+def peer_ip(context: Context) -> str:
+    """The calling client's address: "ipv4:127.0.0.1:5000" / "ipv6:[::1]:5000" -> the
+    address."""
+    peer = context.peer()
     addr = peer.split(":", 1)[1] if ":" in peer else peer
     return addr.rsplit(":", 1)[0].strip("[]")
 
@@ -51,7 +47,7 @@ def caller(broker: Broker, context: Context) -> Account | None:
     try:
         return broker.acl.current().authenticate_grpc(
             meta.get("authorization", ""), meta.get("x-mq-date-time", ""),
-            peer_ip(broker, context), window_s=broker.config.aclSignatureWindowSeconds)
+            peer_ip(context), window_s=broker.config.aclSignatureWindowSeconds)
     except Refused:
         broker.stats.acl_denied["grpc"] += 1
         raise

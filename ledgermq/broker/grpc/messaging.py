@@ -24,7 +24,7 @@ from ...wire.message import (
 from ..pop.filters import Filter, pop_filter
 from ..refusals import Kind, Refused
 from .auth import (
-    answers_refusals, authenticated, authorize, authorize_consume, caller, client_peer, permits,
+    answers_refusals, authenticated, authorize, authorize_consume, caller, permits,
     streams_refusals,
 )
 from .channel import CallOf, ClientChannel, call
@@ -93,14 +93,14 @@ class MessagingService(OffsetCalls):
         if ch is None:
             self._forget_idle()
             ch = self.channels[client_id] = ClientChannel(client_id,
-                                                          client_peer(self.broker, context))
+                                                          context.peer())
         ch.last_seen = time.monotonic()
         # (the caller is authenticated by now; the broker's permission checks use its account)
         return CallOf(ch, caller(self.broker, context))
 
     def _owner(self, context: Context, c: CallOf) -> tuple[str, str | None]:
         key = c.acl_account.access_key if c.acl_account else None
-        return client_peer(self.broker, context), key
+        return context.peer(), key
 
     def _check_owner(self, context: Context, c: CallOf) -> None:
         """Refused (CLIENT_ID_TAKEN) when another connection or account has this client
