@@ -1026,6 +1026,7 @@ static PyMethodDef methods[] = {
     {"encode_head", encode_head, METH_VARARGS, encode_head_doc},
     {"put_single", (PyCFunction)(void (*)(void))put_single, METH_FASTCALL, put_single_doc},
     {"hpack_huffman", hpack_huffman, METH_O, hpack_huffman_doc},
+    {"hpack_block", (PyCFunction)(void (*)(void))hpack_block, METH_FASTCALL, hpack_block_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -79,5 +79,7 @@ extern const char run_views_doc[];
 /* _native_hpack.c */
 PyObject *hpack_huffman(PyObject *self, PyObject *arg);
 extern const char hpack_huffman_doc[];
+PyObject *hpack_block(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char hpack_block_doc[];
 
 #endif

@@ -1,6 +1,6 @@
-/* HPACK's Huffman code (RFC 7541 §5.2, Appendix B): a header string decoded. The pure twin
-   is ledgermq/wire/huffman.py; where this returns None (a string that does not decode) the
-   twin answers, with its error. */
+/* HPACK (RFC 7541): the Huffman code (§5.2, Appendix B) and a header block's walk (§6).
+   The pure twins are ledgermq/wire/huffman.py and wire/hpack_block.py; where these return
+   None (a string or block that does not decode) the twin answers, with its error. */
 #include "_native.h"
 
 #include <stdint.h>
@@ -74,24 +74,16 @@ static void build_tree(void) {
     tree_built = 1;
 }
 
-const char hpack_huffman_doc[] =
-    "hpack_huffman(data) -> bytes, or None for a string that does not decode";
-
-PyObject *hpack_huffman(PyObject *self, PyObject *arg) {
-    Py_buffer in;
-    if (PyObject_GetBuffer(arg, &in, PyBUF_SIMPLE) < 0)
-        return NULL;
+/* Decodes in[0:n] into a new bytes object at *out. 0: done; 1: the string does not decode
+   (nothing at *out); -1: a Python error. */
+static int huffman_decode(const unsigned char *p, Py_ssize_t n, PyObject **out) {
     if (!tree_built)
         build_tree();
-    const unsigned char *p = in.buf;
-    Py_ssize_t n = in.len;
     /* every symbol takes 5 bits or more */
-    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 8 / 5 + 1);
-    if (out == NULL) {
-        PyBuffer_Release(&in);
-        return NULL;
-    }
-    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    PyObject *s = PyBytes_FromStringAndSize(NULL, n * 8 / 5 + 1);
+    if (s == NULL)
+        return -1;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(s);
     Py_ssize_t written = 0;
     int node = 0, pending = 0, ones = 1;  /* bits since the last symbol; all of them 1 */
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -115,12 +107,245 @@ PyObject *hpack_huffman(PyObject *self, PyObject *arg) {
     }
     if (pending > 7 || !ones)
         goto invalid;  /* padding: at most 7 bits, the start of EOS (all ones) */
-    PyBuffer_Release(&in);
-    if (_PyBytes_Resize(&out, written) < 0)
-        return NULL;
-    return out;
+    if (_PyBytes_Resize(&s, written) < 0)
+        return -1;
+    *out = s;
+    return 0;
 invalid:
+    Py_DECREF(s);
+    return 1;
+}
+
+const char hpack_huffman_doc[] =
+    "hpack_huffman(data) -> bytes, or None for a string that does not decode";
+
+PyObject *hpack_huffman(PyObject *self, PyObject *arg) {
+    Py_buffer in;
+    if (PyObject_GetBuffer(arg, &in, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *out = NULL;
+    int r = huffman_decode(in.buf, in.len, &out);
     PyBuffer_Release(&in);
-    Py_DECREF(out);
-    Py_RETURN_NONE;
+    if (r < 0)
+        return NULL;
+    if (r > 0)
+        Py_RETURN_NONE;
+    return out;
+}
+
+/* ---- a header block (pure twin: wire/hpack_block.py decode_block) ---------------------
+   Every step returns 0 when done, 1 for a block that does not decode (the twin then
+   answers, with its error), -1 for a Python error. */
+#define ENTRY_OVERHEAD 32
+#define MAX_INTEGER_BYTES 5
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n, pos;
+    PyObject *statics, *table;  /* a tuple of (name, value); the table's list, newest first */
+    int64_t size, max_size;
+} Walk;
+
+static int64_t entry_size(PyObject *field) {
+    return (int64_t)PyBytes_GET_SIZE(PyTuple_GET_ITEM(field, 0)) +
+           PyBytes_GET_SIZE(PyTuple_GET_ITEM(field, 1)) + ENTRY_OVERHEAD;
+}
+
+static int walk_integer(Walk *w, int prefix, int64_t *value) {
+    int64_t mask = (1 << prefix) - 1;
+    int64_t v = w->p[w->pos++] & mask;
+    if (v < mask) {
+        *value = v;
+        return 0;
+    }
+    int shift = 0;
+    for (int i = 0; i < MAX_INTEGER_BYTES; i++) {
+        if (w->pos >= w->n)
+            return 1;
+        unsigned char b = w->p[w->pos++];
+        v += (int64_t)(b & 0x7F) << shift;
+        shift += 7;
+        if (!(b & 0x80)) {
+            *value = v;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A table entry (a borrowed reference) for `index`, or NULL when there is none. */
+static PyObject *walk_field(Walk *w, int64_t index) {
+    Py_ssize_t nstatic = PyTuple_GET_SIZE(w->statics);
+    if (index > 0 && index <= nstatic)
+        return PyTuple_GET_ITEM(w->statics, index - 1);
+    int64_t d = index - nstatic - 1;
+    if (index == 0 || d >= PyList_GET_SIZE(w->table))
+        return NULL;
+    return PyList_GET_ITEM(w->table, d);
+}
+
+static int walk_string(Walk *w, PyObject **out) {
+    if (w->pos >= w->n)
+        return 1;
+    int huffman = w->p[w->pos] & 0x80;
+    int64_t length;
+    int r = walk_integer(w, 7, &length);
+    if (r)
+        return r;
+    if (length > w->n - w->pos)
+        return 1;
+    const unsigned char *s = w->p + w->pos;
+    w->pos += length;
+    if (huffman)
+        return huffman_decode(s, length, out);
+    *out = PyBytes_FromStringAndSize((const char *)s, length);
+    return *out ? 0 : -1;
+}
+
+/* A literal field as a new (name, value) tuple at *out. */
+static int walk_literal(Walk *w, int prefix, PyObject **out) {
+    int64_t index;
+    int r = walk_integer(w, prefix, &index);
+    if (r)
+        return r;
+    PyObject *name = NULL, *value = NULL;
+    if (index) {
+        PyObject *named = walk_field(w, index);
+        if (named == NULL)
+            return 1;
+        name = PyTuple_GET_ITEM(named, 0);
+        Py_INCREF(name);
+    } else if ((r = walk_string(w, &name)) != 0) {
+        return r;
+    }
+    if ((r = walk_string(w, &value)) != 0) {
+        Py_DECREF(name);
+        return r;
+    }
+    *out = PyTuple_Pack(2, name, value);
+    Py_DECREF(name);
+    Py_DECREF(value);
+    return *out ? 0 : -1;
+}
+
+static int walk_evict(Walk *w) {
+    while (w->size > w->max_size) {
+        Py_ssize_t last = PyList_GET_SIZE(w->table) - 1;
+        if (last < 0)
+            return 1;  /* (a size no entries account for: not a table this walk kept) */
+        w->size -= entry_size(PyList_GET_ITEM(w->table, last));
+        if (PyList_SetSlice(w->table, last, last + 1, NULL) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int walk_add(Walk *w, PyObject *field) {
+    int64_t entry = entry_size(field);
+    if (entry > w->max_size) {  /* larger than the table: it empties it (§4.4) */
+        w->size = 0;
+        return PyList_SetSlice(w->table, 0, PyList_GET_SIZE(w->table), NULL) < 0 ? -1 : 0;
+    }
+    if (PyList_Insert(w->table, 0, field) < 0)
+        return -1;
+    w->size += entry;
+    return walk_evict(w);
+}
+
+static int is_pair_of_bytes(PyObject *o) {
+    return PyTuple_CheckExact(o) && PyTuple_GET_SIZE(o) == 2 &&
+           PyBytes_CheckExact(PyTuple_GET_ITEM(o, 0)) && PyBytes_CheckExact(PyTuple_GET_ITEM(o, 1));
+}
+
+const char hpack_block_doc[] =
+    "hpack_block(block, static, table, size, max_size, max_allowed, max_list) -> "
+    "(fields, table after, size, max_size), or None where the pure twin answers";
+
+PyObject *hpack_block(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyBytes_CheckExact(args[0]) || !PyTuple_CheckExact(args[1]) ||
+            !PyList_CheckExact(args[2]))
+        Py_RETURN_NONE;
+    int64_t num[4];  /* size, max_size, max_allowed, max_list */
+    for (int i = 0; i < 4; i++) {
+        if (!PyLong_CheckExact(args[3 + i]))
+            Py_RETURN_NONE;
+        int overflow;
+        num[i] = PyLong_AsLongLongAndOverflow(args[3 + i], &overflow);
+        if (overflow || num[i] < 0)
+            Py_RETURN_NONE;
+    }
+    Py_ssize_t nstatic = PyTuple_GET_SIZE(args[1]);
+    for (Py_ssize_t i = 0; i < nstatic; i++)
+        if (!is_pair_of_bytes(PyTuple_GET_ITEM(args[1], i)))
+            Py_RETURN_NONE;
+    Py_ssize_t ntable = PyList_GET_SIZE(args[2]);
+    for (Py_ssize_t i = 0; i < ntable; i++)
+        if (!is_pair_of_bytes(PyList_GET_ITEM(args[2], i)))
+            Py_RETURN_NONE;
+    Walk w = {(const unsigned char *)PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), 0,
+              args[1], NULL, num[0], num[1]};
+    int64_t max_allowed = num[2], max_list = num[3], listed = 0;
+    PyObject *out = PyList_New(0);
+    w.table = PyList_GetSlice(args[2], 0, ntable);
+    if (out == NULL || w.table == NULL)
+        goto error;
+    int r = 0;
+    while (w.pos < w.n) {
+        unsigned char b = w.p[w.pos];
+        PyObject *field = NULL;  /* a new reference */
+        if (b & 0x80) {  /* indexed */
+            int64_t index;
+            if ((r = walk_integer(&w, 7, &index)) != 0)
+                goto stop;
+            field = walk_field(&w, index);
+            if (field == NULL) {
+                r = 1;
+                goto stop;
+            }
+            Py_INCREF(field);
+        } else if (b & 0x40) {  /* literal, added to the table */
+            if ((r = walk_literal(&w, 6, &field)) != 0)
+                goto stop;
+            if ((r = walk_add(&w, field)) != 0) {
+                Py_DECREF(field);
+                goto stop;
+            }
+        } else if (b & 0x20) {  /* table size update, only before the first field */
+            int64_t new_size;
+            if (PyList_GET_SIZE(out) > 0 || (r = walk_integer(&w, 5, &new_size)) != 0 ||
+                    new_size > max_allowed) {
+                r = r ? r : 1;
+                goto stop;
+            }
+            w.max_size = new_size;
+            if ((r = walk_evict(&w)) != 0)
+                goto stop;
+            continue;
+        } else if ((r = walk_literal(&w, 4, &field)) != 0) {  /* literal, not added */
+            goto stop;
+        }
+        listed += entry_size(field);
+        if (listed > max_list) {
+            Py_DECREF(field);
+            r = 1;
+            goto stop;
+        }
+        r = PyList_Append(out, field);
+        Py_DECREF(field);
+        if (r < 0)
+            goto stop;
+    }
+    PyObject *answer = Py_BuildValue("(NNLL)", out, w.table, (long long)w.size,
+                                     (long long)w.max_size);
+    return answer;  /* (N: the references are the tuple's, or gone if it failed) */
+stop:
+    if (r > 0) {
+        Py_DECREF(out);
+        Py_DECREF(w.table);
+        Py_RETURN_NONE;
+    }
+error:
+    Py_XDECREF(out);
+    Py_XDECREF(w.table);
+    return NULL;
 }

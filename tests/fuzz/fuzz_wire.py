@@ -21,7 +21,8 @@ with atheris.instrument_imports(include=["ledgermq.wire", "ledgermq.broker.send_
                                          "ledgermq.remoting.command",
                                          "ledgermq.store.consume_queue"]):
     from ledgermq.wire import (  # noqa: F401
-        batch, batch_body, hashes, huffman, native, scan, scan_batch)
+        batch, batch_body, hashes, hpack_block, huffman, native, scan, scan_batch)
+    from ledgermq.grpcserver.headers import STATIC
     from ledgermq.wire.message import HEADER_SIZE
     from ledgermq.broker import send_parsing  # noqa: F401 (registers read_send's twins)
     from ledgermq.remoting import command  # noqa: F401 (registers binary_header_fields')
@@ -113,12 +114,18 @@ def huffman_coded(data: bytes) -> bytes:
                                         codes.REQUEST_CODES_LENGTH).encode(data)
 
 
+FILLED_TABLE = [(b"x-b", b"2"), (b"x-a", b"1"), (b"x-old", b"v")]  # (110 B)
+
+
 def test_one_input(data: bytes) -> None:
     same_or_fallback("hpack_huffman", data)  # a header string as it came
     coded = huffman_coded(data)
     same_or_fallback("hpack_huffman", coded)
     if coded:  # one bit flipped where the input says
         same_or_fallback("hpack_huffman", coded[:-1] + bytes((coded[-1] ^ (1 << (data[0] % 8)),)))
+    # a header block as it came, on an empty table and on one a client has filled
+    same_or_fallback("hpack_block", data, STATIC, [], 0, 4096, 4096, 1 << 16)
+    same_or_fallback("hpack_block", data, STATIC, FILLED_TABLE, 110, 110, 4096, 300)
     same_or_fallback("read_send", send_header(data))
     same_or_fallback("binary_header_fields", data)  # a remoting header as it came
     same_or_fallback("json_header_fields", data)
@@ -157,7 +164,13 @@ DICTIONARY = ["TAGS\\x01", "KEYS\\x01", "UNIQ_KEY\\x01", "\\x02", " ", "\\x01",
 
 
 def seeds(into: Path) -> None:
-    examples = [
+    import hpack
+    encoder = hpack.Encoder()  # a gRPC client's header blocks: literals, then indexed
+    grpc_blocks = [encoder.encode([(b":path", b"/apache.rocketmq.v2.MessagingService/"
+                                    b"SendMessage"), (b"te", b"trailers"),
+                                   (b"x-mq-request-id", b"%d" % i)], huffman=i == 0)
+                   for i in range(2)]
+    examples = [*grpc_blocks,
         encode_batch_body([b"hello", b""], [b"TAGS\x01a\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01U\x02",
                                             b""], [0, 3]),
         encode_batch_body([b"x" * 100] * 3, [b"UNIQ_KEY\x01ABCDEF\x02"] * 3, [0] * 3),

@@ -585,3 +585,67 @@ def test_hpack_huffman_twins_agree_on_coded_strings(text):
 def test_hpack_huffman_twins_agree_on_any_bytes(raw):
     pure, compiled = native.TWINS["hpack_huffman"]
     assert outcome(compiled, raw) == outcome(pure, raw)
+
+
+def hpack_blocks(fields_per_block, huffman: bool, table_size: int | None) -> list[bytes]:
+    """Blocks as a gRPC client's encoder makes them, one after another on its table."""
+    import hpack
+    encoder = hpack.Encoder()
+    if table_size is not None:
+        encoder.header_table_size = table_size
+    return [encoder.encode(fields, huffman=huffman) for fields in fields_per_block]
+
+
+hpack_fields = st.lists(st.lists(st.tuples(
+    st.sampled_from([b":path", b"content-type", b"x-mq-client-id", b"grpc-timeout"]) |
+    st.binary(min_size=1, max_size=8).map(bytes.lower), st.binary(max_size=50)),
+    max_size=8), min_size=1, max_size=5)
+
+
+def hpack_walk(blocks, max_list=1 << 16, table_size=4096):
+    """Each twin's answers block after block, each carrying its own table on."""
+    from ledgermq.grpcserver.headers import STATIC
+    answers = []
+    for name in (0, 1):
+        fn, state, seen = native.TWINS["hpack_block"][name], ([], 0, table_size), []
+        for block in blocks:
+            got = outcome(fn, block, STATIC, state[0], state[1], state[2], table_size, max_list)
+            seen.append(got)
+            if got[0] != "ok":
+                break
+            state = tuple(got[1][1:])
+        answers.append(seen)
+    return answers
+
+
+@needs_native
+@settings(max_examples=150, deadline=None)
+@given(hpack_fields, st.booleans(), st.none() | st.integers(0, 4096), damages,
+       st.sampled_from([200, 1 << 16]))
+def test_hpack_block_twins_agree(fields, huffman, table_size, how, max_list):
+    from ledgermq.wire import hpack_block  # noqa: F401 (registers the twins)
+    blocks = hpack_blocks(fields, huffman, table_size)
+    blocks[-1] = damage(blocks[-1], how)
+    pure, compiled = hpack_walk(blocks, max_list)
+    assert compiled == pure
+
+
+@needs_native
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=4))
+def test_hpack_block_twins_agree_on_any_bytes(blocks):
+    from ledgermq.wire import hpack_block  # noqa: F401
+    pure, compiled = hpack_walk(blocks)
+    assert compiled == pure
+
+
+@needs_native
+def test_hpack_block_leaves_the_callers_table_as_it_was():
+    from ledgermq.grpcserver.headers import STATIC
+    from ledgermq.wire import hpack_block  # noqa: F401
+    block = hpack_blocks([[(b"x-a", b"1"), (b"x-b", b"2")]], False, None)[0]
+    for fn in native.TWINS["hpack_block"]:
+        table = [(b"x-old", b"v")]
+        fields, after, size, _ = fn(block, STATIC, table, 38, 4096, 4096, 1 << 16)
+        assert fields == [(b"x-a", b"1"), (b"x-b", b"2")]
+        assert after == [(b"x-b", b"2"), (b"x-a", b"1"), (b"x-old", b"v")] and size == 38 + 2 * 36
+        assert table == [(b"x-old", b"v")]
