@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import gzip
 import zlib
 from typing import TYPE_CHECKING, AsyncIterator
@@ -88,14 +87,18 @@ class Call:
         self.writable: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
         self.method: Method | None = None  # (the server's, found when the call opens)
+        self._metadata: dict[str, str] | None = None
 
     # ---- the context ----------------------------------------------------------------
-    @functools.cached_property
+    @property
     def metadata(self) -> dict[str, str]:
         """The client's metadata (a key sent twice: its last value; a "-bin" key's value as
-        sent, base64)."""
-        return {k.decode("latin-1"): v.decode("latin-1") for k, v in self.headers
-                if k[:1] != b":" and k not in _TRANSPORT_KEYS}
+        sent, base64). (Made at the first ask, kept: not functools.cached_property, which
+        takes a lock each time in this Python.)"""
+        if self._metadata is None:
+            self._metadata = {k.decode("latin-1"): v.decode("latin-1") for k, v in self.headers
+                              if k[:1] != b":" and k not in _TRANSPORT_KEYS}
+        return self._metadata
 
     def peer(self) -> str:
         return self.conn.peer

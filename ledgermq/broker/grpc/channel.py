@@ -84,13 +84,22 @@ class CallOf:
         return getattr(self.channel, name)
 
 
-async def call(broker: Broker, cmd: RemotingCommand, channel: CallOf) -> RemotingCommand:
-    """The broker's answer to `cmd`, however its handler gives it (now, later, when a
-    replication future settles)."""
+def call(broker: Broker, cmd: RemotingCommand,
+         channel: CallOf) -> RemotingCommand | Awaitable[RemotingCommand]:
+    """The broker's answer to `cmd`: itself when the handler answered at once (a send on
+    a single node: no coroutine made), else an awaitable of it (later, when a replication
+    future settles)."""
     # (timed as gRPC's, while metrics are on; the call stands in for a connection)
-    # (an async handler may answer with a ReplyWhen too)
     result: Reply | Awaitable[Reply | ReplyWhen] | ReplyWhen = \
         broker.handle_grpc(cmd, cast("Connection", channel))
+    if type(result) is RemotingCommand:
+        return result
+    return _settled(result)
+
+
+async def _settled(result: Reply | Awaitable[Reply | ReplyWhen] | ReplyWhen
+                   ) -> RemotingCommand:
+    # (an async handler may answer with a ReplyWhen too)
     if type(result) is ReplyWhen:
         return result.respond(await result.future)
     if inspect.isawaitable(result):

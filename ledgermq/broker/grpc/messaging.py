@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+OK = status(pb.OK)  # (a response copies it in)
 DEFAULT_INVISIBLE_MS = 30_000
 DEFAULT_POLL_MS = 20_000
 POLL_SLICE_S = 0.5  # a waiting receive looks again at least this often (revived messages)
@@ -262,6 +263,9 @@ class MessagingService(OffsetCalls):
     async def SendMessage(self, request: svc.SendMessageRequest,
                           context: Context) -> svc.SendMessageResponse:
         ch = self._caller(context)
+        if len(request.messages) == 1:  # (what every client sends but a batch)
+            entry = await self._send_one(request.messages[0], ch)
+            return svc.SendMessageResponse(status=entry.status, entries=(entry,))
         if not request.messages:
             return svc.SendMessageResponse(status=status(pb.BAD_REQUEST, "no message to send"))
         entries = [await self._send_one(m, ch) for m in request.messages]
@@ -277,12 +281,13 @@ class MessagingService(OffsetCalls):
             props = properties_of(m)
         except Refused as e:
             return svc.SendResultEntry(status=refused_status(e))
-        if not m.body:
+        body = m.body
+        if not body:
             return svc.SendResultEntry(status=status(pb.MESSAGE_BODY_EMPTY,
                                                      "the message body is empty"))
-        if len(m.body) > self.broker.store.config.maxMessageSize:
+        if len(body) > self.broker.store.config.maxMessageSize:
             return svc.SendResultEntry(status=status(
-                pb.MESSAGE_BODY_TOO_LARGE, f"the body is {len(m.body)} B, more than "
+                pb.MESSAGE_BODY_TOO_LARGE, f"the body is {len(body)} B, more than "
                 f"maxMessageSize={self.broker.store.config.maxMessageSize}"))
         refused = self._delivery_time_refusal(m)
         if refused is not None:
@@ -296,24 +301,28 @@ class MessagingService(OffsetCalls):
         # a FIFO message group always lands in one queue: its order is that queue's
         qid = (zlib.crc32(group.encode()) if group else next(self._sends)) \
             % tc.writeQueueNums
-        transactional = m.system_properties.message_type == pb.TRANSACTION
+        sp = m.system_properties
+        transactional = sp.message_type == pb.TRANSACTION
+        born = sp.born_timestamp
         ext = {"producerGroup": transaction_group(topic), "topic": topic,
                "defaultTopic": "TBW102", "defaultTopicQueueNums": "4", "queueId": str(qid),
-               "sysFlag": str(SYSFLAG_TRANSACTION_PREPARED if transactional else 0),
-               "bornTimestamp": str(m.system_properties.born_timestamp.seconds * 1000 +
-                                    m.system_properties.born_timestamp.nanos // 1_000_000),
+               "sysFlag": str(SYSFLAG_TRANSACTION_PREPARED) if transactional else "0",
+               "bornTimestamp": str(born.seconds * 1000 + born.nanos // 1_000_000),
                "flag": "0", "properties": encode_properties(props).decode(),
                "reconsumeTimes": "0"}
-        resp = await call(self.broker, RemotingCommand(RequestCode.SEND_MESSAGE, ext=ext,
-                                                       body=m.body, language="JAVA"), ch)
-        code = _SEND_STATUS.get(resp.code, pb.INTERNAL_SERVER_ERROR)
-        if code != pb.OK:
+        resp = call(self.broker, RemotingCommand(RequestCode.SEND_MESSAGE, ext=ext, body=body,
+                                                 language="JAVA"), ch)
+        if type(resp) is not RemotingCommand:
+            resp = await resp
+        if resp.code != ResponseCode.SUCCESS:
+            code = _SEND_STATUS.get(resp.code, pb.INTERNAL_SERVER_ERROR)
             return svc.SendResultEntry(status=status(code, resp.remark or "send failed"))
+        offset = int(resp.ext.get("queueOffset", "0"))
+        if not transactional:
+            return svc.SendResultEntry(status=OK, message_id=sp.message_id, offset=offset)
         offset_id = (resp.ext.get("msgId") or "").split(",")[0]
-        return svc.SendResultEntry(
-            status=status(pb.OK), message_id=m.system_properties.message_id,
-            transaction_id=str(int(offset_id[16:32], 16)) if transactional else "",
-            offset=int(resp.ext.get("queueOffset", "0")))
+        return svc.SendResultEntry(status=OK, message_id=sp.message_id, offset=offset,
+                                   transaction_id=str(int(offset_id[16:32], 16)))
 
     def _delivery_time_refusal(self, m: pb.Message) -> str | None:
         """Why a delivery time is refused: further away than the proxy's maxDelayTimeMills
@@ -342,12 +351,14 @@ class MessagingService(OffsetCalls):
                 "not issued by ledgermq"))
         kind = {pb.COMMIT: SYSFLAG_TRANSACTION_COMMIT,
                 pb.ROLLBACK: SYSFLAG_TRANSACTION_ROLLBACK}.get(request.resolution, 0)
-        resp = await call(self.broker, RemotingCommand(RequestCode.END_TRANSACTION, ext={
+        resp = call(self.broker, RemotingCommand(RequestCode.END_TRANSACTION, ext={
             "producerGroup": transaction_group(request.topic.name),
             "commitLogOffset": request.transaction_id, "commitOrRollback": str(kind),
             "transactionId": request.message_id,
             "fromTransactionCheck": str(request.source == pb.SOURCE_SERVER_CHECK).lower()},
             language="JAVA"), ch)
+        if type(resp) is not RemotingCommand:
+            resp = await resp
         if resp.code != ResponseCode.SUCCESS:
             return svc.EndTransactionResponse(status=status(pb.INTERNAL_SERVER_ERROR,
                                                             resp.remark or "not ended"))
