@@ -312,7 +312,7 @@ class MessagingService(OffsetCalls):
                "reconsumeTimes": "0"}
         resp = call(self.broker, RemotingCommand(RequestCode.SEND_MESSAGE, ext=ext, body=body,
                                                  language="JAVA"), ch)
-        if type(resp) is not RemotingCommand:
+        if not isinstance(resp, RemotingCommand):
             resp = await resp
         if resp.code != ResponseCode.SUCCESS:
             code = _SEND_STATUS.get(resp.code, pb.INTERNAL_SERVER_ERROR)
@@ -357,7 +357,7 @@ class MessagingService(OffsetCalls):
             "transactionId": request.message_id,
             "fromTransactionCheck": str(request.source == pb.SOURCE_SERVER_CHECK).lower()},
             language="JAVA"), ch)
-        if type(resp) is not RemotingCommand:
+        if not isinstance(resp, RemotingCommand):
             resp = await resp
         if resp.code != ResponseCode.SUCCESS:
             return svc.EndTransactionResponse(status=status(pb.INTERNAL_SERVER_ERROR,
