@@ -79,6 +79,7 @@ class CallOf:
 
     def __init__(self, channel: ClientChannel, account: Account | None):
         self.channel, self.acl_account = channel, account
+        self.attrs = channel.attrs  # (read by every request: not through __getattr__)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.channel, name)
