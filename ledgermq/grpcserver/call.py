@@ -10,7 +10,7 @@ import zlib
 from typing import TYPE_CHECKING, AsyncIterator
 
 from . import frames as f
-from .status import OPENING_HEADERS, Code, GrpcError, trailers
+from .status import OK_TRAILERS, OPENING_HEADERS, Code, GrpcError, trailers
 
 if TYPE_CHECKING:
     from .connection import Http2Connection
@@ -192,6 +192,23 @@ class Call:
             self.pending.append((rest, False))
             self.conn.blocked[self.stream_id] = self
 
+    def answer(self, payload: bytes) -> None:
+        """A unary call's response and its OK trailers: in one piece where the windows and
+        the peer's frame size take the message (most answers), else as send_message and
+        finish send them."""
+        conn = self.conn
+        size = len(payload) + MESSAGE_PREFIX
+        if self.headers_sent or self.finished or self.ending or \
+                size > min(conn.send_window, self.send_window, conn.peer_frame):
+            self.send_message(payload)
+            self.finish()
+            return
+        conn.send_window -= size
+        self.send_window -= size
+        self.headers_sent = self.ending = True
+        conn.send(f.unary_answer(self.stream_id, OPENING_HEADERS, payload, OK_TRAILERS))
+        self._closed()
+
     def finish(self, code: int = 0, message: str = "") -> None:
         """The trailers (after every message still waiting for window): the call is over."""
         if self.finished or self.ending:
@@ -205,8 +222,12 @@ class Call:
             self._close_with(block)
 
     def _close_with(self, block: bytes) -> None:
-        self.finished = True
         self.conn.send(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, self.stream_id, block))
+        self._closed()
+
+    def _closed(self) -> None:
+        """The trailers are sent: the stream is over on our side."""
+        self.finished = True
         if not self.request_ended:  # answered before the client ended its side: it may stop
             self.conn.send(f.rst_stream(self.stream_id, f.NO_ERROR))
         self._release(self.held)

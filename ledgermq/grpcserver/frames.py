@@ -50,6 +50,17 @@ def frame(kind: int, flags: int, stream_id: int, payload: bytes | memoryview = b
     return _HEAD.pack(n >> 16, n & 0xFFFF, kind, flags, stream_id) + payload
 
 
+def unary_answer(stream_id: int, opening: bytes, message: bytes, closing: bytes) -> bytes:
+    """A unary call's whole answer: HEADERS (`opening`), DATA (the message with its 5-byte
+    prefix), HEADERS ending the stream (`closing`: the trailers), in one piece."""
+    n = len(message) + 5
+    return b"".join((
+        _HEAD.pack(0, len(opening), HEADERS, END_HEADERS, stream_id), opening,
+        _HEAD.pack(n >> 16, n & 0xFFFF, DATA, 0, stream_id), b"\x00",
+        _U32.pack(n - 5), message,
+        _HEAD.pack(0, len(closing), HEADERS, END_HEADERS | END_STREAM, stream_id), closing))
+
+
 def settings(values: dict[int, int]) -> bytes:
     return frame(SETTINGS, 0, 0, b"".join(_SETTING.pack(k, v) for k, v in values.items()))
 

@@ -123,10 +123,10 @@ class GrpcServer:
                             await call.wait_writable()
                 finally:
                     await responses.aclose()
+                call.finish()
             else:
                 response = await method.handler(request, call)
-                call.send_message(response.SerializeToString())
-            call.finish()
+                call.answer(response.SerializeToString())
         except GrpcError as e:
             call.finish(e.code, e.message)
         except asyncio.CancelledError:

@@ -26,7 +26,7 @@ class GrpcError(Exception):
         self.code, self.message = code, message
 
 
-_OK_TRAILERS = b"\x00\x0bgrpc-status\x010"
+OK_TRAILERS = b"\x00\x0bgrpc-status\x010"
 # ":status 200" (static index 8) and content-type, for a response that is trailers only
 OPENING_HEADERS = b"\x88\x00\x0ccontent-type\x10application/grpc"
 
@@ -60,7 +60,7 @@ def percent_encoded(message: str) -> bytes:
 def trailers(code: int, message: str = "", with_headers: bool = False) -> bytes:
     """The header block ending a call (with the opening headers for trailers-only)."""
     if code == 0 and not message:
-        block = _OK_TRAILERS
+        block = OK_TRAILERS
     else:
         block = _literal(b"grpc-status", str(int(code)).encode())
         if message:

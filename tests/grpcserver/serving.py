@@ -39,6 +39,9 @@ class Servicer:
         return svc.SendMessageResponse(status=ok(str(sum(len(m.body)
                                                          for m in request.messages))))
 
+    async def QueryRoute(self, request, context):  # an answer of the topic's length
+        return svc.QueryRouteResponse(status=ok("q" * int(request.topic.name or "0")))
+
     async def ReceiveMessage(self, request, context):  # batch_size messages of N KiB
         size = request.invisible_duration.seconds * 1024
         for i in range(request.batch_size):

@@ -81,3 +81,47 @@ def test_a_reset_stream_drops_what_waits_for_its_window():
         assert stream_data(transport, 1) == 100 and not ends(transport, 1)
         assert not conn.calls and not conn.blocked
     asyncio.run(run())
+
+
+def open_route(window: int, size: int):
+    """A unary QueryRoute on stream 1 answered with ~`size` bytes, to a client granting
+    `window` bytes a stream."""
+    conn = GrpcServer(methods_of(rpc.SERVICE, Servicer()), max_message=1 << 20,
+                      max_streams=8).protocol()
+    transport = InProcessTransport()
+    conn.connection_made(transport)
+    request = svc.QueryRouteRequest(topic={"name": str(size)}).SerializeToString()
+    conn.data_received(f.PREFACE + f.settings({f.INITIAL_WINDOW_SIZE: window}) +
+                       f.frame(f.HEADERS, f.END_HEADERS, 1, request_headers(ROUTE)) +
+                       f.frame(f.DATA, f.END_STREAM, 1, b"\x00" +
+                               len(request).to_bytes(4, "big") + request))
+    return conn, transport
+
+
+ROUTE = b"/apache.rocketmq.v2.MessagingService/QueryRoute"
+
+
+def test_a_unary_answer_goes_out_whole_in_the_read_that_asked():
+    async def run():
+        conn, transport = open_route(window=1 << 16, size=1000)
+        ours = [(kind, flags) for kind, flags, s, _ in written_frames(transport) if s == 1]
+        assert ours == [(f.HEADERS, f.END_HEADERS), (f.DATA, 0),
+                        (f.HEADERS, f.END_HEADERS | f.END_STREAM)]
+        answer = svc.QueryRouteResponse.FromString(
+            next(p for kind, _, s, p in written_frames(transport) if kind == f.DATA)[5:])
+        assert answer.status.message == "q" * 1000 and not conn.calls
+    asyncio.run(run())
+
+
+def test_a_unary_answer_over_the_window_waits_for_it_then_ends_once():
+    async def run():
+        conn, transport = open_route(window=100, size=1000)
+        await turns()
+        assert stream_data(transport, 1) == 100 and not ends(transport, 1)
+        conn.data_received(f.window_update(1, 1 << 20))
+        await turns()
+        data = b"".join(p for kind, _, s, p in written_frames(transport)
+                        if kind == f.DATA and s == 1)
+        assert svc.QueryRouteResponse.FromString(data[5:]).status.message == "q" * 1000
+        assert len(ends(transport, 1)) == 1 and not conn.calls
+    asyncio.run(run())
