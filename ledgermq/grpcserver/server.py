@@ -39,6 +39,7 @@ class Context(Protocol):
 
 @dataclass(frozen=True)
 class Method:
+    # (a unary handler answers with its response message, or with it already serialized)
     handler: Callable[..., Any]
     request: Any  # the request's message class
     client_streaming: bool
@@ -126,7 +127,8 @@ class GrpcServer:
                 call.finish()
             else:
                 response = await method.handler(request, call)
-                call.answer(response.SerializeToString())
+                call.answer(response if type(response) is bytes else
+                            response.SerializeToString())
         except GrpcError as e:
             call.finish(e.code, e.message)
         except asyncio.CancelledError:

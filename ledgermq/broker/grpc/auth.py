@@ -4,7 +4,9 @@ may do is decided by the same rules as for remoting clients (broker/access/accou
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, AsyncGenerator, Awaitable, Callable, Protocol, TypeVar
+from typing import (
+    TYPE_CHECKING, Any, AsyncGenerator, Awaitable, Callable, Protocol, TypeVar, cast,
+)
 
 from ...remoting import RequestCode
 from ..access.accounts import Account
@@ -96,10 +98,11 @@ def answers_refusals(response_cls: Callable[..., _R]
     return wrap
 
 
-def authenticated(response_cls: Callable[..., _R]
+def authenticated(response_cls: Callable[..., Any]
                   ) -> Callable[[Unary[_S, _Q, _R]], Unary[_S, _Q, _R]]:
     """A unary handler that answers UNAUTHORIZED to a caller the ACL refuses (and its
-    Refused with its kind's status)."""
+    Refused with its kind's status). (Its answers may be serialized already: `_R` is
+    what it returns, `response_cls` what a refusal is.)"""
     def wrap(handler: Unary[_S, _Q, _R]) -> Unary[_S, _Q, _R]:
         @functools.wraps(handler)
         async def guarded(self: _S, request: _Q, context: Context) -> _R:
@@ -108,7 +111,7 @@ def authenticated(response_cls: Callable[..., _R]
                 authorize(self.broker, context)
                 return await handler(self, request, context)
             except Refused as e:
-                return response_cls(status=refused_status(e))
+                return cast(_R, response_cls(status=refused_status(e)))
         return guarded
     return wrap
 

@@ -28,6 +28,7 @@ from .auth import (
     streams_refusals,
 )
 from .channel import CallOf, ClientChannel, call
+from . import encoded
 from .convert import (
     PROPERTY_MESSAGE_GROUP, duration, properties_of, refused_status, status, timestamp,
     to_grpc, to_ms, transaction_group,
@@ -61,6 +62,17 @@ _SEND_STATUS: dict[int, pb.Code] = {
     ResponseCode.NO_PERMISSION: pb.FORBIDDEN,
     ResponseCode.MESSAGE_ILLEGAL: pb.BAD_REQUEST,
 }
+
+
+Sent = tuple[str, int, str]  # a message stored: (message id, queue offset, transaction id)
+
+
+def _entry(one: svc.SendResultEntry | Sent) -> svc.SendResultEntry:
+    if not isinstance(one, tuple):
+        return one
+    message_id, offset, transaction_id = one
+    return svc.SendResultEntry(status=OK, message_id=message_id, offset=offset,
+                               transaction_id=transaction_id)
 
 
 def ms_of(d: Duration, default: int) -> int:
@@ -261,21 +273,26 @@ class MessagingService(OffsetCalls):
     # ---- send -----------------------------------------------------------------------
     @authenticated(svc.SendMessageResponse)
     async def SendMessage(self, request: svc.SendMessageRequest,
-                          context: Context) -> svc.SendMessageResponse:
+                          context: Context) -> svc.SendMessageResponse | bytes:
+        """(A message stored is answered already serialized: see encoded.py.)"""
         ch = self._caller(context)
         if len(request.messages) == 1:  # (what every client sends but a batch)
-            entry = await self._send_one(request.messages[0], ch)
-            return svc.SendMessageResponse(status=entry.status, entries=(entry,))
+            one = await self._send_one(request.messages[0], ch)
+            if isinstance(one, tuple):
+                return encoded.sent(*one)
+            return svc.SendMessageResponse(status=one.status, entries=(one,))
         if not request.messages:
             return svc.SendMessageResponse(status=status(pb.BAD_REQUEST, "no message to send"))
-        entries = [await self._send_one(m, ch) for m in request.messages]
+        entries = [_entry(await self._send_one(m, ch)) for m in request.messages]
         out = svc.SendMessageResponse(entries=entries)
         codes = {e.status.code for e in entries}
         out.status.CopyFrom(entries[0].status if len(codes) == 1 else
                             status(pb.MULTIPLE_RESULTS, "see each entry"))
         return out
 
-    async def _send_one(self, m: pb.Message, ch: CallOf) -> svc.SendResultEntry:
+    async def _send_one(self, m: pb.Message, ch: CallOf) -> svc.SendResultEntry | Sent:
+        """A message stored: (message id, queue offset, transaction id); else the entry
+        saying why not."""
         topic = m.topic.name
         try:
             props = properties_of(m)
@@ -319,10 +336,9 @@ class MessagingService(OffsetCalls):
             return svc.SendResultEntry(status=status(code, resp.remark or "send failed"))
         offset = int(resp.ext.get("queueOffset", "0"))
         if not transactional:
-            return svc.SendResultEntry(status=OK, message_id=sp.message_id, offset=offset)
+            return sp.message_id, offset, ""
         offset_id = (resp.ext.get("msgId") or "").split(",")[0]
-        return svc.SendResultEntry(status=OK, message_id=sp.message_id, offset=offset,
-                                   transaction_id=str(int(offset_id[16:32], 16)))
+        return sp.message_id, offset, str(int(offset_id[16:32], 16))
 
     def _delivery_time_refusal(self, m: pb.Message) -> str | None:
         """Why a delivery time is refused: further away than the proxy's maxDelayTimeMills
