@@ -56,6 +56,29 @@ def test_a_failed_write_fails_its_askers_and_one_gone_does_not_matter():
     asyncio.run(main())
 
 
+def test_a_write_said_at_once_answers_in_the_next_turn_and_its_error_fails_them():
+    """A mode that holds a write at once (a single node) answers the acks of one turn
+    in the turn after, with no task between; a write that fails at once fails them."""
+    writes = []
+
+    def write(acks):
+        writes.append(list(acks))
+        if len(writes) == 2:
+            raise OSError("disk full")
+        return None
+
+    async def main():
+        log = AckLog(write)
+        first = [log.log([(("g", "T", 0), i)]) for i in range(3)]
+        await asyncio.sleep(0)
+        assert [f.result() for f in first] == [None] * 3 and len(writes) == 1
+        second = log.log([(("g", "T", 0), 9)])
+        await asyncio.sleep(0)
+        with pytest.raises(OSError, match="disk full"):
+            second.result()
+    asyncio.run(main())
+
+
 def test_a_pop_service_logs_the_acks_of_one_turn_in_one_record(tmp_path):
     """On a real broker's POP service: ten acks asked for together are one record of the
     ack log (one append), not ten."""

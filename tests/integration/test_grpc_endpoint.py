@@ -275,6 +275,27 @@ def test_consumers_of_one_group_never_hold_the_same_message(broker):
     assert receive(32) == []
 
 
+def test_an_ack_of_a_held_and_a_bad_handle_answers_each(broker):
+    """One ack, two entries: the one held is acked (OK), the other refused; the call says
+    MULTIPLE_RESULTS, as RocketMQ's proxy does."""
+    s, meta = stub(broker)
+    assert send(broker, message(body=b"mixed-ack")).status.code == pb.OK
+    group, topic = pb.Resource(name="MixedAckGroup"), pb.Resource(name="GrpcTopic")
+    got = [r.message for r in s.ReceiveMessage(svc.ReceiveMessageRequest(
+        group=group, message_queue=pb.MessageQueue(topic=topic), batch_size=32,
+        invisible_duration={"seconds": 60}, long_polling_timeout={"seconds": 1}),
+        metadata=meta, timeout=10) if r.HasField("message")]
+    held = next(m for m in got if m.body == b"mixed-ack")
+    r = s.AckMessage(svc.AckMessageRequest(group=group, topic=topic, entries=[
+        svc.AckMessageEntry(message_id=held.system_properties.message_id,
+                            receipt_handle=held.system_properties.receipt_handle),
+        svc.AckMessageEntry(message_id="m", receipt_handle="not a handle")]),
+        metadata=meta, timeout=10)
+    assert r.status.code == pb.MULTIPLE_RESULTS
+    assert [(e.message_id, e.status.code) for e in r.entries] == [
+        (held.system_properties.message_id, pb.OK), ("m", pb.INVALID_RECEIPT_HANDLE)]
+
+
 def test_one_port_takes_tls_and_plaintext_as_rocketmqs_proxy_does(broker):
     """RocketMQ 5's clients default to TLS (Java's enableSsl(true); Go's always) and the
     proxy accepts them on its one port with a self-signed certificate (tlsTestModeEnable);

@@ -84,16 +84,17 @@ def permits(broker: Broker, context: Context, code: int,
     return True
 
 
-def answers_refusals(response_cls: Callable[..., _R]
+def answers_refusals(response_cls: Callable[..., Any]
                      ) -> Callable[[Unary[_S, _Q, _R]], Unary[_S, _Q, _R]]:
-    """A unary handler whose Refused is answered with its kind's status."""
+    """A unary handler whose Refused is answered with its kind's status (`response_cls`;
+    `_R` is what the handler answers: maybe serialized already)."""
     def wrap(handler: Unary[_S, _Q, _R]) -> Unary[_S, _Q, _R]:
         @functools.wraps(handler)
         async def answering(self: _S, request: _Q, context: Context) -> _R:
             try:
                 return await handler(self, request, context)
             except Refused as e:
-                return response_cls(status=refused_status(e))
+                return cast(_R, response_cls(status=refused_status(e)))
         return answering
     return wrap
 

@@ -1,4 +1,5 @@
-"""The hottest responses serialized by hand: a stored message's SendMessageResponse.
+"""The hottest responses serialized by hand: a stored message's SendMessageResponse, an
+AckMessageResponse whose acks all held.
 
 Building one as protobuf objects (a Status copied into an entry, the entry into the response)
 costs more than the send's whole trip through the store; its wire form is a few fixed bytes
@@ -32,8 +33,8 @@ def length_delimited(number: int, data: bytes) -> bytes:
     return field(number, LEN) + varint(len(data)) + data
 
 
-# Status{code: OK (1), message: "OK" (2)}, as a Status field (1) of an entry or a response
-_OK_STATUS = length_delimited(1, field(1, VARINT) + varint(pb.OK) + length_delimited(2, b"OK"))
+_OK = field(1, VARINT) + varint(pb.OK) + length_delimited(2, b"OK")  # Status{code, message}
+_OK_STATUS = length_delimited(1, _OK)  # as the Status field (1) of an entry or a response
 
 
 def sent(message_id: str, offset: int, transaction_id: str = "") -> bytes:
@@ -55,3 +56,16 @@ def sent(message_id: str, offset: int, transaction_id: str = "") -> bytes:
 
 _ID_SHORT = _ENTRIES_SHORT = field(2, LEN)
 _OFFSET = field(4, VARINT)
+
+
+def acked(entries: list[tuple[str, str]]) -> bytes:
+    """AckMessageResponse{status: OK, entries: [AckMessageResultEntry{message_id,
+    receipt_handle, status: OK}]} for (message id, receipt handle) pairs."""
+    out = [_OK_STATUS]
+    for message_id, handle in entries:
+        entry = b"".join((
+            length_delimited(1, message_id.encode()) if message_id else b"",
+            length_delimited(2, handle.encode()) if handle else b"",
+            length_delimited(3, _OK)))
+        out.append(length_delimited(2, entry))
+    return b"".join(out)

@@ -449,19 +449,24 @@ class MessagingService(OffsetCalls):
 
     @answers_refusals(svc.AckMessageResponse)
     async def AckMessage(self, request: svc.AckMessageRequest,
-                         context: Context) -> svc.AckMessageResponse:
-        authorize_consume(self.broker, context, request.group.name, request.topic.name)
-        out = svc.AckMessageResponse()
+                         context: Context) -> svc.AckMessageResponse | bytes:
+        group, topic = request.group.name, request.topic.name
+        authorize_consume(self.broker, context, group, topic)
         acks = []
+        refused: list[pb.Status | None] = []  # each entry's refusal, or None
         for e in request.entries:
             try:
-                acks.append(self.broker.pop.ack(request.group.name, e.receipt_handle,
-                                                request.topic.name))
-                st = status(pb.OK)
+                acks.append(self.broker.pop.ack(group, e.receipt_handle, topic))
+                refused.append(None)
             except Refused as err:
-                st = refused_status(err)
-            out.entries.add(message_id=e.message_id, receipt_handle=e.receipt_handle, status=st)
+                refused.append(refused_status(err))
         unsafe = await self.broker.pop.log_acks(acks)  # OK only once a failover keeps them
+        if unsafe is None and not any(refused) and request.entries:  # (the usual answer)
+            return encoded.acked([(e.message_id, e.receipt_handle) for e in request.entries])
+        out = svc.AckMessageResponse()
+        for e, st in zip(request.entries, refused):
+            out.entries.add(message_id=e.message_id, receipt_handle=e.receipt_handle,
+                            status=st or OK)
         if unsafe is not None:
             for entry in out.entries:
                 if entry.status.code == pb.OK:

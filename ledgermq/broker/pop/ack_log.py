@@ -6,6 +6,7 @@ read; one write each cost an append, a wake-up of every replica and a wait apiec
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Awaitable, Callable
 
 from .bookkeeping import Key
@@ -14,9 +15,9 @@ Acks = list[tuple[Key, int]]
 
 
 class AckLog:
-    def __init__(self, write: Callable[[Acks], Awaitable[str | None]]):
-        """`write(acks)`: writes them and waits for the mode; None when that holds, else
-        why not."""
+    def __init__(self, write: Callable[[Acks], str | None | Awaitable[str | None]]):
+        """`write(acks)`: writes them; None when the mode acknowledged the write, else why
+        not: said at once (a single node), or an awaitable of it (a mode that waits)."""
         self._write = write
         self._queued: Acks = []
         self._waiters: list[asyncio.Future[str | None]] = []
@@ -34,16 +35,31 @@ class AckLog:
     def _flush(self) -> None:
         acks, waiters = self._queued, self._waiters
         self._queued, self._waiters = [], []
-        task = asyncio.ensure_future(self._write(acks))
+        try:
+            written = self._write(acks)
+        except Exception as e:  # (a write that failed at once fails its askers)
+            _answer(waiters, None, e)
+            return
+        if not inspect.isawaitable(written):
+            _answer(waiters, written, None)  # (no task, no turn: the usual single node)
+            return
+        task = asyncio.ensure_future(written)
 
         def answer(t: asyncio.Future[str | None]) -> None:
-            for w in waiters:
-                if w.done():
-                    continue  # (its asker gave up)
-                if t.cancelled():
+            if t.cancelled():
+                for w in waiters:
                     w.cancel()
-                elif t.exception() is not None:
-                    w.set_exception(t.exception())  # type: ignore[arg-type]  # (checked)
-                else:
-                    w.set_result(t.result())
+            else:
+                _answer(waiters, None if t.exception() else t.result(), t.exception())
         task.add_done_callback(answer)
+
+
+def _answer(waiters: list[asyncio.Future[str | None]], result: str | None,
+            error: BaseException | None) -> None:
+    for w in waiters:
+        if w.done():
+            continue  # (its asker gave up)
+        if error is not None:
+            w.set_exception(error)
+        else:
+            w.set_result(result)

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
 from ...remoting.codes import PERM_READ, RETRY_PREFIX
 from ...runtime.clock import wall_ms
@@ -338,15 +338,12 @@ class PopService:
             return done
         return self._ack_log.log(acks)
 
-    async def _write_acks(self, acks: list[tuple[Key, int]]) -> str | None:
+    def _write_acks(self, acks: list[tuple[Key, int]]) -> str | None | Awaitable[str | None]:
+        """The acks written: what the mode says of them, now or (an awaitable) later."""
         outcome: PutResult | Later | Pending = self.broker.mode.write(self._ack_batch(acks))
         if isinstance(outcome, Later):
-            outcome = outcome.settle(await outcome.future)
-        if isinstance(outcome, Pending):
-            return f"acks pending: {outcome.why}"
-        if outcome.status is not PutStatus.PUT_OK:
-            return f"acks not safe yet ({outcome.status.value}): {outcome.error}"
-        return None
+            return _settled_acks(outcome)
+        return _acks_verdict(outcome)
 
     def renew(self, group: str, handle: Handle, deadline: int) -> bool:
         """Keep a delivery out under its receipt handle until `deadline` (the gRPC
@@ -461,3 +458,16 @@ class PopService:
         if not result.ok:
             log.warning("pop: %s/%d@%d not revived: %s", topic, qid, offset, result.error)
         return result.ok
+
+
+async def _settled_acks(later: Later) -> str | None:
+    return _acks_verdict(later.settle(await later.future))
+
+
+def _acks_verdict(outcome: PutResult | Pending) -> str | None:
+    """None when the mode holds the acks' write, else why not."""
+    if isinstance(outcome, Pending):
+        return f"acks pending: {outcome.why}"
+    if outcome.status is not PutStatus.PUT_OK:
+        return f"acks not safe yet ({outcome.status.value}): {outcome.error}"
+    return None
