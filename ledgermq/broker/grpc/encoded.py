@@ -37,25 +37,30 @@ _OK = field(1, VARINT) + varint(pb.OK) + length_delimited(2, b"OK")  # Status{co
 _OK_STATUS = length_delimited(1, _OK)  # as the Status field (1) of an entry or a response
 
 
+def _delimited(tag: bytes, data: bytes) -> bytes:
+    """A length-delimited field whose tag is one byte (fields 1-15): its length is one byte
+    under 128, as most here are."""
+    n = len(data)
+    return tag + (bytes((n,)) if n < 0x80 else varint(n)) + data
+
+
+_F1, _F2, _F3 = field(1, LEN), field(2, LEN), field(3, LEN)
+_OFFSET = field(4, VARINT)
+_ACK_OK = _delimited(_F3, _OK)  # an ack entry's Status field (3)
+
+
 def sent(message_id: str, offset: int, transaction_id: str = "") -> bytes:
     """SendMessageResponse{status: OK, entries: [SendResultEntry{status: OK, message_id,
     transaction_id, offset}]} serialized (proto3: empty strings and a zero offset left
     out). (Written out flat: it runs once a gRPC send.)"""
     entry = _OK_STATUS
     if message_id:
-        raw = message_id.encode()
-        entry += (_ID_SHORT + bytes((len(raw),)) if len(raw) < 0x80 else
-                  field(2, LEN) + varint(len(raw))) + raw
+        entry += _delimited(_F2, message_id.encode())
     if transaction_id:
-        entry += length_delimited(3, transaction_id.encode())
+        entry += _delimited(_F3, transaction_id.encode())
     if offset:
         entry += _OFFSET + (bytes((offset,)) if 0 < offset < 0x80 else varint(offset))
-    return _OK_STATUS + (_ENTRIES_SHORT + bytes((len(entry),)) if len(entry) < 0x80 else
-                         field(2, LEN) + varint(len(entry))) + entry
-
-
-_ID_SHORT = _ENTRIES_SHORT = field(2, LEN)
-_OFFSET = field(4, VARINT)
+    return _OK_STATUS + _delimited(_F2, entry)
 
 
 def acked(entries: list[tuple[str, str]]) -> bytes:
@@ -63,9 +68,7 @@ def acked(entries: list[tuple[str, str]]) -> bytes:
     receipt_handle, status: OK}]} for (message id, receipt handle) pairs."""
     out = [_OK_STATUS]
     for message_id, handle in entries:
-        entry = b"".join((
-            length_delimited(1, message_id.encode()) if message_id else b"",
-            length_delimited(2, handle.encode()) if handle else b"",
-            length_delimited(3, _OK)))
-        out.append(length_delimited(2, entry))
+        entry = (_delimited(_F1, message_id.encode()) if message_id else b"") + \
+            (_delimited(_F2, handle.encode()) if handle else b"") + _ACK_OK
+        out.append(_delimited(_F2, entry))
     return b"".join(out)
