@@ -23,12 +23,12 @@ from ...wire.message import (
 )
 from ..pop.filters import Filter, pop_filter
 from ..refusals import Kind, Refused
+from . import encoded
 from .auth import (
     answers_refusals, authenticated, authorize, authorize_consume, caller, permits,
     streams_refusals,
 )
 from .channel import CallOf, ClientChannel, call
-from . import encoded
 from .convert import (
     PROPERTY_MESSAGE_GROUP, duration, properties_of, refused_status, status, timestamp,
     to_grpc, to_ms, transaction_group,
