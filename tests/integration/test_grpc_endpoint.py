@@ -281,11 +281,16 @@ def test_an_ack_of_a_held_and_a_bad_handle_answers_each(broker):
     s, meta = stub(broker)
     assert send(broker, message(body=b"mixed-ack")).status.code == pb.OK
     group, topic = pb.Resource(name="MixedAckGroup"), pb.Resource(name="GrpcTopic")
-    got = [r.message for r in s.ReceiveMessage(svc.ReceiveMessageRequest(
-        group=group, message_queue=pb.MessageQueue(topic=topic), batch_size=32,
-        invisible_duration={"seconds": 60}, long_polling_timeout={"seconds": 1}),
-        metadata=meta, timeout=10) if r.HasField("message")]
-    held = next(m for m in got if m.body == b"mixed-ack")
+    held = None
+    for _ in range(50):  # (other tests' messages on the topic come too, in any order)
+        got = [r.message for r in s.ReceiveMessage(svc.ReceiveMessageRequest(
+            group=group, message_queue=pb.MessageQueue(topic=topic), batch_size=32,
+            invisible_duration={"seconds": 60}, long_polling_timeout={"seconds": 1}),
+            metadata=meta, timeout=10) if r.HasField("message")]
+        held = next((m for m in got if m.body == b"mixed-ack"), None)
+        if held is not None or not got:
+            break
+    assert held is not None, "the message sent was not received"
     r = s.AckMessage(svc.AckMessageRequest(group=group, topic=topic, entries=[
         svc.AckMessageEntry(message_id=held.system_properties.message_id,
                             receipt_handle=held.system_properties.receipt_handle),
