@@ -115,10 +115,12 @@ bench-native: install
 
 # RocketMQ 5's gRPC endpoint next to remoting (sync send, pipelined, consume everything),
 # grpcio's own floor, then RocketMQ's Java gRPC client against ledgermq's endpoint, RocketMQ's
-# proxy (local mode) and ledgermq behind RocketMQ's proxy (cluster mode), CPU per process
+# proxy (local mode) and ledgermq behind RocketMQ's proxy (cluster mode), CPU per process;
+# the endpoint's calls in process (bench/grpc_micro.py)
 bench-grpc: install
 	$(PY) bench/grpc_bench.py
 	$(PY) bench/grpc_floor.py
+	$(PY) bench/grpc_micro.py
 	$(PY) bench/rocketmq_bench.py --layouts proxy --quick
 
 # ledgermq beside Apache RocketMQ 5 (from Maven Central) in every layout, both driven by
