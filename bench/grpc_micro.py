@@ -14,10 +14,8 @@ import argparse
 import asyncio
 import cProfile
 import json
-import os
 import pstats
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +27,9 @@ import hpack
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.request_micro import TOPIC, CountingTransport, make_broker  # noqa: E402
+from bench.request_micro import (  # noqa: E402
+    TOPIC, CountingTransport, make_broker, native_and_pure, on_loop,
+)
 from ledgermq.apis import definition_pb2 as pb  # noqa: E402
 from ledgermq.apis import rpc  # noqa: E402
 from ledgermq.apis import service_pb2 as svc  # noqa: E402
@@ -167,17 +167,10 @@ def main() -> None:
     ap.add_argument("--one", action="store_true", help="this implementation only")
     args = ap.parse_args()
     if not args.one:
-        for pure in ("0", "1"):
-            subprocess.run([sys.executable, __file__, "--one", "--calls", str(args.calls)] +
-                           (["--profile"] if args.profile else []),
-                           env={**os.environ, "LEDGERMQ_PURE": pure}, check=True)
+        native_and_pure(__file__, ["--calls", str(args.calls)] +
+                        (["--profile"] if args.profile else []))
         return
-    try:
-        import uvloop
-        run = uvloop.run
-    except ImportError:
-        run = asyncio.run
-    for r in run(measure(args.calls, args.profile)):
+    for r in on_loop(measure(args.calls, args.profile)):
         print(json.dumps({"bench": "grpc calls, in process", "impl": native.active(), **r}),
               flush=True)
 

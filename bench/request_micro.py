@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Coroutine
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -226,6 +227,22 @@ async def measure(n: int, profile: bool) -> list[dict]:
     return rows
 
 
+def native_and_pure(script: str, argv: list[str]) -> None:
+    """`script --one argv` in a child process natively, then with LEDGERMQ_PURE=1."""
+    for pure in ("0", "1"):
+        subprocess.run([sys.executable, script, "--one", *argv],
+                       env={**os.environ, "LEDGERMQ_PURE": pure}, check=True)
+
+
+def on_loop(main: Coroutine[Any, Any, list[dict]]) -> list[dict]:
+    """`main` run on uvloop, as the broker runs (asyncio's loop where it is missing)."""
+    try:
+        import uvloop
+        return uvloop.run(main)
+    except ImportError:
+        return asyncio.run(main)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=10000, help="per round")
@@ -233,17 +250,10 @@ def main() -> None:
     ap.add_argument("--one", action="store_true", help="this implementation only")
     args = ap.parse_args()
     if not args.one:
-        for pure in ("0", "1"):
-            subprocess.run([sys.executable, __file__, "--one", "--requests",
-                            str(args.requests)] + (["--profile"] if args.profile else []),
-                           env={**os.environ, "LEDGERMQ_PURE": pure}, check=True)
+        native_and_pure(__file__, ["--requests", str(args.requests)] +
+                        (["--profile"] if args.profile else []))
         return
-    try:
-        import uvloop
-        run = uvloop.run
-    except ImportError:
-        run = asyncio.run
-    for r in run(measure(args.requests, args.profile)):
+    for r in on_loop(measure(args.requests, args.profile)):
         print(json.dumps({"bench": "request path, in process", "impl": native.active(),
                           **r}), flush=True)
 
