@@ -89,3 +89,17 @@ def test_what_rocketmq_refuses_is_refused_with_a_reason(change, code):
     with pytest.raises(Refused) as e:
         properties_of(m)
     assert GRPC_CODES[e.value.kind] == code and str(e.value)
+
+
+def test_times_at_zero_and_a_first_attempt_are_still_sent():
+    """Fields filled in place (convert.to_grpc_into) are present even at their zero: a
+    client reads a born and a store time, an invisible duration and an attempt on every
+    delivery, as when each was built apart and copied in."""
+    m = stored("T", b"x", {"UNIQ_KEY": "ID4"})
+    m.born_timestamp = m.store_timestamp = 0
+    sp = to_grpc(m, receipt_handle="h", attempt=0, invisible_ms=0).system_properties
+    for name in ("born_timestamp", "store_timestamp", "invisible_duration",
+                 "delivery_attempt", "receipt_handle"):
+        assert sp.HasField(name), name
+    assert not sp.HasField("delivery_timestamp")
+    assert not to_grpc(m).system_properties.HasField("invisible_duration")

@@ -31,7 +31,7 @@ from .auth import (
 from .channel import CallOf, ClientChannel, call
 from .convert import (
     PROPERTY_MESSAGE_GROUP, duration, properties_of, refused_status, status, timestamp,
-    to_grpc, to_ms, transaction_group,
+    to_grpc_into, to_ms, transaction_group,
 )
 from .offset_calls import OffsetCalls
 from .renewal import AutoRenewal
@@ -442,9 +442,10 @@ class MessagingService(OffsetCalls):
         # when the batch left the broker: clients measure delivery latency from it
         yield svc.ReceiveMessageResponse(delivery_timestamp=timestamp(wall_ms()))
         for p in popped:
-            yield svc.ReceiveMessageResponse(message=to_grpc(
-                p.message, receipt_handle=p.handle.encode(), attempt=p.attempt,
-                invisible_ms=p.invisible_ms))
+            out = svc.ReceiveMessageResponse()
+            to_grpc_into(out.message, p.message, receipt_handle=p.handle.encode(),
+                         attempt=p.attempt, invisible_ms=p.invisible_ms)
+            yield out
         yield svc.ReceiveMessageResponse(status=status(pb.OK))
 
     @answers_refusals(svc.AckMessageResponse)
