@@ -4,6 +4,7 @@ may do is decided by the same rules as for remoting clients (broker/access/accou
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import (
     TYPE_CHECKING, Any, AsyncGenerator, Awaitable, Callable, Protocol, TypeVar, cast,
 )
@@ -40,19 +41,29 @@ def peer_ip(context: Context) -> str:
     return addr.rsplit(":", 1)[0].strip("[]")
 
 
+# the account each open call proved: its wrapper and its handler both ask (one signature
+# check a call, not two); an entry goes with its call
+_proven: weakref.WeakKeyDictionary[Context, Account] = weakref.WeakKeyDictionary()
+
+
 def caller(broker: Broker, context: Context) -> Account | None:
     """The calling account (None: the broker has no ACL); Refused (UNAUTHORIZED) for a
     caller the ACL refuses."""
     if broker.acl is None:
         return None
+    account = _proven.get(context)
+    if account is not None:
+        return account
     meta = context.metadata
     try:
-        return broker.acl.current().authenticate_grpc(
+        account = broker.acl.current().authenticate_grpc(
             meta.get("authorization", ""), meta.get("x-mq-date-time", ""),
             peer_ip(context), window_s=broker.config.aclSignatureWindowSeconds)
     except Refused:
         broker.stats.acl_denied["grpc"] += 1
         raise
+    _proven[context] = account
+    return account
 
 
 def authorize(broker: Broker, context: Context, code: int | None = None,
