@@ -1,6 +1,6 @@
 """A gRPC server on the event loop, HTTP/2 and gRPC's framing read and written here in
 Python (grpcio's server and the h2 library each spent 300-450 µs of CPU a unary call on
-this machine; this one ~70: docs/benchmarks.md, session 35).
+this machine; this one ~50-55: docs/benchmarks.md, sessions 35-36).
 
 It serves one protobuf service: each method of its descriptor is a servicer's coroutine
 (`async def Method(request, context)`), or async generator for a server-streaming method,
