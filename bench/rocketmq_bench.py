@@ -15,7 +15,9 @@ Workloads, 100-byte messages, one system at a time on the same 2 cores:
             ledgermq behind RocketMQ's proxy in cluster mode against RocketMQ's own broker
             behind the same proxy)
             RocketMQ 5's Java gRPC client (GrpcDriver.java): sync p50/p99, 64 sending
-            threads, a SimpleConsumer (receive 32, ack each) and a PushConsumer
+            threads, a SimpleConsumer (receive 32, ack each) and a PushConsumer; and the
+            same client against the floor (bench/grpc_floor_broker.py: ledgermq's endpoint
+            answering sends, receives and acks from canned answers)
   failover  (dledger, controller) kill -9 of the master or leader under a sync sender, to its
             next SEND_OK, `--trials` times; then every acknowledged message is read back
 """
@@ -304,13 +306,13 @@ def main() -> None:
     ap.add_argument("--only-failover", action="store_true",
                     help="the failover rows alone (the other workloads are skipped)")
     ap.add_argument("--systems", help="a subset of the layout's systems, comma-separated "
-                    "(proxy: ledgermq,rocketmq,proxied,rocketmq-proxied)")
+                    "(proxy: ledgermq,rocketmq,proxied,rocketmq-proxied,grpc-floor)")
     args = ap.parse_args()
     for layout in args.layouts.split(","):
         figs: dict[str, dict] = {}
         # the proxy layout also runs ledgermq, and RocketMQ's broker, behind RocketMQ's
-        # proxy in cluster mode
-        systems = ("ledgermq", "rocketmq", "proxied", "rocketmq-proxied") \
+        # proxy in cluster mode, and the floor under the Java client on ledgermq's endpoint
+        systems = ("ledgermq", "rocketmq", "proxied", "rocketmq-proxied", "grpc-floor") \
             if layout == "proxy" else ("ledgermq", "rocketmq")
         if args.systems:
             systems = tuple(s for s in systems if s in args.systems.split(","))
@@ -329,6 +331,8 @@ def main() -> None:
                     for r in rows(layout, figs, ours)]
         if figs.get("rocketmq-proxied", {}).get("sync"):
             compared += rows(layout, figs, "proxied", "rocketmq-proxied")
+        if figs.get("grpc-floor", {}).get("sync"):  # how far above the floor ledgermq is
+            compared += rows(layout, figs, "ledgermq", "grpc-floor")
         for r in compared + failover_rows(layout, figs):
             print(json.dumps(r), flush=True)
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Iterator, Protocol
@@ -23,8 +24,9 @@ from ledgermq.client.admin import Admin
 from ledgermq.localcluster.cluster import MASTER_ROLES, down, health, lag, restart, status, up
 from tests.dev_process import DevProcess
 
-SEGMENT = str(64 << 20)
-CAUGHT_UP = 1 << 20  # bytes behind the master that count as caught up  # commit-log segments, as the RocketMQ layouts have them
+ROOT = Path(__file__).resolve().parents[1]
+SEGMENT = str(64 << 20)  # commit-log segments, as the RocketMQ layouts have them
+CAUGHT_UP = 1 << 20  # bytes behind the master that count as caught up
 # the ledgermq mode and replica count that match each RocketMQ layout
 LEDGERMQ_LAYOUTS = {"sync": ("sync", 2), "dledger": ("dledger", 3),
                     "controller": ("controller", 3), "controller-tight": ("controller", 3)}
@@ -52,12 +54,14 @@ def _poll(check, what: str, timeout: float) -> None:
 
 class LedgermqSide:
     system = "ledgermq"
+    program: list[str] | None = None  # the `ledgermq` CLI (DevProcess's default)
 
     def __init__(self, layout: str, d: Path) -> None:
         self.layout, self.d, self.dev, self.grpc = layout, d, None, ""
         if layout in ("single", "proxy"):  # (ledgermq's broker serves gRPC itself)
             grpc = {"grpcServerPort": "0"} if layout == "proxy" else {}
-            self.dev = DevProcess(d, {"mappedFileSizeCommitLog": SEGMENT, **grpc}).start()
+            self.dev = DevProcess(d, {"mappedFileSizeCommitLog": SEGMENT, **grpc},
+                                  self.program).start()
             self.namesrv, self.grpc = self.dev.namesrv, self.dev.ready.get("grpc") or ""
         else:
             mode, replicas = LEDGERMQ_LAYOUTS[layout]
@@ -96,6 +100,13 @@ class LedgermqSide:
             self.dev.stop()
         else:
             down(self.d)
+
+
+class GrpcFloorSide(LedgermqSide):
+    """ledgermq's endpoint with sends, receives and acks answered from canned answers
+    (bench/grpc_floor_broker.py): the floor under the Java client's gRPC workloads."""
+    system = "grpc-floor"
+    program = [sys.executable, str(ROOT / "bench" / "grpc_floor_broker.py")]
 
 
 class RocketMQSide:
@@ -191,7 +202,8 @@ class RocketMQProxiedSide(ProxiedSide):
 
 
 SIDES = {"ledgermq": LedgermqSide, "rocketmq": RocketMQSide, "proxied": ProxiedSide,
-         "rocketmq-proxied": RocketMQProxiedSide, "floor": FloorSide}
+         "rocketmq-proxied": RocketMQProxiedSide, "floor": FloorSide,
+         "grpc-floor": GrpcFloorSide}
 
 
 @contextlib.contextmanager
