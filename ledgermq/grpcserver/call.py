@@ -100,6 +100,17 @@ class Call:
                               if k[:1] != b":" and k not in _TRANSPORT_KEYS}
         return self._metadata
 
+    def metadata_value(self, key: str) -> str | None:
+        """One key's value in the client's metadata, as `metadata` has it (a key sent
+        twice: its last value), without making the whole dict (a call that needs one key
+        pays for one)."""
+        want, value = key.encode("latin-1"), None
+        for k, v in self.headers:
+            if k == want:
+                value = v
+        return None if value is None or want[:1] == b":" or want in _TRANSPORT_KEYS \
+            else value.decode("latin-1")
+
     def peer(self) -> str:
         return self.conn.peer
 

@@ -98,8 +98,7 @@ class MessagingService(OffsetCalls):
 
     def _client(self, context: Context) -> CallOf | None:
         """The calling client's channel (made at its first call) as this call sees it."""
-        meta = context.metadata
-        client_id = meta.get("x-mq-client-id")
+        client_id = context.metadata_value("x-mq-client-id")
         if not client_id:
             return None
         ch = self.channels.get(client_id)
