@@ -8,7 +8,9 @@ NATS R3, and the store alone (batch append; SYNC_FLUSH group commit, 64 writers 
 For each setup and implementation (native, then LEDGERMQ_PURE=1) a worker process starts
 fresh brokers with that environment and runs the workloads of bench/single_node_bench.py
 from its own client: a sync send p50, pipelined single sends (the producer's default
-coalescing, and one request per message), batches of 100 x 100 B, consume everything.
+coalescing, each send timed as the anchors time theirs; the same untimed, for the
+producer's own CPU a message; and one request per message), batches of 100 x 100 B,
+consume everything.
 Each row carries the CPU each process spent per message (client: getrusage; every broker:
 /proc/PID/stat, before and after the workload; in DLedger the leader and each follower).
 The anchors run on one fresh NATS cluster per setup (replicas=1 or 3) in the same run:
@@ -66,6 +68,8 @@ def workloads(ns: str, na: int, nb: int):
         ("a", "sync send p50", lambda: w_sync(ns, na)),
         ("b", "pipelined single sends (coalesced per loop turn)",
          lambda: w_pipelined(ns, nb, "BenchB")),
+        ("b0", "pipelined single sends (coalesced), untimed: the producer's own CPU",
+         lambda: w_pipelined(ns, nb, "BenchB0", timed_every=0)),
         ("b1", "pipelined single sends, one request each",
          lambda: w_pipelined(ns, nb // 4, "BenchB1", coalesce=False)),
         ("c", "batches of 100 x 100 B", lambda: w_batch(ns, nb)),
@@ -173,7 +177,8 @@ def go_cpu_per_msg(row: dict | None) -> dict | None:
     return out
 
 
-ANCHOR_PHASE = {"a": "a", "b": "b", "b1": "b", "c": "b", "d": "d"}
+# (b0 has no anchor: the anchors time every publish, as b does)
+ANCHOR_PHASE = {"a": "a", "b": "b", "b0": None, "b1": "b", "c": "b", "d": "d"}
 
 
 def anchors(replicas: int, args, na: int, nb: int) -> tuple[dict, dict, str]:
@@ -195,7 +200,7 @@ def anchors(replicas: int, args, na: int, nb: int) -> tuple[dict, dict, str]:
 def compare_setup(setup: str, args, na: int, nb: int) -> None:
     nats_py, go, go_note = anchors(SETUPS[setup][1], args, na, nb)
     ours = {"native": run_worker(setup, False, na, nb), "pure": run_worker(setup, True, na, nb)}
-    for key in ("a", "b", "b1", "c", "d"):
+    for key in ("a", "b", "b0", "b1", "c", "d"):
         nat, pure = ours["native"].get(key), ours["pure"].get(key)
         phase = ANCHOR_PHASE[key]
         f_nat, f_pure = figure(nat, key), figure(pure, key)
