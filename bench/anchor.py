@@ -69,12 +69,7 @@ def run_anchor(replicas: int, phases: str, nb: int = 200_000, na: int = 20_000,
                        env={**os.environ, "NATS_ANCHOR_DIR": str(work)})
         rows = [json.loads(line) for line in out.read_text().splitlines()]
         if go is not None:
-            gout = work / "go.jsonl"
-            subprocess.run([str(go), "--replicas", str(replicas), "--phases", phases,
-                            "--nb", str(nb), "--na", str(na), "--out", str(gout)],
-                           check=True, capture_output=True, timeout=1500,
-                           env={**os.environ, "NATS_ANCHOR_DIR": str(work)})
-            rows += [json.loads(line) for line in gout.read_text().splitlines()]
+            rows += go_rows(go, work, replicas, phases, nb, na)
         return rows
     finally:
         for pid in pids:  # the servers start.sh started for us
@@ -84,6 +79,29 @@ def run_anchor(replicas: int, phases: str, nb: int = 200_000, na: int = 20_000,
                 pass
         time.sleep(0.5)
         shutil.rmtree(work, ignore_errors=True)
+
+
+GO_TIMEOUT_S = 300  # its phases take seconds; one that hangs must not stall the bench
+
+
+def go_rows(go: Path, work: Path, replicas: int, phases: str, nb: int,
+            na: int) -> list[dict]:
+    """The Go client's rows; a run that does not end within GO_TIMEOUT_S is killed and
+    leaves the rows of the phases it finished, and a row saying so."""
+    gout = work / "go.jsonl"
+    try:
+        subprocess.run([str(go), "--replicas", str(replicas), "--phases", phases,
+                        "--nb", str(nb), "--na", str(na), "--out", str(gout)],
+                       check=True, capture_output=True, timeout=GO_TIMEOUT_S,
+                       env={**os.environ, "NATS_ANCHOR_DIR": str(work)})
+        stopped = None
+    except subprocess.TimeoutExpired:
+        stopped = f"the Go client did not finish within {GO_TIMEOUT_S} s: stopped"
+    rows = [json.loads(line) for line in gout.read_text().splitlines()] \
+        if gout.exists() else []
+    if stopped:
+        rows.append({"client": "go", "workload": "stopped", "note": stopped})
+    return rows
 
 
 def by_phase(rows: list[dict]) -> dict[str, dict]:
