@@ -115,8 +115,9 @@ bench-native: install
 
 # RocketMQ 5's gRPC endpoint next to remoting (sync send, pipelined, consume everything),
 # grpcio's own floor, then RocketMQ's Java gRPC client against ledgermq's endpoint, RocketMQ's
-# proxy (local mode) and ledgermq behind RocketMQ's proxy (cluster mode), CPU per process;
-# the endpoint's calls in process (bench/grpc_micro.py)
+# proxy (local mode), ledgermq behind RocketMQ's proxy (cluster mode) and the floor under
+# that client (bench/grpc_floor_broker.py), CPU per process; the endpoint's calls in process
+# (bench/grpc_micro.py)
 bench-grpc: install
 	$(PY) bench/grpc_bench.py
 	$(PY) bench/grpc_floor.py
