@@ -104,12 +104,17 @@ class Call:
         """One key's value in the client's metadata, as `metadata` has it (a key sent
         twice: its last value), without making the whole dict (a call that needs one key
         pays for one)."""
-        want, value = key.encode("latin-1"), None
+        try:
+            want = key.encode("latin-1")
+        except UnicodeEncodeError:
+            return None  # (no header name can hold it)
+        if want[:1] == b":" or want in _TRANSPORT_KEYS:
+            return None
+        value = None
         for k, v in self.headers:
             if k == want:
                 value = v
-        return None if value is None or want[:1] == b":" or want in _TRANSPORT_KEYS \
-            else value.decode("latin-1")
+        return None if value is None else value.decode("latin-1")
 
     def peer(self) -> str:
         return self.conn.peer

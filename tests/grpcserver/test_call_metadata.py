@@ -25,7 +25,7 @@ def test_one_keys_value_is_the_whole_metadatas(headers):
     for key in KEYS:
         name = key.decode("latin-1")
         assert c.metadata_value(name) == whole.get(name)
-    assert c.metadata_value("absent") is None
+    assert c.metadata_value("absent") is None and c.metadata_value("ключ") is None
 
 
 def test_a_key_sent_twice_reads_as_its_last_value_and_transport_keys_are_not_metadata():
