@@ -10,10 +10,8 @@ LEDGERMQ_PURE=1.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import cProfile
-import json
 import pstats
 import statistics
 import sys
@@ -28,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.request_micro import (  # noqa: E402
-    TOPIC, CountingTransport, make_broker, native_and_pure, on_loop,
+    TOPIC, CountingTransport, make_broker, micro_main,
 )
 from ledgermq.apis import definition_pb2 as pb  # noqa: E402
 from ledgermq.apis import rpc  # noqa: E402
@@ -36,7 +34,6 @@ from ledgermq.apis import service_pb2 as svc  # noqa: E402
 from ledgermq.broker import Broker  # noqa: E402
 from ledgermq.broker.grpc.messaging import MessagingService  # noqa: E402
 from ledgermq.grpcserver import GrpcServer, frames, methods_of  # noqa: E402
-from ledgermq.wire import native  # noqa: E402
 
 ROUNDS = 5
 SERVICE = b"/apache.rocketmq.v2.MessagingService/"
@@ -161,19 +158,7 @@ async def measure(n: int, profile: bool) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=5000, help="per round")
-    ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--one", action="store_true", help="this implementation only")
-    args = ap.parse_args()
-    if not args.one:
-        native_and_pure(__file__, ["--calls", str(args.calls)] +
-                        (["--profile"] if args.profile else []))
-        return
-    for r in on_loop(measure(args.calls, args.profile)):
-        print(json.dumps({"bench": "grpc calls, in process", "impl": native.active(), **r}),
-              flush=True)
-
+    micro_main(__file__, "grpc calls, in process", "calls", 5000, measure)
 
 if __name__ == "__main__":
     main()

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Coroutine
+from typing import Any, Callable, Coroutine
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -243,20 +243,25 @@ def on_loop(main: Coroutine[Any, Any, list[dict]]) -> list[dict]:
         return asyncio.run(main)
 
 
-def main() -> None:
+def micro_main(script: str, bench: str, count: str, default: int,
+               measure: Callable[[int, bool], Coroutine[Any, Any, list[dict]]]) -> None:
+    """An in-process bench's command line: `--COUNT N` a round, `--profile`; without
+    `--one`, itself natively then pure (native_and_pure); with it, JSON rows of `measure`."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=10000, help="per round")
+    ap.add_argument(f"--{count}", type=int, default=default, help="per round")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--one", action="store_true", help="this implementation only")
     args = ap.parse_args()
+    n = getattr(args, count)
     if not args.one:
-        native_and_pure(__file__, ["--requests", str(args.requests)] +
-                        (["--profile"] if args.profile else []))
+        native_and_pure(script, [f"--{count}", str(n)] + (["--profile"] if args.profile else []))
         return
-    for r in on_loop(measure(args.requests, args.profile)):
-        print(json.dumps({"bench": "request path, in process", "impl": native.active(),
-                          **r}), flush=True)
+    for r in on_loop(measure(n, args.profile)):
+        print(json.dumps({"bench": bench, "impl": native.active(), **r}), flush=True)
 
+
+def main() -> None:
+    micro_main(__file__, "request path, in process", "requests", 10000, measure)
 
 if __name__ == "__main__":
     main()
