@@ -29,19 +29,19 @@ def field(number: int, wire_type: int) -> bytes:
     return varint(number << 3 | wire_type)
 
 
+def _delimited(tag: bytes, data: bytes) -> bytes:
+    """A length-delimited field after its (encoded) tag: its length is one byte under 128,
+    as most here are."""
+    n = len(data)
+    return tag + (bytes((n,)) if n < 0x80 else varint(n)) + data
+
+
 def length_delimited(number: int, data: bytes) -> bytes:
-    return field(number, LEN) + varint(len(data)) + data
+    return _delimited(field(number, LEN), data)
 
 
 _OK = field(1, VARINT) + varint(pb.OK) + length_delimited(2, b"OK")  # Status{code, message}
 _OK_STATUS = length_delimited(1, _OK)  # as the Status field (1) of an entry or a response
-
-
-def _delimited(tag: bytes, data: bytes) -> bytes:
-    """A length-delimited field whose tag is one byte (fields 1-15): its length is one byte
-    under 128, as most here are."""
-    n = len(data)
-    return tag + (bytes((n,)) if n < 0x80 else varint(n)) + data
 
 
 _F1, _F2, _F3 = field(1, LEN), field(2, LEN), field(3, LEN)

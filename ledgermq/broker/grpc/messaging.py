@@ -461,12 +461,13 @@ class MessagingService(OffsetCalls):
             except Refused as err:
                 refused.append(refused_status(err))
         unsafe = await self.broker.pop.log_acks(acks)  # OK only once a failover keeps them
-        if unsafe is None and not any(refused) and request.entries:  # (the usual answer)
+        if unsafe is None and request.entries and all(st is None for st in refused):
+            # (the usual answer: every ack held)
             return encoded.acked([(e.message_id, e.receipt_handle) for e in request.entries])
         out = svc.AckMessageResponse()
         for e, st in zip(request.entries, refused):
             out.entries.add(message_id=e.message_id, receipt_handle=e.receipt_handle,
-                            status=st or OK)
+                            status=OK if st is None else st)
         if unsafe is not None:
             for entry in out.entries:
                 if entry.status.code == pb.OK:
